@@ -1,0 +1,85 @@
+#include "hangwatch/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace hangwatch {
+namespace {
+
+std::string errnoText(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+Expected<bool> ensureParent(const std::string& path) {
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) return Error{"cannot create directory " + parent.string() + ": " + ec.message()};
+  return true;
+}
+
+}  // namespace
+
+Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents) {
+  if (auto p = ensureParent(path); !p) return Error{p.error()};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Error{errnoText("cannot create", tmp)};
+  bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
+  int saved = errno;
+  ::close(fd);
+  if (!ok) {
+    errno = saved;
+    std::string msg = errnoText("cannot write", tmp);
+    ::unlink(tmp.c_str());
+    return Error{msg};
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string msg = errnoText("cannot rename into", path);
+    ::unlink(tmp.c_str());
+    return Error{msg};
+  }
+  return Written{path};
+}
+
+Expected<bool> createFileExclusively(const std::string& path, std::string_view contents) {
+  if (auto p = ensureParent(path); !p) return Error{p.error()};
+  // Write the content under a private name first, then link() it into place:
+  // link fails with EEXIST if someone else won, and the winner's file is never partial.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Error{errnoText("cannot create", tmp)};
+  bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) {
+    std::string msg = errnoText("cannot write", tmp);
+    ::unlink(tmp.c_str());
+    return Error{msg};
+  }
+  int rc = ::link(tmp.c_str(), path.c_str());
+  int saved = errno;
+  ::unlink(tmp.c_str());
+  if (rc == 0) return true;
+  if (saved == EEXIST) return false;
+  errno = saved;
+  return Error{errnoText("cannot create", path)};
+}
+
+}  // namespace hangwatch
