@@ -1,0 +1,167 @@
+#include "simgpu/faults.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+
+namespace simgpu {
+namespace {
+
+using hangwatch::Error;
+using hangwatch::Expected;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+template <typename T>
+bool parseInt(std::string_view s, T& out) {
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size() && out >= 0;
+}
+
+bool parseFraction(std::string_view s, double& out) {
+  if (s.empty()) return false;
+  std::string text(s);
+  char* end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && out > 0.0 && out <= 1.0;
+}
+
+// "A->B"
+bool parseLink(std::string_view s, int& from, int& to) {
+  size_t arrow = s.find("->");
+  if (arrow == std::string_view::npos) return false;
+  return parseInt(s.substr(0, arrow), from) && parseInt(s.substr(arrow + 2), to) && from != to;
+}
+
+Error bad(std::string_view token, std::string_view why) {
+  return Error{"bad fault '" + std::string(token) + "': " + std::string(why)};
+}
+
+// Parses one token into `plan`; returns an error naming the token.
+Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
+  size_t eq = token.find('=');
+  if (eq == std::string_view::npos) return bad(token, "expected KIND=..., e.g. dead-rank=3@op=10");
+  std::string_view kind = token.substr(0, eq);
+  std::string_view body = token.substr(eq + 1);
+
+  if (kind == "dead-rank" || kind == "dead-link") {
+    size_t at = body.find("@op=");
+    if (at == std::string_view::npos) return bad(token, "expected '@op=K'");
+    std::string_view who = body.substr(0, at);
+    std::string_view rest = body.substr(at + 4);
+    std::optional<int> channel;
+    if (size_t comma = rest.find(','); comma != std::string_view::npos) {
+      std::string_view opt = rest.substr(comma + 1);
+      rest = rest.substr(0, comma);
+      int c = 0;
+      if (kind != "dead-link" || opt.substr(0, 8) != "channel=" || !parseInt(opt.substr(8), c))
+        return bad(token, "the only option is ',channel=C' on dead-link");
+      channel = c;
+    }
+    uint64_t op = 0;
+    if (!parseInt(rest, op)) return bad(token, "op index must be a non-negative integer");
+    if (kind == "dead-rank") {
+      int rank = 0;
+      if (!parseInt(who, rank)) return bad(token, "expected a rank number before '@'");
+      plan.dead_ranks.push_back({std::string(token), rank, op});
+    } else {
+      int from = 0, to = 0;
+      if (!parseLink(who, from, to)) return bad(token, "expected A->B with two different ranks");
+      plan.dead_links.push_back({std::string(token), from, to, op, channel});
+    }
+    return true;
+  }
+  if (kind == "slow-rank" || kind == "slow-link") {
+    size_t colon = body.rfind(':');
+    if (colon == std::string_view::npos) return bad(token, "expected ':F' with 0 < F <= 1");
+    double fraction = 0;
+    if (!parseFraction(body.substr(colon + 1), fraction)) return bad(token, "fraction F must be in (0, 1]");
+    std::string_view who = body.substr(0, colon);
+    if (kind == "slow-rank") {
+      int rank = 0;
+      if (!parseInt(who, rank)) return bad(token, "expected a rank number before ':'");
+      plan.slow_ranks.push_back({std::string(token), rank, fraction});
+    } else {
+      int from = 0, to = 0;
+      if (!parseLink(who, from, to)) return bad(token, "expected A->B with two different ranks");
+      plan.slow_links.push_back({std::string(token), from, to, fraction});
+    }
+    return true;
+  }
+  return bad(token, "unknown fault kind (dead-rank, dead-link, slow-rank, slow-link)");
+}
+
+}  // namespace
+
+bool FaultPlan::rankDeadAt(int rank, uint64_t op) const {
+  for (const auto& f : dead_ranks)
+    if (f.rank == rank && op >= f.op) return true;
+  return false;
+}
+
+bool FaultPlan::linkDeadAt(int from, int to, uint64_t op, int channel) const {
+  for (const auto& f : dead_links)
+    if (f.from == from && f.to == to && op >= f.op && (!f.channel || *f.channel == channel)) return true;
+  return false;
+}
+
+double FaultPlan::rankSpeed(int rank) const {
+  double s = 1.0;
+  for (const auto& f : slow_ranks)
+    if (f.rank == rank) s *= f.fraction;
+  return s;
+}
+
+double FaultPlan::linkSpeed(int from, int to) const {
+  double s = 1.0;
+  for (const auto& f : slow_links)
+    if (f.from == from && f.to == to) s *= f.fraction;
+  return s;
+}
+
+Expected<bool> FaultPlan::checkRanksBelow(int world_size) const {
+  auto check = [&](const std::string& token, std::initializer_list<int> ranks) -> Expected<bool> {
+    for (int r : ranks)
+      if (r >= world_size)
+        return bad(token, "rank " + std::to_string(r) + " does not exist in a job of " + std::to_string(world_size) +
+                              " ranks");
+    return true;
+  };
+  for (const auto& f : dead_ranks)
+    if (auto r = check(f.token, {f.rank}); !r) return r;
+  for (const auto& f : dead_links)
+    if (auto r = check(f.token, {f.from, f.to}); !r) return r;
+  for (const auto& f : slow_ranks)
+    if (auto r = check(f.token, {f.rank}); !r) return r;
+  for (const auto& f : slow_links)
+    if (auto r = check(f.token, {f.from, f.to}); !r) return r;
+  return true;
+}
+
+Expected<FaultPlan> parseFaults(std::string_view spec) {
+  FaultPlan plan;
+  while (!spec.empty()) {
+    size_t semi = spec.find(';');
+    std::string_view token = trim(spec.substr(0, semi));
+    spec = semi == std::string_view::npos ? std::string_view{} : spec.substr(semi + 1);
+    if (token.empty()) continue;
+    if (auto r = parseToken(token, plan); !r) return Error{r.error()};
+  }
+  return plan;
+}
+
+const Expected<FaultPlan>& processFaults() {
+  static const Expected<FaultPlan> plan = [] {
+    const char* spec = std::getenv("SIMGPU_FAULTS");
+    return parseFaults(spec ? spec : "");
+  }();
+  return plan;
+}
+
+}  // namespace simgpu

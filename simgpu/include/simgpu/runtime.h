@@ -1,0 +1,38 @@
+#pragma once
+// What libsimcuda exports to the other sim libraries (libsimcublas, libsimnccl):
+// running device work in stream order and the emulated device's speed. Not part
+// of any CUDA API; real-GPU builds never see this header.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <functional>
+
+namespace simgpu {
+
+using DeviceWork = std::function<void()>;
+
+// Queues `work` on `stream` like a kernel launch: it runs on the stream's worker
+// thread after everything queued before it (legacy default-stream rules included).
+// `name` is the kernel name a tool would see. Returns cudaErrorInvalidResourceHandle
+// for a stream that does not exist.
+cudaError_t enqueue(cudaStream_t stream, const char* name, DeviceWork work);
+
+// The calling thread's current device (cudaSetDevice), 0 by default.
+int currentDevice();
+
+// Launcher rank of this process if known, else the current device ordinal: the
+// rank that slow-rank faults are matched against for GEMMs and copies.
+int processRank();
+
+// Fraction of normal speed of this process's device (slow-rank faults), 1.0 when healthy.
+double deviceSpeed();
+
+// Keeps the calling (stream) thread busy until `start + modeled / deviceSpeed()`:
+// how emulated device work takes its modeled time.
+void occupyDevice(std::chrono::steady_clock::time_point start, std::chrono::nanoseconds modeled);
+
+// Name of the device work the calling stream thread is running (a kernel's
+// registered name, "simgpu_memcpy", ...), or nullptr between tasks and off streams.
+const char* runningKernelName();
+
+}  // namespace simgpu

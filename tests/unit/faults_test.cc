@@ -1,0 +1,69 @@
+#include "simgpu/faults.h"
+
+#include <catch2/catch.hpp>
+
+using simgpu::parseFaults;
+
+TEST_CASE("FaultGrammarAcceptsEveryKindFromTheDesign") {
+  auto plan = parseFaults("dead-rank=3@op=10; dead-link=1->2@op=4 ;dead-link=0->7@op=0,channel=2;"
+                          "slow-rank=2:0.6;slow-link=1->2:0.3;");
+  REQUIRE(plan.ok());
+  REQUIRE(plan->dead_ranks.size() == 1);
+  CHECK(plan->dead_ranks[0].rank == 3);
+  CHECK(plan->dead_ranks[0].op == 10);
+  REQUIRE(plan->dead_links.size() == 2);
+  CHECK(plan->dead_links[0].from == 1);
+  CHECK(plan->dead_links[0].to == 2);
+  CHECK_FALSE(plan->dead_links[0].channel.has_value());
+  CHECK(plan->dead_links[1].channel == 2);
+  CHECK(plan->rankSpeed(2) == Approx(0.6));
+  CHECK(plan->rankSpeed(1) == 1.0);
+  CHECK(plan->linkSpeed(1, 2) == Approx(0.3));
+  CHECK(plan->linkSpeed(2, 1) == 1.0);
+}
+
+TEST_CASE("FaultsApplyFromTheirOpIndexOn") {
+  auto plan = parseFaults("dead-rank=1@op=5;dead-link=2->3@op=2,channel=1");
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->rankDeadAt(1, 4));
+  CHECK(plan->rankDeadAt(1, 5));
+  CHECK(plan->rankDeadAt(1, 9));
+  CHECK_FALSE(plan->rankDeadAt(0, 9));
+  CHECK_FALSE(plan->linkDeadAt(2, 3, 1, 1));
+  CHECK(plan->linkDeadAt(2, 3, 2, 1));
+  CHECK_FALSE(plan->linkDeadAt(2, 3, 2, 0));
+  CHECK_FALSE(plan->linkDeadAt(3, 2, 7, 1));
+}
+
+TEST_CASE("EmptyFaultSpecIsHealthy") {
+  auto plan = parseFaults("");
+  REQUIRE(plan.ok());
+  CHECK(plan->empty());
+  CHECK(parseFaults(" ; ;").ok());
+}
+
+TEST_CASE("MalformedFaultsAreRejectedNamingTheToken") {
+  const char* bad[] = {
+      "dead-rank=3",          "dead-rank=x@op=1",   "dead-rank=3@op=-1",  "dead-link=1-2@op=3",
+      "dead-link=1->1@op=3",  "dead-link=1->2@op=3,chan=1", "dead-rank=1@op=2,channel=0",
+      "slow-rank=2",          "slow-rank=2:0",      "slow-rank=2:1.5",    "slow-rank=2:abc",
+      "slow-link=1->2",       "slow-link=3:0.5",    "fast-rank=1:0.5",    "dead-rank",
+      "dead-rank=1@op=3x",
+  };
+  for (const char* token : bad) {
+    std::string spec = std::string("slow-rank=0:0.5;") + token;
+    auto plan = parseFaults(spec);
+    INFO(spec);
+    REQUIRE_FALSE(plan.ok());
+    CHECK_THAT(plan.error(), Catch::Contains("'" + std::string(token) + "'"));
+  }
+}
+
+TEST_CASE("FaultRanksAreCheckedAgainstTheJobSize") {
+  auto plan = parseFaults("slow-link=1->6:0.5");
+  REQUIRE(plan.ok());
+  CHECK(plan->checkRanksBelow(7).ok());
+  auto r = plan->checkRanksBelow(4);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error(), Catch::Contains("slow-link=1->6:0.5"));
+}
