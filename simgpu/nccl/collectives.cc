@@ -1,0 +1,186 @@
+// The ring algorithms, one channel at a time: the channel's slice of the buffer
+// moves in steps of one slot, like NCCL's ring/SIMPLE kernels.
+#include <algorithm>
+#include <cstring>
+
+#include "communicator.h"
+#include "reduction.h"
+
+namespace simnccl {
+
+struct Range {
+  size_t begin;
+  size_t end;
+};
+
+class CollectiveRunner {
+ public:
+  CollectiveRunner(Communicator& comm, const Op& op, int channel)
+      : comm_(comm),
+        op_(op),
+        channel_(channel),
+        n_(comm.nranks_),
+        r_(comm.rank_),
+        esize_(dtypeSize(op.dtype)),
+        chunk_(comm.segment_->shape().slot_bytes / esize_),
+        transport_(*comm.segment_, comm.aborted_, comm.rank_, op) {
+    int next = (r_ + 1) % n_;
+    int prev = (r_ + n_ - 1) % n_;
+    Communicator::ChannelState& cs = comm.channels_[channel];
+    send_ = SendEnd{&comm.segment_->ringConnection(channel, r_), &cs.send_step, &cs.pacer, next, channel,
+                    comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel)};
+    recv_ = RecvEnd{&comm.segment_->ringConnection(channel, prev), &cs.recv_step, prev, channel};
+    scratch_ = comm.channels_[channel].scratch.data();
+  }
+
+  bool run() {
+    switch (op_.kind) {
+      case OpKind::AllReduce: return allReduce();
+      case OpKind::AllGather: return allGather();
+      case OpKind::ReduceScatter: return reduceScatter();
+      case OpKind::Broadcast: return broadcast();
+      case OpKind::Reduce: return reduce();
+      default: return false;
+    }
+  }
+
+ private:
+  // This channel's share of `count` elements.
+  Range part(size_t count) const {
+    size_t nch = static_cast<size_t>(comm_.nchannels_);
+    return {count * channel_ / nch, count * (channel_ + 1) / nch};
+  }
+  int mod(int x) const { return ((x % n_) + n_) % n_; }
+  const char* in(size_t elem) const { return static_cast<const char*>(op_.sendbuff) + elem * esize_; }
+  char* out(size_t elem) const { return static_cast<char*>(op_.recvbuff) + elem * esize_; }
+
+  bool send(const void* src, size_t elems) { return transport_.send(send_, src, elems * esize_); }
+  bool recvCopy(void* dst, size_t elems) {
+    return transport_.recv(recv_, [&](const void* data, size_t) {
+      if (elems) std::memmove(dst, data, elems * esize_);
+    });
+  }
+  // dst = own (op) incoming; `last` marks the final contribution (ncclAvg divides there).
+  bool recvReduce(void* dst, const void* own, size_t elems, bool last) {
+    return transport_.recv(recv_, [&](const void* data, size_t) {
+      reduceInto(dst, own, data, elems, op_.dtype, op_.redop);
+      if (last) finalizeAverage(dst, elems, op_.dtype, op_.redop, n_);
+    });
+  }
+  void copyLocal(void* dst, const void* src, size_t elems) {
+    if (dst != src && elems) std::memmove(dst, src, elems * esize_);
+  }
+
+  bool allReduce() {
+    Range p = part(op_.count);
+    if (n_ == 1) return copyLocal(out(p.begin), in(p.begin), p.end - p.begin), true;
+    for (size_t off = p.begin; off < p.end; off += n_ * chunk_) {
+      auto seg = [&](int i) -> Range {
+        size_t b = std::min(p.end, off + i * chunk_);
+        return {b, std::min(p.end, b + chunk_)};
+      };
+      // Reduce-scatter: after n-1 steps this rank holds the full reduction of segment r+1.
+      for (int s = 0; s < n_ - 1; ++s) {
+        Range snd = seg(mod(r_ - s));
+        Range rcv = seg(mod(r_ - s - 1));
+        if (!send(s == 0 ? in(snd.begin) : out(snd.begin), snd.end - snd.begin)) return false;
+        if (!recvReduce(out(rcv.begin), in(rcv.begin), rcv.end - rcv.begin, s == n_ - 2)) return false;
+      }
+      // All-gather the reduced segments around the ring.
+      for (int s = 0; s < n_ - 1; ++s) {
+        Range snd = seg(mod(r_ + 1 - s));
+        Range rcv = seg(mod(r_ - s));
+        if (!send(out(snd.begin), snd.end - snd.begin)) return false;
+        if (!recvCopy(out(rcv.begin), rcv.end - rcv.begin)) return false;
+      }
+    }
+    return true;
+  }
+
+  bool allGather() {
+    Range p = part(op_.count);
+    size_t count = op_.count;
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      copyLocal(out(r_ * count + off), in(off), len);
+      for (int s = 0; s < n_ - 1; ++s) {
+        if (!send(out(mod(r_ - s) * count + off), len)) return false;
+        if (!recvCopy(out(mod(r_ - s - 1) * count + off), len)) return false;
+      }
+    }
+    return true;
+  }
+
+  bool reduceScatter() {
+    Range p = part(op_.count);
+    size_t count = op_.count;
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      if (n_ == 1) copyLocal(out(off), in(off), len);
+      // The partial sum received at step s is what this rank sends at step s+1.
+      for (int s = 0; s < n_ - 1; ++s) {
+        int snd = mod(r_ - s - 1);
+        int rcv = mod(r_ - s - 2);
+        if (!send(s == 0 ? in(snd * count + off) : scratch_, len)) return false;
+        bool last = s == n_ - 2;
+        if (!recvReduce(last ? out(off) : scratch_, in(rcv * count + off), len, last)) return false;
+      }
+    }
+    return true;
+  }
+
+  bool broadcast() {
+    Range p = part(op_.count);
+    int pos = mod(r_ - op_.root);  // chain root -> root+1 -> ... -> root-1
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      if (pos == 0) {
+        copyLocal(out(off), in(off), len);
+        if (n_ > 1 && !send(in(off), len)) return false;
+        continue;
+      }
+      if (!recvCopy(out(off), len)) return false;
+      if (pos < n_ - 1 && !send(out(off), len)) return false;
+    }
+    return true;
+  }
+
+  bool reduce() {
+    Range p = part(op_.count);
+    int pos = mod(r_ - op_.root - 1);  // chain root+1 -> ... -> root
+    bool is_root = pos == n_ - 1;
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      if (n_ == 1) {
+        copyLocal(out(off), in(off), len);
+        continue;
+      }
+      if (pos == 0) {
+        if (!send(in(off), len)) return false;
+        continue;
+      }
+      void* dst = is_root ? static_cast<void*>(out(off)) : static_cast<void*>(scratch_);
+      if (!recvReduce(dst, in(off), len, is_root)) return false;
+      if (!is_root && !send(scratch_, len)) return false;
+    }
+    return true;
+  }
+
+  Communicator& comm_;
+  const Op& op_;
+  int channel_;
+  int n_;
+  int r_;
+  size_t esize_;
+  size_t chunk_;
+  StepTransport transport_;
+  SendEnd send_{};
+  RecvEnd recv_{};
+  char* scratch_;
+};
+
+bool runCollectiveOnChannel(Communicator& comm, const Op& op, int channel) {
+  return CollectiveRunner(comm, op, channel).run();
+}
+
+}  // namespace simnccl

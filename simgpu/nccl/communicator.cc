@@ -1,0 +1,224 @@
+#include "communicator.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "hangwatch/rank_identity.h"
+#include "simgpu/config.h"
+#include "reduction.h"
+#include "unique_id.h"
+
+namespace simnccl {
+
+bool runCollectiveOnChannel(Communicator& comm, const Op& op, int channel);
+
+hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const ncclUniqueId& id, int nranks, int rank,
+                                                                      int device) {
+  auto name = segmentNameFromId(id);
+  if (!name) return hangwatch::Error{name.error()};
+  const auto& faults = simgpu::processFaults();
+  if (!faults) return hangwatch::Error{"SIMGPU_FAULTS: " + faults.error()};
+
+  const simgpu::SimConfig& cfg = simgpu::simConfig();
+  SegmentShape shape{nranks, cfg.nchannels, cfg.slot_bytes};
+  auto opened = SharedSegment::open(*name, shape);
+  if (!opened) return hangwatch::Error{opened.error()};
+  std::unique_ptr<SharedSegment> segment(*opened);
+
+  hangwatch::RankIdentity identity = hangwatch::detectRankIdentity();
+  RankRecord& me = segment->rank(rank);
+  if (me.joined.exchange(1) != 0) return hangwatch::Error{"rank " + std::to_string(rank) + " joined twice"};
+  me.pid = ::getpid();
+  me.launcher_rank = identity.rank.value_or(kNoLauncherRank);
+  me.device = device;
+  ::gethostname(me.host, sizeof(me.host) - 1);
+
+  // Like ncclCommInitRank, block until every rank arrived.
+  StepCounter& arrivals = segment->header().arrivals;
+  addToCounter(arrivals, 1);
+  for (;;) {
+    uint32_t word = arrivals.futex_word.load();
+    if (arrivals.value.load() >= static_cast<uint64_t>(nranks)) break;
+    sleepOnCounter(arrivals, word, 100);
+  }
+  // Everyone has it mapped now; the name is no longer needed and nothing leaks in /dev/shm.
+  if (rank == 0) segment->unlink();
+
+  std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, device, std::move(segment), *faults));
+  int world = nranks;
+  if (!comm->launcher_ranks_.empty()) {
+    world = identity.world_size.value_or(0);
+    for (int r : comm->launcher_ranks_) world = std::max(world, r + 1);
+  }
+  if (auto ok = faults->checkRanksBelow(world); !ok) return hangwatch::Error{"SIMGPU_FAULTS: " + ok.error()};
+  comm->startChannels();
+  return comm;
+}
+
+Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<SharedSegment> segment,
+                           const simgpu::FaultPlan& faults)
+    : rank_(rank),
+      nranks_(nranks),
+      device_(device),
+      nchannels_(segment->shape().nchannels),
+      segment_(std::move(segment)),
+      faults_(faults),
+      channels_(nchannels_),
+      peers_(nranks) {
+  // Launcher ranks name fault targets only when every member has a distinct one
+  // (several ranks in one process, as with ncclCommInitAll, fall back to comm ranks).
+  std::set<int> seen;
+  for (int r = 0; r < nranks_; ++r) {
+    int lr = segment_->rank(r).launcher_rank;
+    if (lr == kNoLauncherRank || !seen.insert(lr).second) {
+      launcher_ranks_.clear();
+      break;
+    }
+    launcher_ranks_.push_back(lr);
+  }
+  for (ChannelState& c : channels_) c.scratch.resize(segment_->shape().slot_bytes);
+}
+
+Communicator::~Communicator() { shutdown(); }
+
+void Communicator::startChannels() {
+  for (int c = 0; c < nchannels_; ++c) {
+    workers_.push_back(std::make_unique<ChannelWorker>());
+    workers_.back()->thread = std::thread([this, c] { channelMain(c); });
+  }
+}
+
+void Communicator::shutdown() {
+  for (auto& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mutex);
+    w->stopping = true;
+    w->wake.notify_all();
+  }
+  for (auto& w : workers_)
+    if (w->thread.joinable()) w->thread.join();
+  workers_.clear();
+}
+
+void Communicator::abort() {
+  aborted_.store(true, std::memory_order_release);
+  async_error.store(ncclSystemError);
+}
+
+int Communicator::faultRank(int comm_rank) const {
+  return launcher_ranks_.empty() ? comm_rank : launcher_ranks_[comm_rank];
+}
+
+double Communicator::linkGbps(int from, int to) const {
+  return simgpu::simConfig().link_gbps * faults_.linkSpeed(faultRank(from), faultRank(to));
+}
+
+bool Communicator::linkDeadAt(int from, int to, uint64_t seq, int channel) const {
+  return faults_.linkDeadAt(faultRank(from), faultRank(to), seq, channel);
+}
+
+hangwatch::Expected<std::vector<int>> Communicator::exchangeSplit(int color, int key) {
+  uint64_t gen = ++split_generation_;
+  int slot = static_cast<int>(gen % 2);
+  RankRecord& me = segment_->rank(rank_);
+  me.split_color[slot] = color;
+  me.split_key[slot] = key;
+  StepCounter& arrivals = segment_->header().split_arrivals;
+  addToCounter(arrivals, 1);
+  uint64_t target = gen * static_cast<uint64_t>(nranks_);
+  for (;;) {
+    uint32_t word = arrivals.futex_word.load();
+    if (arrivals.value.load() >= target) break;
+    if (aborted()) return hangwatch::Error{"communicator aborted during split"};
+    sleepOnCounter(arrivals, word, 100);
+  }
+  std::vector<std::pair<int, int>> members;  // (key, rank)
+  for (int r = 0; r < nranks_; ++r) {
+    const RankRecord& rec = segment_->rank(r);
+    if (rec.split_color[slot] == color) members.emplace_back(rec.split_key[slot], r);
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> ranks;
+  for (auto& m : members) ranks.push_back(m.second);
+  return ranks;
+}
+
+bool Communicator::deviceDeadAt(uint64_t seq) const { return faults_.rankDeadAt(faultRank(rank_), seq); }
+
+void Communicator::channelMain(int channel) {
+  char name[16];
+  std::snprintf(name, sizeof(name), "simnccl-ch%d", channel);
+  pthread_setname_np(pthread_self(), name);
+  ChannelWorker& w = *workers_[channel];
+  for (;;) {
+    std::shared_ptr<ChannelBatch> batch;
+    {
+      std::unique_lock<std::mutex> lock(w.mutex);
+      w.wake.wait(lock, [&] { return w.stopping || !w.queue.empty(); });
+      if (w.queue.empty()) return;
+      batch = std::move(w.queue.front());
+      w.queue.pop_front();
+    }
+    bool ok = true;
+    for (const Op& op : batch->ops) {
+      if (!(ok = runOnChannel(op, channel))) break;
+    }
+    std::lock_guard<std::mutex> lock(batch->mutex);
+    batch->aborted |= !ok;
+    if (--batch->remaining == 0) batch->done.notify_all();
+  }
+}
+
+bool Communicator::runOnChannel(const Op& op, int channel) {
+  if (aborted()) return false;
+  if (deviceDeadAt(op.seq)) {
+    simnccl_device_stalled(rank_, channel, op.seq, opName(op.kind), &aborted_);
+    return false;
+  }
+  return runCollectiveOnChannel(*this, op, channel);
+}
+
+bool Communicator::runCollectives(std::vector<Op> ops) {
+  auto batch = std::make_shared<ChannelBatch>();
+  batch->ops = std::move(ops);
+  batch->remaining = nchannels_;
+  for (auto& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mutex);
+    w->queue.push_back(batch);
+    w->wake.notify_one();
+  }
+  std::unique_lock<std::mutex> lock(batch->mutex);
+  batch->done.wait(lock, [&] { return batch->remaining == 0; });
+  return !batch->aborted;
+}
+
+bool Communicator::runPeerOps(const std::vector<Op>& ops) {
+  const size_t slot = segment_->shape().slot_bytes;
+  for (const Op& op : ops) {
+    if (aborted()) return false;
+    size_t esize = dtypeSize(op.dtype);
+    size_t bytes = op.count * esize;
+    PeerState& ps = peers_[op.peer];
+    StepTransport transport(*segment_, aborted_, rank_, op);
+    if (op.kind == OpKind::Send) {
+      SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
+                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0)};
+      for (size_t off = 0; off < bytes; off += slot)
+        if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
+          return false;
+    } else {
+      RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0};
+      for (size_t off = 0; off < bytes; off += slot) {
+        char* dst = static_cast<char*>(op.recvbuff) + off;
+        size_t len = std::min(slot, bytes - off);
+        if (!transport.recv(end, [&](const void* data, size_t) { std::memcpy(dst, data, len); })) return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace simnccl

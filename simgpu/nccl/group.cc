@@ -1,0 +1,193 @@
+#include "group.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "communicator.h"
+#include "simgpu/runtime.h"
+
+namespace simnccl {
+namespace {
+
+thread_local int group_depth = 0;
+thread_local std::vector<Op> group_ops;
+thread_local std::vector<std::function<ncclResult_t()>> group_inits;
+thread_local std::string last_error;
+
+const char* dtypeTag(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: return "i8";
+    case ncclUint8: return "u8";
+    case ncclInt32: return "i32";
+    case ncclUint32: return "u32";
+    case ncclInt64: return "i64";
+    case ncclUint64: return "u64";
+    case ncclFloat16: return "f16";
+    case ncclFloat32: return "f32";
+    case ncclFloat64: return "f64";
+    case ncclBfloat16: return "bf16";
+    default: return "unknown";
+  }
+}
+
+const char* redopTag(ncclRedOp_t op) {
+  switch (op) {
+    case ncclSum: return "Sum";
+    case ncclProd: return "Prod";
+    case ncclMax: return "MinMax";
+    case ncclMin: return "MinMax";
+    case ncclAvg: return "Sum";
+    default: return "Sum";
+  }
+}
+
+// Kernel names shaped like NCCL's, interned: the stream may keep the pointer.
+const char* kernelName(const std::vector<Op>& ops) {
+  static std::mutex mutex;
+  static std::set<std::string> names;
+  const Op& op = ops.front();
+  std::string name;
+  if (ops.size() > 1 || !isCollective(op.kind))
+    name = "ncclDevKernel_SendRecv";
+  else
+    name = std::string("ncclDevKernel_") + opName(op.kind) + "_" + redopTag(op.redop) + "_" + dtypeTag(op.dtype) +
+           "_RING_SIMPLE";
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.insert(name).first->c_str();
+}
+
+// The body of one kernel, on the stream's worker thread.
+void executeKernel(const std::vector<Op>& ops) {
+  std::vector<std::pair<Communicator*, std::vector<Op>>> collectives;
+  std::map<std::tuple<Communicator*, int, OpKind>, std::vector<Op>> peer_runs;
+  for (const Op& op : ops) {
+    if (isCollective(op.kind)) {
+      auto it = std::find_if(collectives.begin(), collectives.end(),
+                             [&](const auto& c) { return c.first == op.comm.get(); });
+      if (it == collectives.end()) it = collectives.insert(collectives.end(), {op.comm.get(), {}});
+      it->second.push_back(op);
+    } else {
+      peer_runs[{op.comm.get(), op.peer, op.kind}].push_back(op);
+    }
+  }
+  if (collectives.size() == 1 && peer_runs.empty()) {
+    collectives.front().first->runCollectives(std::move(collectives.front().second));
+    return;
+  }
+  std::vector<std::thread> threads;
+  for (auto& [comm, batch] : collectives)
+    threads.emplace_back([comm = comm, batch = std::move(batch)]() mutable { comm->runCollectives(std::move(batch)); });
+  for (auto& [key, run] : peer_runs)
+    threads.emplace_back([comm = std::get<0>(key), run = std::move(run)] {
+      pthread_setname_np(pthread_self(), "simnccl-p2p");
+      comm->runPeerOps(run);
+    });
+  for (auto& t : threads) t.join();
+}
+
+// A dead-rank fault: "the host blocks in the collective" until the communicator is aborted.
+__attribute__((noinline)) ncclResult_t blockOnDeadDevice(const std::shared_ptr<Communicator>& comm) {
+  while (!comm->aborted()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return ncclSystemError;
+}
+
+ncclResult_t launch(std::vector<Op> ops) {
+  std::vector<std::pair<cudaStream_t, std::vector<Op>>> per_stream;
+  for (Op& op : ops) {
+    auto it = std::find_if(per_stream.begin(), per_stream.end(), [&](const auto& s) { return s.first == op.stream; });
+    if (it == per_stream.end()) it = per_stream.insert(per_stream.end(), {op.stream, {}});
+    it->second.push_back(std::move(op));
+  }
+  ncclResult_t result = ncclSuccess;
+  std::shared_ptr<Communicator> dead;
+  for (auto& [stream, kernel_ops] : per_stream) {
+    for (const Op& op : kernel_ops)
+      if (isCollective(op.kind) && op.comm->deviceDeadAt(op.seq)) dead = op.comm;
+    const char* name = kernelName(kernel_ops);
+    cudaError_t err = simgpu::enqueue(stream, name, [ops = std::move(kernel_ops)] { executeKernel(ops); });
+    if (err != cudaSuccess) {
+      setLastError(std::string("launching ") + name + ": " + cudaGetErrorString(err));
+      result = ncclUnhandledCudaError;
+    }
+  }
+  if (dead && result == ncclSuccess) return blockOnDeadDevice(dead);
+  return result;
+}
+
+}  // namespace
+
+const char* opName(OpKind kind) {
+  switch (kind) {
+    case OpKind::AllReduce: return "AllReduce";
+    case OpKind::AllGather: return "AllGather";
+    case OpKind::ReduceScatter: return "ReduceScatter";
+    case OpKind::Broadcast: return "Broadcast";
+    case OpKind::Reduce: return "Reduce";
+    case OpKind::Send: return "Send";
+    case OpKind::Recv: return "Recv";
+  }
+  return "Unknown";
+}
+
+bool isCollective(OpKind kind) { return kind != OpKind::Send && kind != OpKind::Recv; }
+
+ncclResult_t groupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
+
+bool inGroup() { return group_depth > 0; }
+
+ncclResult_t groupEnd() {
+  if (group_depth == 0) {
+    setLastError("ncclGroupEnd without ncclGroupStart");
+    return ncclInvalidUsage;
+  }
+  if (--group_depth > 0) return ncclSuccess;
+  ncclResult_t result = ncclSuccess;
+  auto inits = std::move(group_inits);
+  group_inits.clear();
+  if (!inits.empty()) {
+    std::vector<ncclResult_t> results(inits.size(), ncclSuccess);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < inits.size(); ++i) threads.emplace_back([&, i] { results[i] = inits[i](); });
+    for (auto& t : threads) t.join();
+    for (ncclResult_t r : results)
+      if (r != ncclSuccess) result = r;
+  }
+  auto ops = std::move(group_ops);
+  group_ops.clear();
+  if (!ops.empty()) {
+    ncclResult_t r = launch(std::move(ops));
+    if (r != ncclSuccess) result = r;
+  }
+  return result;
+}
+
+ncclResult_t submit(Op op) {
+  if (inGroup()) {
+    group_ops.push_back(std::move(op));
+    return ncclSuccess;
+  }
+  return launch({std::move(op)});
+}
+
+void deferInit(std::function<ncclResult_t()> init) { group_inits.push_back(std::move(init)); }
+
+void setLastError(const std::string& message) {
+  last_error = message;
+  std::fprintf(stderr, "simnccl: %s\n", message.c_str());
+}
+
+const char* lastError() { return last_error.c_str(); }
+
+}  // namespace simnccl

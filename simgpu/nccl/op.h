@@ -1,0 +1,32 @@
+#pragma once
+// One NCCL operation as issued by the host, before it runs on the stream.
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace simnccl {
+
+class Communicator;
+
+enum class OpKind : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, Send, Recv };
+
+const char* opName(OpKind kind);
+bool isCollective(OpKind kind);
+
+struct Op {
+  OpKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;  // per-rank count for AllGather/ReduceScatter, like NCCL's API
+  ncclDataType_t dtype;
+  ncclRedOp_t redop;
+  int root;  // Broadcast/Reduce
+  int peer;  // Send/Recv
+  uint64_t seq;  // collective sequence number on the communicator (collectives only)
+  cudaStream_t stream;
+  std::shared_ptr<Communicator> comm;
+};
+
+}  // namespace simnccl

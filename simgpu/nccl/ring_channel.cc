@@ -1,0 +1,118 @@
+#include "ring_channel.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <limits>
+#include <thread>
+
+namespace simnccl {
+namespace {
+
+constexpr int kSpinsBeforeSleep = 64;
+constexpr int kSleepMs = 20;  // also how often a waiter looks at the abort flag
+constexpr uint64_t kAborted = std::numeric_limits<uint64_t>::max();
+
+void sleepWhileAborted(const std::atomic<bool>* abort) {
+  while (!abort->load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(kSleepMs));
+}
+
+}  // namespace
+
+void LinkPacer::pace(size_t bytes, double gbps) {
+  using namespace std::chrono;
+  auto now = steady_clock::now();
+  auto cost = duration_cast<steady_clock::duration>(duration<double>(static_cast<double>(bytes) / (gbps * 1e9)));
+  next_free_ = std::max(now, next_free_) + cost;
+  // Sleeping per 64 KiB step would be dominated by timer slack; sleep once ahead.
+  if (next_free_ - now > microseconds(200)) std::this_thread::sleep_until(next_free_);
+}
+
+bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
+  uint64_t step = *end.step;
+  if (step + 1 > static_cast<uint64_t>(kSteps)) {
+    WaitSite site{rank_, end.channel, end.peer, kWaitSend, op_.seq, opName(op_.kind)};
+    if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) return false;
+  }
+  char* slot = segment_.slotData(*end.conn, step);
+  if (bytes > 0) std::memcpy(slot, src, bytes);
+  end.conn->slot_header[step % kSteps] = SlotHeader{op_.seq, static_cast<uint32_t>(op_.kind), static_cast<uint32_t>(bytes)};
+  *end.step = step + 1;
+  end.pacer->pace(bytes, end.gbps);
+  if (!end.dead) publishStep(end.conn->tail, step + 1);
+  return true;
+}
+
+const char* StepTransport::awaitStep(RecvEnd& end) {
+  uint64_t step = *end.step;
+  WaitSite site{rank_, end.channel, end.peer, kWaitRecv, op_.seq, opName(op_.kind)};
+  if (simnccl_wait_peer(&site, &end.conn->tail, step + 1, &abort_) == kAborted) return nullptr;
+  const SlotHeader& header = end.conn->slot_header[step % kSteps];
+  if (isCollective(op_.kind) && (header.seq != op_.seq || header.op != static_cast<uint32_t>(op_.kind))) {
+    simnccl_wait_matching_op(&site, header.seq, opName(static_cast<OpKind>(header.op)), &abort_);
+    return nullptr;
+  }
+  return segment_.slotData(*end.conn, step);
+}
+
+void StepTransport::releaseStep(RecvEnd& end) {
+  uint64_t step = *end.step + 1;
+  *end.step = step;
+  publishStep(end.conn->head, step);
+}
+
+}  // namespace simnccl
+
+using simnccl::kAborted;
+
+extern "C" __attribute__((noinline)) uint64_t simnccl_wait_peer(const simnccl::WaitSite* site,
+                                                                simnccl::StepCounter* counter,
+                                                                uint64_t target_step, const std::atomic<bool>* abort) {
+  // Volatile so they live in the frame at -O2: this is what forensics reads from a hung rank.
+  volatile int wait_rank = site->rank;
+  volatile int wait_channel = site->channel;
+  volatile int wait_peer = site->peer;
+  volatile int wait_direction = site->direction;
+  volatile uint64_t wait_seq = site->seq;
+  const char* volatile wait_op = site->op;
+  volatile uint64_t wait_target_step = target_step;
+  volatile uint64_t wait_observed_step = counter->value.load(std::memory_order_acquire);
+  (void)wait_rank, (void)wait_channel, (void)wait_peer, (void)wait_direction, (void)wait_seq, (void)wait_op;
+
+  int spins = 0;
+  while (wait_observed_step < wait_target_step) {
+    if (abort->load(std::memory_order_acquire)) return kAborted;
+    if (++spins < simnccl::kSpinsBeforeSleep) {
+      _mm_pause();
+    } else {
+      uint32_t word = counter->futex_word.load(std::memory_order_seq_cst);
+      if (counter->value.load(std::memory_order_acquire) < target_step)
+        simnccl::sleepOnCounter(*counter, word, simnccl::kSleepMs);
+    }
+    wait_observed_step = counter->value.load(std::memory_order_acquire);
+  }
+  return wait_observed_step;
+}
+
+extern "C" __attribute__((noinline)) void simnccl_device_stalled(int rank, int channel, uint64_t seq, const char* op,
+                                                                 const std::atomic<bool>* abort) {
+  volatile int stalled_rank = rank;
+  volatile int stalled_channel = channel;
+  volatile uint64_t stalled_seq = seq;
+  const char* volatile stalled_op = op;
+  (void)stalled_rank, (void)stalled_channel, (void)stalled_seq, (void)stalled_op;
+  simnccl::sleepWhileAborted(abort);
+}
+
+extern "C" __attribute__((noinline)) void simnccl_wait_matching_op(const simnccl::WaitSite* site, uint64_t found_seq,
+                                                                   const char* found_op,
+                                                                   const std::atomic<bool>* abort) {
+  volatile int wait_channel = site->channel;
+  volatile int wait_peer = site->peer;
+  volatile uint64_t wait_seq = site->seq;
+  const char* volatile wait_op = site->op;
+  volatile uint64_t arrived_seq = found_seq;
+  const char* volatile arrived_op = found_op;
+  (void)wait_channel, (void)wait_peer, (void)wait_seq, (void)wait_op, (void)arrived_seq, (void)arrived_op;
+  simnccl::sleepWhileAborted(abort);
+}

@@ -1,0 +1,87 @@
+#include "shared_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace simnccl {
+namespace {
+
+constexpr uint64_t kMagic = 0x53494d4e43434c31ULL;  // "SIMNCCL1"
+
+size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+size_t headerBytes(int nranks) { return alignUp(sizeof(SegmentHeader), 64) + alignUp(sizeof(RankRecord) * nranks, 64); }
+
+template <typename T>
+bool agree(std::atomic<T>& field, T mine) {
+  T expected = 0;
+  return field.compare_exchange_strong(expected, mine) || expected == mine;
+}
+
+}  // namespace
+
+size_t SegmentShape::connectionBytes() const {
+  return alignUp(sizeof(Connection), 64) + static_cast<size_t>(kSteps) * slot_bytes;
+}
+
+size_t SegmentShape::totalBytes() const {
+  size_t conns = static_cast<size_t>(nchannels) * nranks + static_cast<size_t>(nranks) * nranks;
+  return headerBytes(nranks) + conns * connectionBytes();
+}
+
+hangwatch::Expected<SharedSegment*> SharedSegment::open(const std::string& name, const SegmentShape& shape) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return hangwatch::Error{"shm_open " + name + ": " + std::strerror(errno)};
+  size_t bytes = shape.totalBytes();
+  struct stat st {};
+  // Only grow: shrinking under a peer that already mapped it would SIGBUS the peer.
+  if (::fstat(fd, &st) != 0 || (static_cast<size_t>(st.st_size) < bytes && ::ftruncate(fd, bytes) != 0)) {
+    std::string err = std::strerror(errno);
+    ::close(fd);
+    return hangwatch::Error{"sizing shared memory " + name + ": " + err};
+  }
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) return hangwatch::Error{"mmap " + name + ": " + std::strerror(errno)};
+  auto* seg = new SharedSegment(name, shape, static_cast<char*>(base));
+  SegmentHeader& h = seg->header();
+  if (!agree(h.nranks, static_cast<uint32_t>(shape.nranks)) ||
+      !agree(h.nchannels, static_cast<uint32_t>(shape.nchannels)) ||
+      !agree(h.slot_bytes, static_cast<uint64_t>(shape.slot_bytes)) || !agree(h.magic, kMagic)) {
+    std::string msg = "ranks disagree on the communicator: nranks " + std::to_string(h.nranks.load()) + " vs " +
+                      std::to_string(shape.nranks) + ", channels " + std::to_string(h.nchannels.load()) + " vs " +
+                      std::to_string(shape.nchannels) + " (SIMGPU_NCHANNELS and SIMGPU_SLOT_BYTES must match)";
+    delete seg;
+    return hangwatch::Error{msg};
+  }
+  return seg;
+}
+
+SharedSegment::~SharedSegment() { ::munmap(base_, shape_.totalBytes()); }
+
+void SharedSegment::unlink() { ::shm_unlink(name_.c_str()); }
+
+RankRecord& SharedSegment::rank(int r) {
+  return reinterpret_cast<RankRecord*>(base_ + alignUp(sizeof(SegmentHeader), 64))[r];
+}
+
+Connection& SharedSegment::ringConnection(int channel, int from_rank) {
+  size_t index = static_cast<size_t>(channel) * shape_.nranks + from_rank;
+  return *reinterpret_cast<Connection*>(base_ + headerBytes(shape_.nranks) + index * shape_.connectionBytes());
+}
+
+Connection& SharedSegment::p2pConnection(int from, int to) {
+  size_t index = static_cast<size_t>(shape_.nchannels) * shape_.nranks + static_cast<size_t>(from) * shape_.nranks + to;
+  return *reinterpret_cast<Connection*>(base_ + headerBytes(shape_.nranks) + index * shape_.connectionBytes());
+}
+
+char* SharedSegment::slotData(Connection& conn, uint64_t step) {
+  return reinterpret_cast<char*>(&conn) + alignUp(sizeof(Connection), 64) + (step % kSteps) * shape_.slot_bytes;
+}
+
+}  // namespace simnccl

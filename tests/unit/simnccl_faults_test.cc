@@ -1,0 +1,185 @@
+// SIMGPU_FAULTS as DESIGN.md specifies them, observed from outside the ranks:
+// which collective each rank blocks in, that abort releases it, and timings.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multi_rank.h"
+
+namespace {
+
+// Each rank runs `ops` AllReduces, reporting completed ones on the board, and
+// aborts its communicator when the test asks (the blocked call must then return).
+int allReduceLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testing::RankBoard& board,
+                  int mismatch_rank = -1, int mismatch_op = -1) {
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 100;
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  std::thread aborter([&] {
+    while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ncclCommAbort(comm);
+  });
+  std::vector<float> buf(200000, 1.0f), gathered(200000 * nranks);
+  for (int op = 0; op < ops; ++op) {
+    if (rank == mismatch_rank && op == mismatch_op)
+      ncclAllGather(buf.data(), gathered.data(), buf.size(), ncclFloat32, comm, stream);
+    else
+      ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclMax, comm, stream);
+    cudaStreamSynchronize(stream);
+    if (board.abort_requested.load()) break;
+    board.progress[rank].store(op + 1);
+  }
+  aborter.join();
+  return 0;
+}
+
+std::vector<int> hangAndRelease(int nranks, const std::string& faults, int ops, int mismatch_rank = -1,
+                                int mismatch_op = -1) {
+  testing::MultiRankJob job(nranks);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start([&](int rank) { return allReduceLoop(rank, nranks, id, ops, board, mismatch_rank, mismatch_op); },
+            {{"SIMGPU_FAULTS", faults}});
+  std::vector<int> stalled = job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  board.abort_requested.store(1);
+  auto res = job.wait(std::chrono::seconds(20));
+  INFO("abort must release every blocked rank");
+  CHECK(testing::allZero(res));
+  return stalled;
+}
+
+double timedSendMs(const std::string& faults) {
+  testing::MultiRankJob job(2);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm;
+        if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 100;
+        const size_t n = 8 << 20;  // 32 MiB
+        std::vector<float> buf(n, 1.0f);
+        auto t0 = std::chrono::steady_clock::now();
+        if (rank == 0)
+          ncclSend(buf.data(), n, ncclFloat32, 1, comm, nullptr);
+        else
+          ncclRecv(buf.data(), n, ncclFloat32, 0, comm, nullptr);
+        cudaDeviceSynchronize();
+        auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (rank == 1) board.progress[0].store(static_cast<int>(ms));
+        ncclCommDestroy(comm);
+        return 0;
+      },
+      {{"SIMGPU_FAULTS", faults}, {"SIMGPU_LINK_GBPS", "0.5"}});
+  REQUIRE(testing::allZero(job.wait()));
+  return board.progress[0].load();
+}
+
+}  // namespace
+
+TEST_CASE("DeadLinkBlocksEveryRankInItsKthCollective") {
+  // op=3 is the 4th collective: three complete everywhere, the 4th never does.
+  CHECK(hangAndRelease(4, "dead-link=1->2@op=3", 8) == std::vector<int>{3, 3, 3, 3});
+}
+
+TEST_CASE("DeadLinkOnOneChannelStillBlocksTheCollective") {
+  CHECK(hangAndRelease(4, "dead-link=2->3@op=2,channel=1", 6) == std::vector<int>{2, 2, 2, 2});
+}
+
+TEST_CASE("DeadLinkBetweenRanksThatAreNotRingNeighboursChangesNothing") {
+  // The ring is 0->1->2->3->0: a link 0->2 carries no ring traffic.
+  testing::MultiRankJob job(4);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  board.abort_requested.store(0);
+  job.start([&](int rank) { return allReduceLoop(rank, 4, id, 5, board); }, {{"SIMGPU_FAULTS", "dead-link=0->2@op=0"}});
+  std::vector<int> progress = job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  CHECK(progress == std::vector<int>{5, 5, 5, 5});
+  board.abort_requested.store(1);
+  CHECK(testing::allZero(job.wait()));
+}
+
+TEST_CASE("DeadRankBlocksItsHostInsideTheCollective") {
+  // Rank 2 never returns from its 3rd ncclAllReduce call; everyone else is stuck in the 3rd collective.
+  testing::MultiRankJob job(4);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm;
+        if (ncclCommInitRank(&comm, 4, id, rank) != ncclSuccess) return 100;
+        std::thread aborter([&] {
+          while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          ncclCommAbort(comm);
+        });
+        std::vector<float> buf(10000, 1.0f);
+        for (int op = 0; op < 5 && !board.abort_requested.load(); ++op) {
+          board.progress[rank].store(op * 10 + 1);  // entered the call
+          ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+          if (board.abort_requested.load()) break;
+          board.progress[rank].store(op * 10 + 2);  // the call returned
+          if (r != ncclSuccess) return 2;
+          cudaDeviceSynchronize();
+          if (board.abort_requested.load()) break;
+          board.progress[rank].store(op * 10 + 3);  // the collective completed
+        }
+        aborter.join();
+        return 0;
+      },
+      {{"SIMGPU_FAULTS", "dead-rank=2@op=2"}});
+  std::vector<int> stalled = job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  CHECK(stalled == std::vector<int>{22, 22, 21, 22});
+  board.abort_requested.store(1);
+  CHECK(testing::allZero(job.wait(std::chrono::seconds(20))));
+}
+
+TEST_CASE("CollectiveMismatchHangsAtThatSequenceNumber") {
+  // Rank 1 issues an AllGather where the others issue their 3rd AllReduce.
+  CHECK(hangAndRelease(3, "", 6, 1, 2) == std::vector<int>{2, 2, 2});
+}
+
+TEST_CASE("MalformedFaultsFailCommunicatorInitNamingTheToken") {
+  for (const char* spec : {"dead-link=1-2@op=3", "slow-rank=1:1.5", "dead-rank=1", "explode=3"}) {
+    testing::MultiRankJob job(1);
+    ncclUniqueId id = job.id();
+    std::string token = spec;
+    job.start(
+        [&](int) {
+          ncclComm_t comm;
+          if (ncclCommInitRank(&comm, 1, id, 0) != ncclInvalidArgument) return 1;
+          return std::string(ncclGetLastError(nullptr)).find(token) != std::string::npos ? 0 : 2;
+        },
+        {{"SIMGPU_FAULTS", spec}});
+    INFO(spec);
+    CHECK(testing::allZero(job.wait()));
+  }
+}
+
+TEST_CASE("FaultNamingARankOutsideTheJobFailsInit") {
+  testing::MultiRankJob job(2);
+  ncclUniqueId id = job.id();
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm;
+        if (ncclCommInitRank(&comm, 2, id, rank) != ncclInvalidArgument) return 1;
+        return std::string(ncclGetLastError(nullptr)).find("dead-rank=5@op=1") != std::string::npos ? 0 : 2;
+      },
+      {{"SIMGPU_FAULTS", "dead-rank=5@op=1"}});
+  CHECK(testing::allZero(job.wait()));
+}
+
+TEST_CASE("SlowLinkStretchesTransferTimeByTheFraction") {
+  double healthy = timedSendMs("");
+  double slow = timedSendMs("slow-link=0->1:0.25");
+  double other_direction = timedSendMs("slow-link=1->0:0.25");
+  INFO("healthy " << healthy << " ms, slow " << slow << " ms, other direction " << other_direction << " ms");
+  // 32 MiB at 0.5 GB/s is 67 ms; at a quarter of that, 268 ms.
+  CHECK(slow / healthy == Approx(4.0).epsilon(0.3));
+  CHECK(other_direction / healthy == Approx(1.0).epsilon(0.3));
+}
