@@ -1,0 +1,43 @@
+#include "event.h"
+
+#include "device.h"
+
+namespace simgpu {
+
+void Event::record(const std::shared_ptr<Event>& self, Device& device, Stream& stream) {
+  // Held across the enqueue so a query never sees a half-made record; the worker
+  // takes only this mutex (in stamp) and holds no other lock meanwhile.
+  std::lock_guard lock(mutex_);
+  uint64_t generation = ++generation_;
+  stamped_at_.reset();
+  StreamTask marker{"cudaEventRecord", [self, generation] { self->stamp(generation); }, {}};
+  record_ = device.enqueue(stream, std::move(marker));
+}
+
+void Event::stamp(uint64_t generation) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  if (generation == generation_) stamped_at_ = now;
+}
+
+std::optional<Milestone> Event::lastRecord() {
+  std::lock_guard lock(mutex_);
+  return record_;
+}
+
+cudaError_t Event::query() {
+  std::optional<Milestone> record = lastRecord();
+  return !record || record->reached() ? cudaSuccess : cudaErrorNotReady;
+}
+
+void Event::synchronize() {
+  if (std::optional<Milestone> record = lastRecord()) record->wait();
+}
+
+std::optional<std::chrono::steady_clock::time_point> Event::completedAt() {
+  std::lock_guard lock(mutex_);
+  if (!record_ || !record_->reached()) return std::nullopt;
+  return stamped_at_;
+}
+
+}  // namespace simgpu

@@ -1,0 +1,47 @@
+#pragma once
+// One emulated CUDA event. A record queues a marker on the stream; the stream's
+// worker stamps the time when it reaches the marker. Re-recording starts a new
+// generation, so a stale marker still in flight cannot stamp the new record.
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include <cuda_runtime_api.h>
+
+#include "stream_progress.h"
+
+namespace simgpu {
+
+class Device;
+class Stream;
+
+class Event {
+ public:
+  explicit Event(unsigned flags) : flags_(flags) {}
+
+  unsigned flags() const { return flags_; }
+  bool timingDisabled() const { return (flags_ & cudaEventDisableTiming) != 0; }
+
+  // `self` is this event; the queued marker keeps it alive past cudaEventDestroy.
+  void record(const std::shared_ptr<Event>& self, Device& device, Stream& stream);
+
+  // The last record, or nothing when the event was never recorded.
+  std::optional<Milestone> lastRecord();
+
+  // cudaSuccess when the last record has completed or there is none, else cudaErrorNotReady.
+  cudaError_t query();
+  void synchronize();
+  // Completion time of the last record, if recorded and complete.
+  std::optional<std::chrono::steady_clock::time_point> completedAt();
+
+ private:
+  void stamp(uint64_t generation);
+
+  const unsigned flags_;
+  std::mutex mutex_;
+  uint64_t generation_ = 0;
+  std::optional<Milestone> record_;
+  std::optional<std::chrono::steady_clock::time_point> stamped_at_;
+};
+
+}  // namespace simgpu

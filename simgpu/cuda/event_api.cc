@@ -1,0 +1,70 @@
+// Event handles: record on a stream, query, wait and time between two records.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+
+#include "last_error.h"
+#include "runtime.h"
+
+using simgpu::recordError;
+using simgpu::Runtime;
+
+extern "C" {
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (event == nullptr) return recordError(cudaErrorInvalidValue);
+  constexpr unsigned kKnown = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if ((flags & ~kKnown) != 0) return recordError(cudaErrorInvalidValue);
+  *event = Runtime::current().createEvent(flags);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!Runtime::current().destroyEvent(event)) return recordError(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<simgpu::Event> e = rt.resolveEvent(event);
+  std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
+  if (!e || !s) return recordError(cudaErrorInvalidResourceHandle);
+  if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0) return recordError(cudaErrorInvalidValue);
+  e->record(e, rt.device(s->device()), *s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return cudaEventRecordWithFlags(event, stream, cudaEventRecordDefault);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  std::shared_ptr<simgpu::Event> e = Runtime::current().resolveEvent(event);
+  if (!e) return recordError(cudaErrorInvalidResourceHandle);
+  return e->query();
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  std::shared_ptr<simgpu::Event> e = Runtime::current().resolveEvent(event);
+  if (!e) return recordError(cudaErrorInvalidResourceHandle);
+  e->synchronize();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<simgpu::Event> a = rt.resolveEvent(start);
+  std::shared_ptr<simgpu::Event> b = rt.resolveEvent(end);
+  if (!a || !b || a->timingDisabled() || b->timingDisabled()) return recordError(cudaErrorInvalidResourceHandle);
+  if (!a->lastRecord() || !b->lastRecord()) return recordError(cudaErrorInvalidResourceHandle);
+  auto t0 = a->completedAt();
+  auto t1 = b->completedAt();
+  if (!t0 || !t1) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(*t1 - *t0).count();
+  return cudaSuccess;
+}
+
+}  // extern "C"

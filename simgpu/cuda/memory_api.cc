@@ -1,0 +1,135 @@
+// Memory: "device" memory is host memory tracked in the AllocationTable; copies and
+// sets are device work that takes bytes / (SIMGPU_COPY_GBPS * device speed) seconds.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "allocation_table.h"
+#include "last_error.h"
+#include "runtime.h"
+#include "simgpu/config.h"
+
+using simgpu::AllocationTable;
+using simgpu::MemoryKind;
+using simgpu::recordError;
+using simgpu::Runtime;
+
+namespace {
+
+std::chrono::nanoseconds copyTime(size_t bytes) {
+  double seconds = static_cast<double>(bytes) / (simgpu::simConfig().copy_gbps * 1e9);
+  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+}
+
+cudaError_t allocate(void** ptr, size_t size, MemoryKind kind) {
+  if (ptr == nullptr) return recordError(cudaErrorInvalidValue);
+  *ptr = AllocationTable::instance().allocate(size, kind, Runtime::threadDevice());
+  if (*ptr == nullptr) return recordError(cudaErrorMemoryAllocation);
+  return cudaSuccess;
+}
+
+cudaError_t queueCopy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
+                      bool wait) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return recordError(cudaErrorInvalidMemcpyDirection);
+  if (count > 0 && (dst == nullptr || src == nullptr)) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  simgpu::DeviceWork work = [dst, src, count] {
+    auto start = std::chrono::steady_clock::now();
+    if (count > 0) std::memmove(dst, src, count);
+    simgpu::occupyDevice(start, copyTime(count));
+  };
+  simgpu::Milestone done = rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"simgpu_memcpy", std::move(work), {}});
+  if (wait) done.wait();
+  return cudaSuccess;
+}
+
+cudaError_t queueSet(void* ptr, int value, size_t count, cudaStream_t stream, bool wait) {
+  if (count > 0 && ptr == nullptr) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  simgpu::DeviceWork work = [ptr, value, count] {
+    auto start = std::chrono::steady_clock::now();
+    if (count > 0) std::memset(ptr, value, count);
+    simgpu::occupyDevice(start, copyTime(count));
+  };
+  simgpu::Milestone done = rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"simgpu_memset", std::move(work), {}});
+  if (wait) done.wait();
+  return cudaSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** devPtr, size_t size) { return allocate(devPtr, size, MemoryKind::kDevice); }
+
+cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
+  return allocate(devPtr, size, MemoryKind::kManaged);
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) { return allocate(ptr, size, MemoryKind::kHostPinned); }
+
+cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  return allocate(pHost, size, MemoryKind::kHostPinned);
+}
+
+cudaError_t cudaFree(void* devPtr) {
+  if (devPtr == nullptr) return cudaSuccess;
+  if (!AllocationTable::instance().release(devPtr, true)) return recordError(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  if (!AllocationTable::instance().release(ptr, false)) return recordError(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return recordError(cudaErrorInvalidValue);
+  *total = simgpu::kDeviceMemoryBytes;
+  *free = *total - AllocationTable::instance().deviceBytesInUse(Runtime::threadDevice());
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return recordError(cudaErrorInvalidValue);
+  std::memset(attributes, 0, sizeof(*attributes));
+  std::optional<simgpu::Allocation> a = AllocationTable::instance().find(ptr);
+  if (!a) {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -2;
+    attributes->hostPointer = const_cast<void*>(ptr);
+    return cudaSuccess;
+  }
+  attributes->type = a->kind == MemoryKind::kDevice    ? cudaMemoryTypeDevice
+                     : a->kind == MemoryKind::kManaged ? cudaMemoryTypeManaged
+                                                       : cudaMemoryTypeHost;
+  attributes->device = a->device;
+  attributes->devicePointer = const_cast<void*>(ptr);
+  attributes->hostPointer = a->kind == MemoryKind::kDevice ? nullptr : const_cast<void*>(ptr);
+  return cudaSuccess;
+}
+
+// Synchronous: queued on the legacy default stream and waited for, as cudaMemcpy is.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return queueCopy(dst, src, count, kind, cudaStreamLegacy, true);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  return queueCopy(dst, src, count, kind, stream, false);
+}
+
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  return queueSet(devPtr, value, count, cudaStreamLegacy, true);
+}
+
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return queueSet(devPtr, value, count, stream, false);
+}
+
+}  // extern "C"

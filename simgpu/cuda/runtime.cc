@@ -1,0 +1,157 @@
+#include "runtime.h"
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "allocation_table.h"
+#include "kernel_registry.h"
+#include "simgpu/config.h"
+
+namespace simgpu {
+namespace {
+
+// Handle values: far from 0/1/2 (legacy, per-thread) and 16-aligned like real pointers.
+constexpr uint64_t kHandleBase = 0x5100000;
+constexpr uint64_t kHandleStride = 16;
+
+std::atomic<Runtime*> g_runtime{nullptr};
+std::mutex g_runtime_creation;
+
+thread_local int t_device = 0;
+thread_local const char* t_running_kernel = nullptr;
+
+// cudaStreamPerThread: one blocking stream per host thread and device, closed at thread exit.
+struct PerThreadStreams {
+  Runtime* owner = nullptr;
+  std::map<int, std::shared_ptr<Stream>> streams;
+
+  ~PerThreadStreams() {
+    if (owner != g_runtime.load()) return;
+    for (auto& [device, stream] : streams) {
+      owner->device(device).removeStream(stream.get());
+      stream->close();
+    }
+  }
+};
+thread_local PerThreadStreams t_per_thread;
+
+uint64_t handleId(const void* handle) { return reinterpret_cast<uintptr_t>(handle); }
+
+void lockForFork() {
+  g_runtime_creation.lock();
+  KernelRegistry::instance().lockForFork();
+  AllocationTable::instance().lockForFork();
+}
+
+void unlockInParent() {
+  AllocationTable::instance().unlockAfterFork();
+  KernelRegistry::instance().unlockAfterFork();
+  g_runtime_creation.unlock();
+}
+
+// Kernels and allocations stay valid in the child (its memory is a copy); streams
+// and events do not, their workers were not forked. The old Runtime is leaked:
+// its mutexes may be held by threads that no longer exist.
+void resetInChild() {
+  unlockInParent();
+  g_runtime.store(nullptr);
+  t_per_thread.owner = nullptr;
+  if (!t_per_thread.streams.empty()) new std::map<int, std::shared_ptr<Stream>>(std::move(t_per_thread.streams));
+  t_per_thread.streams.clear();
+}
+
+}  // namespace
+
+Runtime::Runtime() {
+  for (int d = 0; d < simConfig().device_count; ++d) devices_.push_back(std::make_unique<Device>(d));
+}
+
+Runtime& Runtime::current() {
+  if (Runtime* r = g_runtime.load(std::memory_order_acquire)) return *r;
+  static std::once_flag fork_handlers;
+  std::call_once(fork_handlers, [] { pthread_atfork(lockForFork, unlockInParent, resetInChild); });
+  std::lock_guard lock(g_runtime_creation);
+  if (Runtime* r = g_runtime.load()) return *r;
+  // Never destroyed: stream workers may still run during static destruction at exit.
+  auto* created = new Runtime();
+  g_runtime.store(created, std::memory_order_release);
+  return *created;
+}
+
+std::shared_ptr<Stream> Runtime::perThreadStream(int device) {
+  if (t_per_thread.owner != this) {
+    // Streams of an abandoned (pre-fork) Runtime are leaked like the Runtime itself.
+    if (!t_per_thread.streams.empty()) new std::map<int, std::shared_ptr<Stream>>(std::move(t_per_thread.streams));
+    t_per_thread.streams.clear();
+    t_per_thread.owner = this;
+  }
+  auto& stream = t_per_thread.streams[device];
+  if (!stream) {
+    uint64_t id;
+    {
+      std::lock_guard lock(mutex_);
+      id = kHandleBase + kHandleStride * next_id_++;
+    }
+    stream = Stream::start(device, Stream::Kind::kBlocking, 0, id);
+    devices_[device]->addStream(stream);
+  }
+  return stream;
+}
+
+std::shared_ptr<Stream> Runtime::resolveStream(cudaStream_t handle) {
+  if (handle == nullptr || handle == cudaStreamLegacy) return device(t_device).legacyStream();
+  if (handle == cudaStreamPerThread) return perThreadStream(t_device);
+  std::lock_guard lock(mutex_);
+  auto it = streams_.find(handleId(handle));
+  return it == streams_.end() ? nullptr : it->second;
+}
+
+cudaStream_t Runtime::createStream(Stream::Kind kind, int priority) {
+  std::lock_guard lock(mutex_);
+  uint64_t id = kHandleBase + kHandleStride * next_id_++;
+  auto stream = Stream::start(t_device, kind, priority, id);
+  devices_[t_device]->addStream(stream);
+  streams_.emplace(id, std::move(stream));
+  return reinterpret_cast<cudaStream_t>(id);
+}
+
+bool Runtime::destroyStream(cudaStream_t handle) {
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = streams_.find(handleId(handle));
+    if (it == streams_.end()) return false;
+    stream = std::move(it->second);
+    streams_.erase(it);
+  }
+  devices_[stream->device()]->removeStream(stream.get());
+  stream->close();
+  return true;
+}
+
+cudaEvent_t Runtime::createEvent(unsigned flags) {
+  std::lock_guard lock(mutex_);
+  uint64_t id = kHandleBase + kHandleStride * next_id_++;
+  events_.emplace(id, std::make_shared<Event>(flags));
+  return reinterpret_cast<cudaEvent_t>(id);
+}
+
+std::shared_ptr<Event> Runtime::resolveEvent(cudaEvent_t handle) {
+  std::lock_guard lock(mutex_);
+  auto it = events_.find(handleId(handle));
+  return it == events_.end() ? nullptr : it->second;
+}
+
+bool Runtime::destroyEvent(cudaEvent_t handle) {
+  std::lock_guard lock(mutex_);
+  return events_.erase(handleId(handle)) == 1;
+}
+
+void Runtime::enterStreamThread(int device) { t_device = device; }
+void Runtime::setRunningKernel(const char* name) { t_running_kernel = name; }
+const char* Runtime::runningKernel() { return t_running_kernel; }
+int Runtime::threadDevice() { return t_device; }
+void Runtime::setThreadDevice(int device) { t_device = device; }
+
+}  // namespace simgpu

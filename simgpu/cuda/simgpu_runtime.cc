@@ -1,0 +1,63 @@
+// simgpu/runtime.h: what the other sim libraries build on.
+#include "simgpu/runtime.h"
+
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "hangwatch/rank_identity.h"
+#include "runtime.h"
+#include "simgpu/faults.h"
+
+namespace simgpu {
+namespace {
+
+// Copied out of processFaults() once and never freed: stream workers may ask for
+// the device speed while static destructors run at exit.
+const FaultPlan& faultPlan() {
+  static const FaultPlan* plan = [] {
+    const hangwatch::Expected<FaultPlan>& parsed = processFaults();
+    if (!parsed) {
+      std::fprintf(stderr, "simgpu: %s; running at normal speed\n", parsed.error().c_str());
+      return new FaultPlan();
+    }
+    return new FaultPlan(parsed.value());
+  }();
+  return *plan;
+}
+
+std::optional<int> launcherRank() {
+  static const std::optional<int> rank = hangwatch::detectRankIdentity().rank;
+  return rank;
+}
+
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t stream, const char* name, DeviceWork work) {
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<Stream> s = rt.resolveStream(stream);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  rt.device(s->device()).enqueue(*s, StreamTask{name != nullptr ? name : "simgpu_work", std::move(work), {}});
+  return cudaSuccess;
+}
+
+int currentDevice() { return Runtime::threadDevice(); }
+
+int processRank() { return launcherRank().value_or(currentDevice()); }
+
+double deviceSpeed() { return faultPlan().rankSpeed(processRank()); }
+
+const char* runningKernelName() { return Runtime::runningKernel(); }
+
+void occupyDevice(std::chrono::steady_clock::time_point start, std::chrono::nanoseconds modeled) {
+  using namespace std::chrono;
+  auto scaled = duration_cast<nanoseconds>(duration<double, std::nano>(modeled.count() / deviceSpeed()));
+  auto deadline = start + scaled;
+  // Sleep most of the way; spin the last stretch so short copies keep their modeled time.
+  constexpr auto kSpin = microseconds(200);
+  if (deadline - steady_clock::now() > kSpin) std::this_thread::sleep_until(deadline - kSpin);
+  while (steady_clock::now() < deadline) std::this_thread::yield();
+}
+
+}  // namespace simgpu

@@ -1,0 +1,74 @@
+#include "stream.h"
+
+#include <pthread.h>
+
+#include <string>
+#include <thread>
+
+#include "runtime.h"
+
+namespace simgpu {
+
+Stream::Stream(int device, Kind kind, int priority, uint64_t id)
+    : device_(device), kind_(kind), priority_(priority), id_(id) {}
+
+std::shared_ptr<Stream> Stream::start(int device, Kind kind, int priority, uint64_t id) {
+  auto stream = std::make_shared<Stream>(device, kind, priority, id);
+  // Detached: process exit and fork must never wait for a stream that is stuck.
+  std::thread(&Stream::run, stream).detach();
+  return stream;
+}
+
+unsigned Stream::flags() const { return kind_ == Kind::kNonBlocking ? cudaStreamNonBlocking : cudaStreamDefault; }
+
+Milestone Stream::submit(StreamTask task) {
+  uint64_t seq;
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(task));
+    seq = ++submitted_;
+  }
+  queued_.notify_one();
+  return Milestone{progress_, seq};
+}
+
+Milestone Stream::tail() {
+  std::lock_guard lock(mutex_);
+  return Milestone{progress_, submitted_};
+}
+
+void Stream::close() {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  queued_.notify_one();
+}
+
+void Stream::run(std::shared_ptr<Stream> self) {
+  // Thread names are limited to 15 characters; debuggers and `top -H` show them.
+  std::string name = self->kind_ == Kind::kLegacyDefault ? "simgpu-legacy" + std::to_string(self->device_)
+                                                         : "simgpu-s" + std::to_string(self->id_);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  Runtime::enterStreamThread(self->device_);
+  for (;;) {
+    StreamTask task;
+    {
+      std::unique_lock lock(self->mutex_);
+      self->queued_.wait(lock, [&] { return !self->queue_.empty() || self->closed_; });
+      if (self->queue_.empty()) return;
+      task = std::move(self->queue_.front());
+      self->queue_.pop_front();
+    }
+    for (const Milestone& m : task.after) m.wait();
+    if (task.work) {
+      Runtime::setRunningKernel(task.name.c_str());
+      task.work();
+      Runtime::setRunningKernel(nullptr);
+    }
+    task = StreamTask{};  // release captured state before signalling completion
+    self->progress_->advance();
+  }
+}
+
+}  // namespace simgpu

@@ -1,0 +1,107 @@
+// Stream handles: creation, destruction, synchronization and the cross-stream wait.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "last_error.h"
+#include "runtime.h"
+
+using simgpu::recordError;
+using simgpu::Runtime;
+using simgpu::Stream;
+
+namespace {
+
+bool isLegacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
+  if (pStream == nullptr) return recordError(cudaErrorInvalidValue);
+  if ((flags & ~static_cast<unsigned>(cudaStreamNonBlocking)) != 0) return recordError(cudaErrorInvalidValue);
+  Stream::Kind kind = (flags & cudaStreamNonBlocking) ? Stream::Kind::kNonBlocking : Stream::Kind::kBlocking;
+  *pStream = Runtime::current().createStream(kind, std::clamp(priority, -5, 0));
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+  return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* pStream) { return cudaStreamCreateWithPriority(pStream, 0, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+    return recordError(cudaErrorInvalidResourceHandle);
+  if (!Runtime::current().destroyStream(stream)) return recordError(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<Stream> s = rt.resolveStream(stream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  if (isLegacy(stream)) {
+    // The legacy stream's sync covers what its next work would wait for: queue a marker.
+    rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"cudaStreamSynchronize", {}, {}}).wait();
+  } else {
+    s->tail().wait();
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<Stream> s = rt.resolveStream(stream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  return rt.device(s->device()).idle(*s) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<Stream> s = rt.resolveStream(stream);
+  std::shared_ptr<simgpu::Event> e = rt.resolveEvent(event);
+  if (!s || !e) return recordError(cudaErrorInvalidResourceHandle);
+  if ((flags & ~static_cast<unsigned>(cudaEventWaitExternal)) != 0) return recordError(cudaErrorInvalidValue);
+  // An event never recorded (or already complete) imposes nothing.
+  std::optional<simgpu::Milestone> record = e->lastRecord();
+  if (!record || record->reached()) return cudaSuccess;
+  rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"cudaStreamWaitEvent", {}, {*record}});
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
+  if (flags == nullptr) return recordError(cudaErrorInvalidValue);
+  std::shared_ptr<Stream> s = Runtime::current().resolveStream(hStream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  *flags = s->flags();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
+  if (priority == nullptr) return recordError(cudaErrorInvalidValue);
+  std::shared_ptr<Stream> s = Runtime::current().resolveStream(hStream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  *priority = s->priority();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long* streamId) {
+  if (streamId == nullptr) return recordError(cudaErrorInvalidValue);
+  std::shared_ptr<Stream> s = Runtime::current().resolveStream(hStream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  *streamId = s->id();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
+  if (device == nullptr) return recordError(cudaErrorInvalidValue);
+  std::shared_ptr<Stream> s = Runtime::current().resolveStream(hStream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  *device = s->device();
+  return cudaSuccess;
+}
+
+}  // extern "C"

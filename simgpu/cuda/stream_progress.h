@@ -1,0 +1,32 @@
+#pragma once
+// How far a stream's worker has got: the count of tasks it has finished. Tasks,
+// events and host waits name a point in a stream as a Milestone and block on it.
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+namespace simgpu {
+
+class StreamProgress {
+ public:
+  void advance();
+  bool reached(uint64_t seq);
+  void waitFor(uint64_t seq);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  uint64_t completed_ = 0;
+};
+
+// The point a stream reaches once its `seq`-th task has finished.
+struct Milestone {
+  std::shared_ptr<StreamProgress> progress;
+  uint64_t seq = 0;
+
+  bool reached() const { return progress->reached(seq); }
+  void wait() const { progress->waitFor(seq); }
+};
+
+}  // namespace simgpu
