@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
-#include <tuple>
 
 #include "communicator.h"
 #include "simgpu/runtime.h"
@@ -65,32 +65,25 @@ const char* kernelName(const std::vector<Op>& ops) {
   return names.insert(name).first->c_str();
 }
 
-// The body of one kernel, on the stream's worker thread.
+// The body of one kernel (one communicator's operations), on the stream's worker
+// thread: collectives on the channel threads, p2p with each peer on its own thread.
 void executeKernel(const std::vector<Op>& ops) {
-  std::vector<std::pair<Communicator*, std::vector<Op>>> collectives;
-  std::map<std::tuple<Communicator*, int, OpKind>, std::vector<Op>> peer_runs;
+  Communicator& comm = *ops.front().comm;
+  std::vector<Op> collectives;
+  std::map<std::pair<int, OpKind>, std::vector<Op>> peer_runs;
   for (const Op& op : ops) {
-    if (isCollective(op.kind)) {
-      auto it = std::find_if(collectives.begin(), collectives.end(),
-                             [&](const auto& c) { return c.first == op.comm.get(); });
-      if (it == collectives.end()) it = collectives.insert(collectives.end(), {op.comm.get(), {}});
-      it->second.push_back(op);
-    } else {
-      peer_runs[{op.comm.get(), op.peer, op.kind}].push_back(op);
-    }
-  }
-  if (collectives.size() == 1 && peer_runs.empty()) {
-    collectives.front().first->runCollectives(std::move(collectives.front().second));
-    return;
+    if (isCollective(op.kind))
+      collectives.push_back(op);
+    else
+      peer_runs[{op.peer, op.kind}].push_back(op);
   }
   std::vector<std::thread> threads;
-  for (auto& [comm, batch] : collectives)
-    threads.emplace_back([comm = comm, batch = std::move(batch)]() mutable { comm->runCollectives(std::move(batch)); });
   for (auto& [key, run] : peer_runs)
-    threads.emplace_back([comm = std::get<0>(key), run = std::move(run)] {
+    threads.emplace_back([&comm, run = std::move(run)] {
       pthread_setname_np(pthread_self(), "simnccl-p2p");
-      comm->runPeerOps(run);
+      comm.runPeerOps(run);
     });
+  if (!collectives.empty()) comm.runCollectives(std::move(collectives));
   for (auto& t : threads) t.join();
 }
 
@@ -100,21 +93,73 @@ __attribute__((noinline)) ncclResult_t blockOnDeadDevice(const std::shared_ptr<C
   return ncclSystemError;
 }
 
+// Makes the other streams of a group join the kernel's stream, as NCCL does: the
+// kernel starts after every stream reached the group, and they resume after it.
+struct StreamJoin {
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t arrived = 0;
+  bool finished = false;
+
+  void arrive() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++arrived;
+    changed.notify_all();
+  }
+  void awaitArrivals(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return arrived >= n; });
+  }
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex);
+    finished = true;
+    changed.notify_all();
+  }
+  void awaitFinish() {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return finished; });
+  }
+};
+
+// One kernel per communicator, on the stream of its first operation, so every
+// rank runs a communicator's operations in issue order whatever streams they name.
 ncclResult_t launch(std::vector<Op> ops) {
-  std::vector<std::pair<cudaStream_t, std::vector<Op>>> per_stream;
+  std::vector<std::pair<Communicator*, std::vector<Op>>> per_comm;
   for (Op& op : ops) {
-    auto it = std::find_if(per_stream.begin(), per_stream.end(), [&](const auto& s) { return s.first == op.stream; });
-    if (it == per_stream.end()) it = per_stream.insert(per_stream.end(), {op.stream, {}});
+    auto it = std::find_if(per_comm.begin(), per_comm.end(), [&](const auto& c) { return c.first == op.comm.get(); });
+    if (it == per_comm.end()) it = per_comm.insert(per_comm.end(), {op.comm.get(), {}});
     it->second.push_back(std::move(op));
   }
   ncclResult_t result = ncclSuccess;
   std::shared_ptr<Communicator> dead;
-  for (auto& [stream, kernel_ops] : per_stream) {
+  for (auto& [comm, kernel_ops] : per_comm) {
     for (const Op& op : kernel_ops)
       if (isCollective(op.kind) && op.comm->deviceDeadAt(op.seq)) dead = op.comm;
+    cudaStream_t stream = kernel_ops.front().stream;
+    std::vector<cudaStream_t> others;
+    for (const Op& op : kernel_ops)
+      if (op.stream != stream && std::find(others.begin(), others.end(), op.stream) == others.end())
+        others.push_back(op.stream);
+    auto join = std::make_shared<StreamJoin>();
+    for (cudaStream_t other : others) {
+      cudaError_t err = simgpu::enqueue(other, "ncclGroupStreamJoin", [join] {
+        join->arrive();
+        join->awaitFinish();
+      });
+      if (err != cudaSuccess) {
+        join->arrive();
+        setLastError(std::string("joining streams for a group: ") + cudaGetErrorString(err));
+        result = ncclUnhandledCudaError;
+      }
+    }
     const char* name = kernelName(kernel_ops);
-    cudaError_t err = simgpu::enqueue(stream, name, [ops = std::move(kernel_ops)] { executeKernel(ops); });
+    cudaError_t err = simgpu::enqueue(stream, name, [join, n = others.size(), ops = std::move(kernel_ops)] {
+      join->awaitArrivals(n);
+      executeKernel(ops);
+      join->finish();
+    });
     if (err != cudaSuccess) {
+      join->finish();
       setLastError(std::string("launching ") + name + ": " + cudaGetErrorString(err));
       result = ncclUnhandledCudaError;
     }

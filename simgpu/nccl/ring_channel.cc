@@ -13,9 +13,7 @@ constexpr int kSpinsBeforeSleep = 64;
 constexpr int kSleepMs = 20;  // also how often a waiter looks at the abort flag
 constexpr uint64_t kAborted = std::numeric_limits<uint64_t>::max();
 
-void sleepWhileAborted(const std::atomic<bool>* abort) {
-  while (!abort->load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(kSleepMs));
-}
+void napUntilAbort() { std::this_thread::sleep_for(std::chrono::milliseconds(kSleepMs)); }
 
 }  // namespace
 
@@ -101,7 +99,8 @@ extern "C" __attribute__((noinline)) void simnccl_device_stalled(int rank, int c
   volatile uint64_t stalled_seq = seq;
   const char* volatile stalled_op = op;
   (void)stalled_rank, (void)stalled_channel, (void)stalled_seq, (void)stalled_op;
-  simnccl::sleepWhileAborted(abort);
+  // The loop stays in this frame: a trailing call would become a tail jump and the frame would vanish.
+  while (!abort->load(std::memory_order_acquire)) simnccl::napUntilAbort();
 }
 
 extern "C" __attribute__((noinline)) void simnccl_wait_matching_op(const simnccl::WaitSite* site, uint64_t found_seq,
@@ -114,5 +113,5 @@ extern "C" __attribute__((noinline)) void simnccl_wait_matching_op(const simnccl
   volatile uint64_t arrived_seq = found_seq;
   const char* volatile arrived_op = found_op;
   (void)wait_channel, (void)wait_peer, (void)wait_seq, (void)wait_op, (void)arrived_seq, (void)arrived_op;
-  simnccl::sleepWhileAborted(abort);
+  while (!abort->load(std::memory_order_acquire)) simnccl::napUntilAbort();
 }
