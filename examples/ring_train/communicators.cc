@@ -1,0 +1,28 @@
+#include "communicators.h"
+
+#include "gpu_check.h"
+
+ncclComm_t joinCommunicator(MPI_Comm group) {
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(group, &rank);
+  MPI_Comm_size(group, &size);
+  ncclUniqueId id{};
+  if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
+  ncclComm_t comm = nullptr;
+  NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  return comm;
+}
+
+TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp) {
+  MPI_Comm group;
+  MPI_Comm_split(MPI_COMM_WORLD, global_rank / tp, global_rank, &group);
+  TensorParallelGroup tpg;
+  MPI_Comm_rank(group, &tpg.rank);
+  MPI_Comm_size(group, &tpg.size);
+  tpg.first_global = global_rank - tpg.rank;
+  tpg.comm = joinCommunicator(group);
+  MPI_Comm_free(&group);
+  return tpg;
+}

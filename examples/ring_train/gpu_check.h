@@ -1,0 +1,44 @@
+#pragma once
+// The one way the examples fail on a GPU-library error: name the rank, the call and
+// the library's status, then take the whole job down (a lone rank exiting would
+// leave the other ranks hung, which is not what these programs are meant to show).
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+struct CheckIdentity {
+  static inline const char* program = "train";
+  static inline int rank = -1;
+};
+
+[[noreturn]] inline void failGpuCall(const char* call, const char* status, const char* detail, const char* file,
+                                     int line) {
+  std::fprintf(stderr, "%s rank=%d error: %s failed: %s%s%s at %s:%d\n", CheckIdentity::program,
+               CheckIdentity::rank, call, status, *detail ? ": " : "", detail, file, line);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+#define CUDA_CHECK(call)                                                                                   \
+  do {                                                                                                     \
+    const cudaError_t status_ = (call);                                                                    \
+    if (status_ != cudaSuccess) failGpuCall(#call, cudaGetErrorString(status_), "", __FILE__, __LINE__);  \
+  } while (0)
+
+#define CUBLAS_CHECK(call)                                                                                          \
+  do {                                                                                                              \
+    const cublasStatus_t status_ = (call);                                                                          \
+    if (status_ != CUBLAS_STATUS_SUCCESS) failGpuCall(#call, cublasGetStatusString(status_), "", __FILE__, __LINE__); \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                                                   \
+  do {                                                                                                     \
+    const ncclResult_t status_ = (call);                                                                   \
+    if (status_ != ncclSuccess)                                                                            \
+      failGpuCall(#call, ncclGetErrorString(status_), ncclGetLastError(nullptr), __FILE__, __LINE__);      \
+  } while (0)

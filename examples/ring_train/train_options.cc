@@ -1,0 +1,129 @@
+#include "train_options.h"
+
+#include <charconv>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string_view>
+
+namespace {
+
+template <typename T>
+T parseNumber(std::string_view flag, std::string_view text, T min) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    throw UsageError("bad value '" + std::string(text) + "' for " + std::string(flag) + ": expected a number");
+  if (value < min)
+    throw UsageError("bad value '" + std::string(text) + "' for " + std::string(flag) + ": must be >= " +
+                     std::to_string(min));
+  return value;
+}
+
+StallKind parseStallKind(std::string_view text) {
+  if (text == "host-loop") return StallKind::HostLoop;
+  if (text == "dataloader") return StallKind::Dataloader;
+  if (text == "sleep") return StallKind::Sleep;
+  throw UsageError("bad value '" + std::string(text) + "' for --stall-kind: expected host-loop, dataloader or sleep");
+}
+
+DType parseDType(std::string_view text) {
+  if (text == "fp32") return DType::F32;
+  if (text == "fp16") return DType::F16;
+  throw UsageError("bad value '" + std::string(text) + "' for --dtype: expected fp32 or fp16");
+}
+
+}  // namespace
+
+std::string trainUsage() {
+  return R"(usage: ring_train [options]   (run one process per rank, e.g. under mpirun)
+  --steps N                 training steps (default 50)
+  --layers L --hidden H --batch B   GEMM shapes per layer (default 4, 256, 32)
+  --dtype fp32|fp16         GEMM data type (default fp32)
+  --grad-mb M               gradient AllReduce size in MiB (default 4)
+  --tp T                    tensor-parallel groups of T consecutive ranks (default 1: none)
+  --dataloader-ms M         host work per batch in the dataloader thread (default 0)
+  --log-every N             print "step=S done" every N steps (default 1)
+  --stall-rank R --stall-at-step S --stall-kind host-loop|dataloader|sleep
+                            rank R stops calling collectives at step S
+  --mismatch-rank R --mismatch-at-step S
+                            rank R calls AllGather instead of the gradient AllReduce
+  --sync-every-layer [--sync-rank R]
+                            cudaDeviceSynchronize after every layer (all ranks or rank R)
+  --gc-pause-ms M [--gc-rank R] [--gc-every N]
+                            host pause of M ms every N steps (default 10)
+  --slow-dataloader-rank R --slow-dataloader-ms M
+                            rank R's dataloader spends M ms per batch
+  --help                    this text
+)";
+}
+
+TrainOptions parseTrainOptions(int argc, char** argv) {
+  TrainOptions o;
+  bool stall_step_given = false;
+  bool mismatch_step_given = false;
+  using Setter = std::function<void(std::string_view flag, std::string_view value)>;
+  const std::map<std::string_view, Setter> with_value = {
+      {"--steps", [&](auto f, auto v) { o.steps = parseNumber<int>(f, v, 0); }},
+      {"--layers", [&](auto f, auto v) { o.layers = parseNumber<int>(f, v, 1); }},
+      {"--hidden", [&](auto f, auto v) { o.hidden = parseNumber<int>(f, v, 1); }},
+      {"--batch", [&](auto f, auto v) { o.batch = parseNumber<int>(f, v, 1); }},
+      {"--dtype", [&](auto, auto v) { o.dtype = parseDType(v); }},
+      {"--grad-mb", [&](auto f, auto v) { o.grad_mb = parseNumber<double>(f, v, 0.0); }},
+      {"--tp", [&](auto f, auto v) { o.tp = parseNumber<int>(f, v, 1); }},
+      {"--dataloader-ms", [&](auto f, auto v) { o.dataloader_ms = parseNumber<int>(f, v, 0); }},
+      {"--log-every", [&](auto f, auto v) { o.log_every = parseNumber<int>(f, v, 1); }},
+      {"--stall-rank", [&](auto f, auto v) { o.stall_rank = parseNumber<int>(f, v, 0); }},
+      {"--stall-at-step",
+       [&](auto f, auto v) {
+         o.stall_at_step = parseNumber<int>(f, v, 0);
+         stall_step_given = true;
+       }},
+      {"--stall-kind", [&](auto, auto v) { o.stall_kind = parseStallKind(v); }},
+      {"--mismatch-rank", [&](auto f, auto v) { o.mismatch_rank = parseNumber<int>(f, v, 0); }},
+      {"--mismatch-at-step",
+       [&](auto f, auto v) {
+         o.mismatch_at_step = parseNumber<int>(f, v, 0);
+         mismatch_step_given = true;
+       }},
+      {"--sync-rank", [&](auto f, auto v) { o.sync_rank = parseNumber<int>(f, v, 0); }},
+      {"--gc-pause-ms", [&](auto f, auto v) { o.gc_pause_ms = parseNumber<int>(f, v, 0); }},
+      {"--gc-rank", [&](auto f, auto v) { o.gc_rank = parseNumber<int>(f, v, 0); }},
+      {"--gc-every", [&](auto f, auto v) { o.gc_every = parseNumber<int>(f, v, 1); }},
+      {"--slow-dataloader-rank", [&](auto f, auto v) { o.slow_dataloader_rank = parseNumber<int>(f, v, 0); }},
+      {"--slow-dataloader-ms", [&](auto f, auto v) { o.slow_dataloader_ms = parseNumber<int>(f, v, 0); }},
+  };
+
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::string_view value;
+    bool inline_value = false;
+    if (const auto eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--sync-every-layer") {
+      o.sync_every_layer = true;
+      continue;
+    }
+    const auto it = with_value.find(arg);
+    if (it == with_value.end()) throw UsageError("unknown option '" + std::string(arg) + "'");
+    if (!inline_value) {
+      if (i + 1 >= argc) throw UsageError("option " + std::string(arg) + " needs a value");
+      value = argv[++i];
+    }
+    it->second(arg, value);
+  }
+
+  if (o.stall_rank && !stall_step_given) throw UsageError("--stall-rank needs --stall-at-step");
+  if (o.mismatch_rank && !mismatch_step_given) throw UsageError("--mismatch-rank needs --mismatch-at-step");
+  if (o.slow_dataloader_rank.has_value() != (o.slow_dataloader_ms > 0))
+    throw UsageError("--slow-dataloader-rank and --slow-dataloader-ms go together");
+  if (o.sync_rank && !o.sync_every_layer) throw UsageError("--sync-rank needs --sync-every-layer");
+  return o;
+}

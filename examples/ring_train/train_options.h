@@ -1,0 +1,48 @@
+#pragma once
+// Command line of ring_train (DESIGN.md §3 names the misbehaviour flags).
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "kernels.h"
+
+enum class StallKind { HostLoop, Dataloader, Sleep };
+
+struct TrainOptions {
+  int steps = 50;
+  int layers = 4;
+  int hidden = 256;
+  int batch = 32;
+  DType dtype = DType::F32;
+  double grad_mb = 4.0;
+  int tp = 1;
+  int dataloader_ms = 0;
+  int log_every = 1;
+
+  std::optional<int> stall_rank;
+  int stall_at_step = 0;
+  StallKind stall_kind = StallKind::HostLoop;
+
+  std::optional<int> mismatch_rank;
+  int mismatch_at_step = 0;
+
+  bool sync_every_layer = false;
+  std::optional<int> sync_rank;  // every rank when empty
+
+  int gc_pause_ms = 0;
+  std::optional<int> gc_rank;  // every rank when empty
+  int gc_every = 10;
+
+  std::optional<int> slow_dataloader_rank;
+  int slow_dataloader_ms = 0;
+
+  bool help = false;
+};
+
+// A command line the program cannot run with; the message is meant for the user.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+TrainOptions parseTrainOptions(int argc, char** argv);
+std::string trainUsage();

@@ -1,0 +1,164 @@
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "gpu_check.h"
+#include "host_stalls.h"
+#include "result_checks.h"
+
+namespace {
+
+constexpr float kLearningRate = 1e-6f;
+
+float* deviceFloats(size_t count) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, count * sizeof(float)));
+  return static_cast<float*>(p);
+}
+
+// One device per process on a node; simgpu and a one-GPU machine share device 0..N-1.
+void selectDevice() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  int devices = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& options, int rank, int world_size)
+    : options_(options), rank_(rank), world_size_(world_size) {
+  selectDevice();
+  CUDA_CHECK(cudaStreamCreate(&stream_));
+  CUBLAS_CHECK(cublasCreate(&cublas_));
+  CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+
+  world_ = joinCommunicator(MPI_COMM_WORLD);
+  if (options_.tp > 1) tp_ = joinTensorParallelGroup(rank_, options_.tp);
+
+  model_ = std::make_unique<Model>(
+      ModelShape{options_.layers, options_.hidden, options_.batch, options_.dtype}, stream_, cublas_, rank_ + 1);
+
+  grad_count_ = std::max<size_t>(1, static_cast<size_t>(options_.grad_mb * 1024 * 1024 / sizeof(float)));
+  grads_ = deviceFloats(grad_count_);
+  grads_host_.resize(grad_count_);
+
+  if (options_.tp > 1) {
+    tp_block_ = static_cast<size_t>(options_.hidden) * options_.batch;
+    tp_shard_ = deviceFloats(tp_block_);
+    tp_gathered_ = deviceFloats(tp_block_ * tp_.size);
+    tp_partials_ = deviceFloats(tp_block_ * tp_.size);
+    tp_reduced_ = deviceFloats(tp_block_);
+    tp_gathered_host_.resize(tp_block_ * tp_.size);
+    tp_reduced_host_.resize(tp_block_);
+  }
+
+  DataloaderPlan plan;
+  plan.steps = options_.steps;
+  plan.elements = static_cast<size_t>(options_.hidden) * options_.batch;
+  plan.half_precision = options_.dtype == DType::F16;
+  plan.host_ms_per_batch = options_.slow_dataloader_rank == rank_ ? options_.slow_dataloader_ms
+                                                                  : options_.dataloader_ms;
+  if (options_.stall_rank == rank_ && options_.stall_kind == StallKind::Dataloader)
+    plan.deadlock_at_step = options_.stall_at_step;
+  dataloader_ = std::make_unique<Dataloader>(plan);
+}
+
+Trainer::~Trainer() {
+  dataloader_.reset();
+  model_.reset();
+  for (float* p : {grads_, tp_shard_, tp_gathered_, tp_partials_, tp_reduced_})
+    if (p) cudaFree(p);
+  if (tp_.comm) ncclCommDestroy(tp_.comm);
+  if (world_) ncclCommDestroy(world_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void Trainer::run() {
+  const auto start = std::chrono::steady_clock::now();
+  for (int s = 0; s < options_.steps; ++s) {
+    step(s);
+    if ((s + 1) % options_.log_every == 0 || s + 1 == options_.steps) {
+      std::printf("ring_train rank=%d step=%d done\n", rank_, s);
+      std::fflush(stdout);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) {
+    const double step_ms = options_.steps > 0 ? seconds * 1000.0 / options_.steps : 0.0;
+    std::printf("ring_train summary ranks=%d steps=%d step_ms=%.2f grad_mb=%g tp=%d\n", world_size_,
+                options_.steps, step_ms, options_.grad_mb, options_.tp);
+  }
+  std::printf("ring_train rank=%d OK steps=%d\n", rank_, options_.steps);
+  std::fflush(stdout);
+}
+
+bool Trainer::syncsEveryLayer() const {
+  return options_.sync_every_layer && (!options_.sync_rank || *options_.sync_rank == rank_);
+}
+
+void Trainer::step(int s) {
+  const Batch batch = dataloader_->next();
+  if (options_.gc_pause_ms > 0 && (!options_.gc_rank || *options_.gc_rank == rank_) &&
+      (s + 1) % options_.gc_every == 0)
+    gc_pause(options_.gc_pause_ms);
+
+  CUDA_CHECK(cudaMemcpyAsync(model_->input(), batch.bytes.data(), model_->inputBytes(), cudaMemcpyHostToDevice,
+                             stream_));
+  model_->forward(syncsEveryLayer());
+  model_->backward(syncsEveryLayer());
+
+  misbehaveBeforeCollectives(s);
+  reduceGradients(s);
+  if (options_.tp > 1) runTensorParallel(s);
+
+  CUDA_CHECK(launchSgdUpdate(model_->masterWeights(), grads_, std::min(grad_count_, model_->masterWeightCount()),
+                             kLearningRate, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(grads_host_.data(), grads_, grad_count_ * sizeof(float), cudaMemcpyDeviceToHost,
+                             stream_));
+  if (options_.tp > 1) {
+    CUDA_CHECK(cudaMemcpyAsync(tp_gathered_host_.data(), tp_gathered_, tp_gathered_host_.size() * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(tp_reduced_host_.data(), tp_reduced_, tp_block_ * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+  checkAllReduce(grads_host_.data(), grad_count_, world_size_, rank_, s);
+  if (options_.tp > 1) {
+    checkAllGather(tp_gathered_host_.data(), tp_block_, tp_.first_global, tp_.size, rank_, s);
+    checkReduceScatter(tp_reduced_host_.data(), tp_block_, tp_.first_global, tp_.size, tp_.rank, rank_, s);
+  }
+}
+
+void Trainer::misbehaveBeforeCollectives(int s) {
+  if (options_.stall_rank != rank_ || options_.stall_at_step != s) return;
+  if (options_.stall_kind == StallKind::HostLoop) stall_in_host_loop(s);
+  if (options_.stall_kind == StallKind::Sleep) stall_in_sleep(s);
+}
+
+void Trainer::reduceGradients(int s) {
+  CUDA_CHECK(launchFillPattern(grads_, grad_count_, Pattern::Gradient, rank_, s, 0, stream_));
+  if (options_.mismatch_rank == rank_ && options_.mismatch_at_step == s) {
+    // The bug being reproduced: this rank disagrees with the others on the collective.
+    const size_t per_rank = grad_count_ / world_size_;
+    NCCL_CHECK(ncclAllGather(grads_ + rank_ * per_rank, grads_, per_rank, ncclFloat32, world_, stream_));
+    return;
+  }
+  NCCL_CHECK(ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));
+}
+
+void Trainer::runTensorParallel(int s) {
+  CUDA_CHECK(launchFillPattern(tp_shard_, tp_block_, Pattern::TpShard, rank_, s, 0, stream_));
+  NCCL_CHECK(ncclAllGather(tp_shard_, tp_gathered_, tp_block_, ncclFloat32, tp_.comm, stream_));
+  CUDA_CHECK(launchFillPattern(tp_partials_, tp_block_ * tp_.size, Pattern::TpPartial, rank_, s, 0, stream_));
+  NCCL_CHECK(ncclReduceScatter(tp_partials_, tp_reduced_, tp_block_, ncclFloat32, ncclSum, tp_.comm, stream_));
+}

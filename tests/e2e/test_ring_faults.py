@@ -1,0 +1,74 @@
+"""simgpu faults hang ring_train where the fault says, and a debugger attached to a
+hung rank can read where each ring channel stopped."""
+import time
+import unittest
+
+from e2e_case import E2ECase
+from harness import MpiJob, frames_text, ring_train_binary
+
+SMALL_MODEL = ["--grad-mb", "1", "--hidden", "128", "--layers", "2", "--batch", "32"]
+
+
+def ring_train_job(nranks, faults, steps=50):
+    return MpiJob(nranks, [ring_train_binary(), "--steps", str(steps), *SMALL_MODEL],
+                  env={"SIMGPU_FAULTS": faults})
+
+
+def channel_threads(threads):
+    return [t for t in threads if t["name"].startswith("simnccl-ch")]
+
+
+class DeadLinkHangsTheEleventhCollective(E2ECase):
+    def test_channels_wait_in_simnccl_wait_peer_at_seq_10(self):
+        with ring_train_job(4, "dead-link=1->2@op=10") as job:
+            self.assert_stuck(job, last_step=9)
+            pids = job.pids()
+            for rank in (1, 2):
+                threads = self.threads_of(pids[rank])
+                channels = channel_threads(threads)
+                self.assertGreaterEqual(len(channels), 2, frames_text(threads))
+                for t in channels:
+                    self.assertIn("simnccl_wait_peer", t["frames"], frames_text(threads))
+                    ring = t["ring"]
+                    self.assertEqual(ring["function"], "simnccl_wait_peer")
+                    self.assertEqual(ring["wait_seq"], 10, ring)
+                    self.assertEqual(ring["wait_rank"], rank, ring)
+                    self.assertEqual(ring["wait_op"], "AllReduce", ring)
+                    self.assertIsInstance(ring["wait_target_step"], int, ring)
+                    self.assertIsInstance(ring["wait_observed_step"], int, ring)
+                    self.assertLess(ring["wait_observed_step"], ring["wait_target_step"], ring)
+                    self.assertIn(ring["wait_direction"], (0, 1), ring)
+                if rank == 2:
+                    # The receiving end of the dead link starves on its ring prev, rank 1.
+                    self.assertTrue(any(t["ring"]["wait_direction"] == 0 and t["ring"]["wait_peer"] == 1
+                                        for t in channels), [t["ring"] for t in channels])
+
+
+class DeadRankStallsInsideTheCollective(E2ECase):
+    def test_host_in_nccl_call_and_channels_in_device_stalled(self):
+        with ring_train_job(4, "dead-rank=2@op=5") as job:
+            self.assert_stuck(job, last_step=4)
+            threads = self.threads_of(job.pids()[2])
+            main = next(t for t in threads if t["lwp"] == job.pids()[2])
+            self.assertIn("ncclAllReduce", main["frames"], frames_text(threads))
+            channels = channel_threads(threads)
+            self.assertGreaterEqual(len(channels), 2, frames_text(threads))
+            for t in channels:
+                self.assertIn("simnccl_device_stalled", t["frames"], frames_text(threads))
+
+
+class BadFaultSpecIsRefused(E2ECase):
+    def test_exits_non_zero_naming_the_bad_token(self):
+        start = time.monotonic()
+        with ring_train_job(2, "dead-link=1-2@op=3", steps=5) as job:
+            code = job.wait_exit(30)
+            out = job.output()
+            self.assertIsNotNone(code, f"a bad SIMGPU_FAULTS should end the job quickly:\n{out[-2000:]}")
+            self.assertNotEqual(code, 0, out[-2000:])
+            self.assertIn("dead-link=1-2@op=3", out)
+            self.assertNotIn("OK steps", out)
+        self.assertLess(time.monotonic() - start, 30)
+
+
+if __name__ == "__main__":
+    unittest.main()
