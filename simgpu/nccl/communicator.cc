@@ -86,10 +86,9 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
 Communicator::~Communicator() { shutdown(); }
 
 void Communicator::startChannels() {
-  for (int c = 0; c < nchannels_; ++c) {
-    workers_.push_back(std::make_unique<ChannelWorker>());
-    workers_.back()->thread = std::thread([this, c] { channelMain(c); });
-  }
+  // All workers exist before any thread starts: a running thread must never see workers_ grow.
+  for (int c = 0; c < nchannels_; ++c) workers_.push_back(std::make_unique<ChannelWorker>());
+  for (int c = 0; c < nchannels_; ++c) workers_[c]->thread = std::thread([this, c] { channelMain(c); });
 }
 
 void Communicator::shutdown() {
