@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "numeric_formats.h"
+#include "simgpu/numeric_formats.h"
 
 namespace simgpu {
 namespace {

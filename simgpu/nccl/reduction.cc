@@ -4,73 +4,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "simgpu/numeric_formats.h"
+
 namespace simnccl {
 namespace {
 
-float halfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while ((man & 0x400) == 0);
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000 | man << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000;
-  uint32_t absx = x & 0x7fffffff;
-  if (absx >= 0x7f800000) return static_cast<uint16_t>(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0));
-  if (absx >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to inf
-  if (absx < 0x38800000) {  // below half's smallest normal: a subnormal, value / 2^-24 rounded
-    if (absx < 0x33000000) return static_cast<uint16_t>(sign);
-    uint32_t e = absx >> 23;
-    uint32_t m = (absx & 0x7fffff) | 0x800000;
-    uint32_t shift = 126 - e;
-    uint32_t r = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (r & 1))) ++r;
-    return static_cast<uint16_t>(sign | r);
-  }
-  uint32_t r = ((absx - 0x38000000) >> 13);
-  uint32_t rem = absx & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) ++r;
-  return static_cast<uint16_t>(sign | r);
-}
-
-float bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t floatToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);
-  uint32_t rounding = 0x7fff + ((x >> 16) & 1);
-  return static_cast<uint16_t>((x + rounding) >> 16);
-}
+using simgpu::bf16ToFloat;
+using simgpu::floatToBf16;
+using simgpu::floatToHalf;
+using simgpu::halfToFloat;
 
 template <typename T>
 T apply(T a, T b, ncclRedOp_t op) {

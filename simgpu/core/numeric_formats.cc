@@ -1,4 +1,4 @@
-#include "numeric_formats.h"
+#include "simgpu/numeric_formats.h"
 
 #include <bit>
 #include <cmath>
