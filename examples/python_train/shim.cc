@@ -49,14 +49,7 @@ int shim_init(int layers, int hidden, int batch, double grad_mb) {
   CheckIdentity::program = "python_train";
   CheckIdentity::rank = state->rank;
 
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
-  int devices = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&devices));
-  CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
+  selectDevice();
 
   CUDA_CHECK(cudaStreamCreate(&state->stream));
   CUBLAS_CHECK(cublasCreate(&state->cublas));

@@ -2,6 +2,19 @@
 
 #include "gpu_check.h"
 
+#include <algorithm>
+
+void selectDevice() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  int devices = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
+}
+
 ncclComm_t joinCommunicator(MPI_Comm group) {
   int rank = 0;
   int size = 0;

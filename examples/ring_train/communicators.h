@@ -6,6 +6,9 @@
 
 // Rank 0 of `group` creates the unique id and broadcasts it; every member then
 // joins the NCCL communicator with its rank in `group`.
+// One device per process on a node (local rank modulo the device count).
+void selectDevice();
+
 ncclComm_t joinCommunicator(MPI_Comm group);
 
 struct TensorParallelGroup {

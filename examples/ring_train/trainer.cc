@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "communicators.h"
 #include "gpu_check.h"
 #include "host_stalls.h"
 #include "result_checks.h"
@@ -18,17 +19,6 @@ float* deviceFloats(size_t count) {
   return static_cast<float*>(p);
 }
 
-// One device per process on a node; simgpu and a one-GPU machine share device 0..N-1.
-void selectDevice() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
-  int devices = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&devices));
-  CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
-}
 
 }  // namespace
 
