@@ -7,7 +7,8 @@ packages=(
   cmake ninja-build g++ gdb python3
   libunwind-dev libdw-dev elfutils
   libopenmpi-dev openmpi-bin
-  libboost-dev libfmt-dev catch2 nlohmann-json3-dev
+  libboost-dev libboost-filesystem-dev libfmt-dev catch2 nlohmann-json3-dev
+  libbenchmark-dev
 )
 
 missing=()

@@ -1,0 +1,32 @@
+#pragma once
+// Where a job's dumps live (DESIGN.md §4, contract):
+//   $HANGWATCH_DUMP_DIR/<job-id>/TRIGGER.json
+//                               ranks/r00007.watchdog.json, ranks/r00007.forensics.json
+//                               metrics/r00007.jsonl
+//                               report/
+#include <sys/types.h>
+
+#include <string>
+
+#include "hangwatch/rank_identity.h"
+
+namespace hangwatch {
+
+// HANGWATCH_JOB_ID, else SLURM_JOB_ID, TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid,
+// else "local-<session id>" (ranks started by one launcher on one host share a session).
+std::string jobIdFromEnv(const EnvLookup& env = nullptr);
+
+// $HANGWATCH_DUMP_DIR (default ./hangwatch-dumps) joined with the job id.
+std::string jobDirFromEnv(const EnvLookup& env = nullptr);
+
+std::string triggerPath(const std::string& job_dir);
+// "r00007": five digits, more when the rank needs them.
+std::string rankTag(int rank);
+std::string watchdogSnapshotPath(const std::string& job_dir, int rank);
+std::string forensicsDumpPath(const std::string& job_dir, int rank);
+// A collection by hand without a rank: ranks/p<PID>.forensics.json.
+std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid);
+std::string metricsPath(const std::string& job_dir, int rank);
+std::string reportDir(const std::string& job_dir);
+
+}  // namespace hangwatch

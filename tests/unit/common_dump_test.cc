@@ -1,0 +1,108 @@
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "hangwatch/job_layout.h"
+#include "hangwatch/stack_frame.h"
+#include "hangwatch/trigger_record.h"
+
+namespace {
+
+hangwatch::EnvLookup envOf(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+}  // namespace
+
+TEST_CASE("JobIdFollowsTheDesignOrder") {
+  using hangwatch::jobIdFromEnv;
+  CHECK(jobIdFromEnv(envOf({{"HANGWATCH_JOB_ID", "mine"}, {"SLURM_JOB_ID", "42"}})) == "mine");
+  CHECK(jobIdFromEnv(envOf({{"SLURM_JOB_ID", "42"}, {"TORCHELASTIC_RUN_ID", "te"}})) == "42");
+  CHECK(jobIdFromEnv(envOf({{"TORCHELASTIC_RUN_ID", "te"}, {"OMPI_MCA_ess_base_jobid", "7"}})) == "te");
+  CHECK(jobIdFromEnv(envOf({{"OMPI_MCA_ess_base_jobid", "123456"}})) == "123456");
+  CHECK(jobIdFromEnv(envOf({})).rfind("local-", 0) == 0);
+}
+
+TEST_CASE("JobIdCannotEscapeTheDumpDirectory") {
+  CHECK(hangwatch::jobIdFromEnv(envOf({{"HANGWATCH_JOB_ID", "../etc/x y"}})) == ".._etc_x_y");
+  CHECK(hangwatch::jobIdFromEnv(envOf({{"HANGWATCH_JOB_ID", ".."}})) == "_");
+}
+
+TEST_CASE("DumpPathsMatchTheContractLayout") {
+  std::string job = hangwatch::jobDirFromEnv(envOf({{"HANGWATCH_DUMP_DIR", "/shared/dumps/"}, {"SLURM_JOB_ID", "9"}}));
+  CHECK(job == "/shared/dumps/9");
+  CHECK(hangwatch::jobDirFromEnv(envOf({{"SLURM_JOB_ID", "9"}})) == "./hangwatch-dumps/9");
+  CHECK(hangwatch::triggerPath(job) == "/shared/dumps/9/TRIGGER.json");
+  CHECK(hangwatch::watchdogSnapshotPath(job, 7) == "/shared/dumps/9/ranks/r00007.watchdog.json");
+  CHECK(hangwatch::forensicsDumpPath(job, 123456) == "/shared/dumps/9/ranks/r123456.forensics.json");
+  CHECK(hangwatch::forensicsDumpPathForPid(job, 4242) == "/shared/dumps/9/ranks/p4242.forensics.json");
+  CHECK(hangwatch::metricsPath(job, 0) == "/shared/dumps/9/metrics/r00000.jsonl");
+}
+
+TEST_CASE("TriggerRecordRoundTrips") {
+  hangwatch::TriggerRecord t;
+  t.rank = 3;
+  t.host = "node17";
+  t.pid = 4321;
+  t.time_unix_s = 1790000000.25;
+  t.reason = "timeout";
+  t.stuck_op = hangwatch::StuckOp{"ncclAllReduce", "0x1a2b", 10, 4096, std::nullopt, "0x7f00", 3.5};
+  auto back = hangwatch::triggerFromJson(nlohmann::json::parse(hangwatch::toJson(t).dump()));
+  REQUIRE(back.ok());
+  CHECK(back->rank == 3);
+  CHECK(back->host == "node17");
+  CHECK(back->pid == 4321);
+  CHECK(back->time_unix_s == 1790000000.25);
+  REQUIRE(back->stuck_op);
+  CHECK(back->stuck_op->op == "ncclAllReduce");
+  CHECK(back->stuck_op->seq == 10u);
+  CHECK_FALSE(back->stuck_op->peer);
+  CHECK(back->stuck_op->age_s == 3.5);
+}
+
+TEST_CASE("ManualTriggerHasNoRankAndNoOp") {
+  hangwatch::TriggerRecord t;
+  t.reason = "manual";
+  auto back = hangwatch::triggerFromJson(hangwatch::toJson(t));
+  REQUIRE(back.ok());
+  CHECK_FALSE(back->rank);
+  CHECK_FALSE(back->stuck_op);
+}
+
+TEST_CASE("TriggerReaderRejectsWrongTypesWithAMessage") {
+  auto bad = hangwatch::triggerFromJson(nlohmann::json::parse(R"({"rank": "three"})"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().find("TRIGGER.json") != std::string::npos);
+  CHECK_FALSE(hangwatch::triggerFromJson(nlohmann::json::array()).ok());
+}
+
+TEST_CASE("ThreadStackRoundTripsWithBothFrameKinds") {
+  hangwatch::ThreadStack t;
+  t.tid = 77;
+  t.name = "MainThread";
+  t.os_name = "python3";
+  t.state = "S";
+  t.frames.push_back({hangwatch::FrameKind::kNative, "pthread_cond_wait", "", std::nullopt, "/lib/libc.so.6",
+                      0x7f0012345678, 0x8a678});
+  t.frames.push_back({hangwatch::FrameKind::kPython, "step", "train.py", 88, "", std::nullopt, std::nullopt});
+  t.merge_note = "";
+  auto back = hangwatch::threadStackFromJson(nlohmann::json::parse(hangwatch::toJson(t).dump()));
+  REQUIRE(back.ok());
+  REQUIRE(back->frames.size() == 2);
+  CHECK(back->frames[0].kind == hangwatch::FrameKind::kNative);
+  CHECK(back->frames[0].pc == 0x7f0012345678u);
+  CHECK(back->frames[0].offset == 0x8a678u);
+  CHECK(back->frames[1].kind == hangwatch::FrameKind::kPython);
+  CHECK(back->frames[1].file == "train.py");
+  CHECK(back->frames[1].line == 88);
+  CHECK(hangwatch::toJson(t)["frames"][1]["kind"] == "python");
+}
+
+TEST_CASE("UnknownFrameKindIsAnError") {
+  auto bad = hangwatch::stackFrameFromJson(nlohmann::json::parse(R"({"kind": "cuda", "function": "f"})"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().find("cuda") != std::string::npos);
+}
