@@ -1,0 +1,153 @@
+#include "hangwatch/forensics_dump.h"
+
+#include <exception>
+#include <stdexcept>
+
+namespace hangwatch {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+std::optional<T> getOptional(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return it->get<T>();
+}
+
+template <typename T>
+T getOr(const json& j, const char* key, T fallback) {
+  auto v = getOptional<T>(j, key);
+  return v ? *v : fallback;
+}
+
+// Iterates an optional array field; a present non-array is an error.
+template <typename F>
+void forEachIn(const json& j, const char* key, F&& f) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (!it->is_array()) throw std::runtime_error(std::string(key) + " is not an array");
+  for (const json& e : *it) f(e);
+}
+
+json toJson(const RingConnection& c) {
+  return {{"peer", c.peer}, {"target_step", c.target_step}, {"observed_step", c.observed_step}};
+}
+
+std::optional<RingConnection> connectionFromJson(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) throw std::runtime_error(std::string(key) + " is not an object");
+  RingConnection c;
+  c.peer = getOr(*it, "peer", -1);
+  c.target_step = getOr<uint64_t>(*it, "target_step", 0);
+  c.observed_step = getOr<uint64_t>(*it, "observed_step", 0);
+  return c;
+}
+
+RingProgress ringFromJsonOrThrow(const json& j) {
+  if (!j.is_object()) throw std::runtime_error("ring_progress record is not an object");
+  RingProgress r;
+  r.comm = getOr<std::string>(j, "comm", "");
+  r.op = getOr<std::string>(j, "op", "");
+  r.seq = getOr<uint64_t>(j, "seq", 0);
+  r.channel = getOr(j, "channel", 0);
+  r.rank = getOr(j, "rank", 0);
+  r.prev = getOr(j, "prev", -1);
+  r.next = getOr(j, "next", -1);
+  r.recv = connectionFromJson(j, "recv");
+  r.send = connectionFromJson(j, "send");
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json toJson(const RingProgress& r) {
+  json j = {{"comm", r.comm}, {"op", r.op},     {"seq", r.seq},  {"channel", r.channel},
+            {"rank", r.rank}, {"prev", r.prev}, {"next", r.next}};
+  j["recv"] = r.recv ? toJson(*r.recv) : json(nullptr);
+  j["send"] = r.send ? toJson(*r.send) : json(nullptr);
+  return j;
+}
+
+Expected<RingProgress> ringProgressFromJson(const nlohmann::json& j) {
+  try {
+    return ringFromJsonOrThrow(j);
+  } catch (const std::exception& e) {
+    return Error{std::string("ring_progress: ") + e.what()};
+  }
+}
+
+nlohmann::json toJson(const ForensicsDump& d) {
+  json j = {{"schema_version", d.schema_version},
+            {"pid", d.pid},
+            {"host", d.host},
+            {"exe", d.exe},
+            {"cmdline", d.cmdline},
+            {"process_state", d.process_state},
+            {"time_unix_s", d.time_unix_s},
+            {"backend_requested", d.backend_requested},
+            {"backend", d.backend},
+            {"unwinder", d.unwinder},
+            {"debugger", d.debugger},
+            {"python_version", d.python_version},
+            {"errors", d.errors}};
+  j["rank"] = d.rank ? json(*d.rank) : json(nullptr);
+  json threads = json::array();
+  for (const ThreadStack& t : d.threads) threads.push_back(toJson(t));
+  j["threads"] = std::move(threads);
+  json rings = json::array();
+  for (const RingProgress& r : d.ring_progress) rings.push_back(toJson(r));
+  j["ring_progress"] = std::move(rings);
+  json phases = json::array();
+  for (const CollectionPhase& p : d.phases) {
+    json pj = {{"name", p.name}, {"seconds", p.seconds}, {"ok", p.ok}};
+    pj["error"] = p.error.empty() ? json(nullptr) : json(p.error);
+    phases.push_back(std::move(pj));
+  }
+  j["phases"] = std::move(phases);
+  return j;
+}
+
+Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j) {
+  try {
+    if (!j.is_object()) throw std::runtime_error("not a JSON object");
+    ForensicsDump d;
+    d.schema_version = getOr(j, "schema_version", 1);
+    d.rank = getOptional<int>(j, "rank");
+    d.pid = getOr<int64_t>(j, "pid", 0);
+    d.host = getOr<std::string>(j, "host", "");
+    d.exe = getOr<std::string>(j, "exe", "");
+    d.cmdline = getOr<std::vector<std::string>>(j, "cmdline", {});
+    d.process_state = getOr<std::string>(j, "process_state", "");
+    d.time_unix_s = getOr(j, "time_unix_s", 0.0);
+    d.backend_requested = getOr<std::string>(j, "backend_requested", "");
+    d.backend = getOr<std::string>(j, "backend", "");
+    d.unwinder = getOr<std::string>(j, "unwinder", "");
+    d.debugger = getOr<std::string>(j, "debugger", "");
+    d.python_version = getOr<std::string>(j, "python_version", "");
+    d.errors = getOr<std::vector<std::string>>(j, "errors", {});
+    forEachIn(j, "threads", [&](const json& t) {
+      Expected<ThreadStack> thread = threadStackFromJson(t);
+      if (!thread) throw std::runtime_error(thread.error());
+      d.threads.push_back(std::move(*thread));
+    });
+    forEachIn(j, "ring_progress", [&](const json& r) { d.ring_progress.push_back(ringFromJsonOrThrow(r)); });
+    forEachIn(j, "phases", [&](const json& p) {
+      if (!p.is_object()) throw std::runtime_error("phase is not an object");
+      d.phases.push_back({getOr<std::string>(p, "name", ""), getOr(p, "seconds", 0.0), getOr(p, "ok", false),
+                          getOr<std::string>(p, "error", "")});
+    });
+    return d;
+  } catch (const std::exception& e) {
+    return Error{std::string("forensics dump: ") + e.what()};
+  }
+}
+
+Expected<ForensicsDump> forensicsDumpFromText(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"forensics dump: not valid JSON (truncated or corrupt)"};
+  return forensicsDumpFromJson(j);
+}
+
+}  // namespace hangwatch

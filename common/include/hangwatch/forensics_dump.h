@@ -1,0 +1,71 @@
+#pragma once
+// ranks/rNNNNN.forensics.json (DESIGN.md §4, §5): what the collector found in one rank:
+// every thread's merged stack, ring progress per communicator/channel, and how each
+// collection phase went, so a report can tell "no data" from "this phase failed".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hangwatch/expected.h"
+#include "hangwatch/stack_frame.h"
+
+namespace hangwatch {
+
+// One side of a ring connection where a channel stopped (DESIGN.md §5).
+struct RingConnection {
+  int peer = -1;
+  uint64_t target_step = 0;    // the step the waiting side needs
+  uint64_t observed_step = 0;  // the peer's counter as last read
+};
+
+struct RingProgress {
+  std::string comm;  // communicator hash as hex
+  std::string op;    // "ncclAllReduce", ...
+  uint64_t seq = 0;
+  int channel = 0;
+  int rank = 0;
+  int prev = -1;
+  int next = -1;
+  std::optional<RingConnection> recv;
+  std::optional<RingConnection> send;
+};
+
+// One collection phase ("proc", "ptrace", "python", "debugger"), timed.
+struct CollectionPhase {
+  std::string name;
+  double seconds = 0;
+  bool ok = false;
+  std::string error;  // empty when ok; "skipped: ..." when the phase did not run
+};
+
+struct ForensicsDump {
+  int schema_version = 1;
+  std::optional<int> rank;
+  int64_t pid = 0;
+  std::string host;
+  std::string exe;
+  std::vector<std::string> cmdline;
+  std::string process_state;   // /proc/<pid>/status State at capture, e.g. "S (sleeping)"
+  double time_unix_s = 0;
+  std::string backend_requested;  // auto|cuda|sim|host
+  std::string backend;            // what ran: "host", "sim", "cuda"
+  std::string unwinder;           // e.g. "libdwfl", or "proc-only" when ptrace failed
+  std::string debugger;           // path of the debugger used, empty when none ran
+  std::string python_version;     // empty when the process has no CPython (or it was not read)
+  std::vector<ThreadStack> threads;
+  std::vector<RingProgress> ring_progress;
+  std::vector<CollectionPhase> phases;
+  std::vector<std::string> errors;  // every failure, as a sentence for the report
+};
+
+nlohmann::json toJson(const RingProgress& r);
+Expected<RingProgress> ringProgressFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const ForensicsDump& d);
+// Tolerant reader: missing fields keep their defaults, a wrong type is an error.
+Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j);
+Expected<ForensicsDump> forensicsDumpFromText(const std::string& text);
+
+}  // namespace hangwatch

@@ -1,0 +1,92 @@
+#pragma once
+// ranks/rNNNNN.watchdog.json (DESIGN.md §4): what one rank's watchdog knew at the
+// moment of a hang. Written by libhangwatch.so, read by the analyzer and report.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hangwatch/expected.h"
+#include "hangwatch/trigger_record.h"
+
+namespace hangwatch {
+
+struct SnapshotIdentity {
+  std::optional<int> rank;
+  std::optional<int> local_rank;
+  std::optional<int> world_size;
+  std::string rank_source;           // launcher variable the rank came from, or "communicator"
+  std::string host;
+  int64_t pid = 0;
+  std::string job_id;
+  std::optional<int> device;         // CUDA device ordinal the rank used
+  std::string cuda_visible_devices;  // as in the environment, empty when unset
+};
+
+struct SnapshotComm {
+  std::string hash;                  // hex; equal on every member rank of the communicator
+  int rank = -1;
+  int size = 0;
+  int device = -1;
+  std::string state;                 // "live", "destroyed", "aborted"
+  std::optional<uint64_t> last_issued_seq;     // none when no collective was issued
+  std::optional<uint64_t> last_completed_seq;  // none when none completed (or none was timed)
+};
+
+struct SnapshotPendingOp {
+  std::string op;                    // "ncclAllReduce", "cublasGemmEx", "kernel:<name>"
+  std::string op_class;              // "collective", "p2p", "gemm", "kernel", "memcpy"
+  std::string comm;                  // hash hex, empty when not a communication op
+  std::optional<uint64_t> seq;
+  uint64_t bytes = 0;
+  std::string dtype;
+  uint64_t count = 0;
+  std::optional<int> peer;
+  double age_s = 0;                  // since it became the oldest pending op of its stream
+  double issued_s_ago = 0;           // since the host issued it
+  bool gpu_started = false;
+};
+
+struct SnapshotStream {
+  std::string stream;                // handle as hex
+  std::vector<SnapshotPendingOp> pending;  // oldest first
+};
+
+// A thread blocked inside an NCCL host call (init, group end, a blocking collective).
+struct SnapshotHostCall {
+  std::string call;
+  int64_t tid = 0;
+  std::string thread_name;
+  double age_s = 0;
+  std::string comm;
+  std::optional<uint64_t> seq;
+};
+
+struct WatchdogHealth {
+  uint64_t failures_logged = 0;
+  uint64_t ops_timed = 0;
+  uint64_t ops_completed = 0;
+  uint64_t events_exhausted = 0;     // operations left untimed because the event pool was empty
+  uint64_t ops_dropped = 0;          // operations left untimed because the issue queue was full
+};
+
+struct WatchdogSnapshot {
+  int schema_version = 1;
+  double time_unix_s = 0;
+  double timeout_s = 0;
+  bool detected_here = false;        // this rank's detector fired (else it followed TRIGGER.json)
+  SnapshotIdentity identity;
+  std::optional<TriggerRecord> trigger;
+  std::vector<SnapshotComm> comms;
+  std::vector<SnapshotStream> streams;
+  std::vector<SnapshotHostCall> host_calls;
+  WatchdogHealth health;
+};
+
+nlohmann::json toJson(const WatchdogSnapshot& s);
+// Tolerant reader: missing fields keep their defaults; wrong types are an error.
+Expected<WatchdogSnapshot> watchdogSnapshotFromJson(const nlohmann::json& j);
+
+}  // namespace hangwatch

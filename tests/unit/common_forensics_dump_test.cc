@@ -1,0 +1,108 @@
+#include <catch2/catch.hpp>
+
+#include "hangwatch/forensics_dump.h"
+
+namespace {
+
+hangwatch::ForensicsDump sampleDump() {
+  hangwatch::ForensicsDump d;
+  d.rank = 7;
+  d.pid = 4242;
+  d.host = "node3";
+  d.exe = "/usr/bin/python3.11";
+  d.cmdline = {"python3", "train.py", "--steps", "5"};
+  d.process_state = "S (sleeping)";
+  d.time_unix_s = 1790000000.5;
+  d.backend_requested = "auto";
+  d.backend = "sim";
+  d.unwinder = "libdwfl";
+  d.debugger = "/usr/bin/gdb";
+  d.python_version = "3.11.7";
+  hangwatch::ThreadStack t;
+  t.tid = 4242;
+  t.name = "MainThread";
+  t.os_name = "python3";
+  t.state = "S";
+  t.wchan = "futex_wait_queue";
+  hangwatch::StackFrame py{hangwatch::FrameKind::kPython, "get", "/usr/lib/python3.11/queue.py", 171, "", {}, {}};
+  hangwatch::StackFrame native{hangwatch::FrameKind::kNative, "pthread_cond_wait", "", {}, "/lib/libc.so.6", 0x7f00, 0x100};
+  t.frames = {native, py};
+  t.native_frames = {native};
+  t.python_frames = {py};
+  d.threads.push_back(t);
+  hangwatch::RingProgress r;
+  r.comm = "0xabc";
+  r.op = "ncclAllReduce";
+  r.seq = 10;
+  r.channel = 1;
+  r.rank = 2;
+  r.prev = 1;
+  r.next = 3;
+  r.recv = hangwatch::RingConnection{1, 24, 16};
+  d.ring_progress.push_back(r);
+  d.phases = {{"ptrace", 0.012, true, ""}, {"debugger", 0.4, false, "gdb timed out"}};
+  d.errors = {"debugger: gdb timed out"};
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ForensicsDumpRoundTripsEveryField") {
+  hangwatch::ForensicsDump d = sampleDump();
+  auto back = hangwatch::forensicsDumpFromText(hangwatch::toJson(d).dump());
+  REQUIRE(back.ok());
+  CHECK(back->rank == 7);
+  CHECK(back->pid == 4242);
+  CHECK(back->cmdline == d.cmdline);
+  CHECK(back->backend == "sim");
+  CHECK(back->python_version == "3.11.7");
+  REQUIRE(back->threads.size() == 1);
+  CHECK(back->threads[0].name == "MainThread");
+  REQUIRE(back->threads[0].frames.size() == 2);
+  CHECK(back->threads[0].frames[1].kind == hangwatch::FrameKind::kPython);
+  CHECK(back->threads[0].frames[1].line == 171);
+  REQUIRE(back->ring_progress.size() == 1);
+  CHECK(back->ring_progress[0].recv->observed_step == 16);
+  CHECK_FALSE(back->ring_progress[0].send.has_value());
+  REQUIRE(back->phases.size() == 2);
+  CHECK(back->phases[1].error == "gdb timed out");
+  CHECK(back->phases[0].error.empty());
+  CHECK(back->errors == d.errors);
+  CHECK(hangwatch::toJson(*back) == hangwatch::toJson(d));
+}
+
+TEST_CASE("RingProgressRecordHasTheContractKeys") {
+  nlohmann::json j = hangwatch::toJson(sampleDump().ring_progress[0]);
+  for (const char* key : {"comm", "op", "seq", "channel", "rank", "prev", "next", "recv", "send"}) {
+    CHECK(j.contains(key));
+  }
+  for (const char* key : {"peer", "target_step", "observed_step"}) CHECK(j["recv"].contains(key));
+}
+
+TEST_CASE("ForensicsDumpWithoutRingProgressStillHasTheArray") {
+  hangwatch::ForensicsDump d;
+  nlohmann::json j = hangwatch::toJson(d);
+  CHECK(j["ring_progress"].is_array());
+  CHECK(j["threads"].is_array());
+  CHECK(j["rank"].is_null());
+}
+
+TEST_CASE("ForensicsDumpReaderToleratesMissingFields") {
+  auto d = hangwatch::forensicsDumpFromText(R"({"pid": 12, "threads": [{"tid": 12, "frames": [{"function": "main"}]}]})");
+  REQUIRE(d.ok());
+  CHECK(d->pid == 12);
+  CHECK_FALSE(d->rank.has_value());
+  REQUIRE(d->threads.size() == 1);
+  CHECK(d->threads[0].frames[0].kind == hangwatch::FrameKind::kNative);
+  CHECK(d->ring_progress.empty());
+}
+
+TEST_CASE("ForensicsDumpReaderRejectsTruncatedAndMistypedFiles") {
+  std::string text = hangwatch::toJson(sampleDump()).dump();
+  auto truncated = hangwatch::forensicsDumpFromText(text.substr(0, text.size() / 2));
+  REQUIRE_FALSE(truncated.ok());
+  CHECK(truncated.error().find("truncated") != std::string::npos);
+  CHECK_FALSE(hangwatch::forensicsDumpFromText(R"({"threads": 5})").ok());
+  CHECK_FALSE(hangwatch::forensicsDumpFromText(R"({"ring_progress": [{"seq": "ten"}]})").ok());
+  CHECK_FALSE(hangwatch::forensicsDumpFromText(R"([1, 2])").ok());
+}
