@@ -21,6 +21,7 @@ struct CompletedOp {
   // Collectives and p2p.
   uint64_t comm_hash = 0;      // 0 when not a communication op
   int comm_size = 0;           // ranks in the communicator
+  int comm_rank = -1;          // this rank's place in it (ring order), -1 when unknown
   int peer = -1;               // p2p peer
   uint64_t seq = 0;            // per-communicator collective sequence number
   uint64_t bytes = 0;          // payload per rank as nccl-tests counts it (count * sizeof(dtype))

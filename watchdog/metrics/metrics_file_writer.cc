@@ -1,0 +1,60 @@
+#include "metrics_file_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace hangwatch::watchdog {
+
+MetricsFileWriter::MetricsFileWriter(std::string path, FailureLog log) : path_(std::move(path)), log_(std::move(log)) {}
+
+MetricsFileWriter::~MetricsFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool MetricsFileWriter::open() {
+  std::error_code ec;
+  auto parent = std::filesystem::path(path_).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    fail("cannot create " + parent.string() + ": " + ec.message());
+    return false;
+  }
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    fail("cannot open " + path_ + ": " + std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool MetricsFileWriter::append(std::string_view line) {
+  if (failed_ || (fd_ < 0 && !open())) {
+    ++lines_dropped_;
+    return false;
+  }
+  ssize_t n;
+  do {
+    n = ::write(fd_, line.data(), line.size());
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(line.size())) return true;
+  // A short write leaves a torn line the reader skips; stopping here keeps it the last.
+  fail(n < 0 ? "cannot write " + path_ + ": " + std::strerror(errno) : "short write to " + path_);
+  ++lines_dropped_;
+  return false;
+}
+
+void MetricsFileWriter::fail(const std::string& message) {
+  failed_ = true;
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (log_) log_("metrics disabled: " + message);
+}
+
+}  // namespace hangwatch::watchdog

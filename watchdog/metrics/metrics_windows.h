@@ -1,0 +1,85 @@
+#pragma once
+// Rolling metrics windows (DESIGN.md §4: metrics/rNNNNN.jsonl). The poller hands over
+// every completed op and host synchronization; every `interval_s` one aggregated JSON
+// line is appended. Memory is bounded whatever the job length: per-key fixed
+// histograms, a cap on distinct keys, on streams and on sync call names, and a bounded
+// open-interval list for busy time.
+//
+// Threading: not thread-safe by design. Every call comes from the watchdog's single
+// poller thread; nothing here runs on the training job's launch path.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "busy_timeline.h"
+#include "hangwatch/log_histogram.h"
+#include "hangwatch/metrics_window.h"
+#include "metrics_file_writer.h"
+#include "op_key_table.h"
+#include "op_record.h"
+#include "step_tracker.h"
+
+namespace hangwatch::watchdog {
+
+struct MetricsConfig {
+  int rank = 0;
+  std::string path;            // metricsPath(job_dir, rank): metrics/rNNNNN.jsonl
+  double interval_s = 10;      // HANGWATCH_METRICS_INTERVAL
+  std::string host;
+  int64_t pid = 0;             // 0: getpid()
+  int64_t start_ns = 0;        // CLOCK_MONOTONIC start of the first window; 0: now
+  size_t max_keys = 64;        // distinct op keys per window before "other"
+  // Called once when writing fails (then metrics stop); default: a line on stderr.
+  std::function<void(const std::string&)> log_failure;
+};
+
+class MetricsWindows {
+ public:
+  explicit MetricsWindows(MetricsConfig config);
+
+  void record(const CompletedOp& op);
+  void recordHostSync(const HostSync& sync);
+  // An explicit step end (CLOCK_MONOTONIC ns); once used, steps are no longer inferred.
+  void recordStepEnd(int64_t end_ns);
+  // Ops the poller lost before they reached here (a full queue, an event error).
+  void noteDropped(uint64_t n) { dropped_ += n; }
+
+  // Writes the window if `interval_s` has elapsed since it started.
+  void maybeFlush(int64_t now_ns);
+  // Writes the window now (the last one, or at a hang) and starts the next.
+  void flush(int64_t now_ns);
+
+  // The window the last flush wrote (or tried to write).
+  const MetricsWindow& lastWindow() const { return last_; }
+  bool writeFailed() const { return writer_.failed(); }
+
+ private:
+  struct SyncAggregate {
+    uint64_t count = 0;
+    int64_t total_ns = 0;
+  };
+  struct StreamAggregate {
+    int64_t last_end_ns = 0;
+    int64_t busy_ns = 0;
+  };
+
+  MetricsWindow build(int64_t now_ns, const BusyTimeline::WindowTotals& totals) const;
+  void resetWindow(int64_t start_ns);
+  void addStreamBusy(const CompletedOp& op);
+
+  MetricsConfig config_;
+  int64_t interval_ns_;
+  MetricsFileWriter writer_;
+  int64_t window_start_ns_;
+  OpKeyTable keys_;
+  BusyTimeline timeline_;
+  StepTracker steps_;
+  LogHistogram issue_latency_[5];  // by OpClass
+  std::map<uint64_t, StreamAggregate> streams_;
+  std::map<std::string, SyncAggregate, std::less<>> syncs_;
+  uint64_t dropped_ = 0;
+  MetricsWindow last_;
+};
+
+}  // namespace hangwatch::watchdog
