@@ -1,0 +1,53 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "watchdog_config.h"
+
+using namespace hangwatch::watchdog;
+
+namespace {
+
+hangwatch::EnvLookup envOf(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+}  // namespace
+
+TEST_CASE("WatchdogConfigReadsTheContractVariables") {
+  std::string warnings;
+  WatchdogConfig c = watchdogConfigFromEnv(envOf({{"HANGWATCH_TIMEOUT", "2.5"},
+                                                  {"HANGWATCH_ON_HANG", "abort"},
+                                                  {"HANGWATCH_COLLECT", "0"},
+                                                  {"HANGWATCH_METRICS_INTERVAL", "3"},
+                                                  {"HANGWATCH_DUMP_DIR", "/d"},
+                                                  {"HANGWATCH_JOB_ID", "j"},
+                                                  {"HANGWATCH_KERNEL_SAMPLE", "0"}}),
+                                           &warnings);
+  CHECK(warnings.empty());
+  CHECK(c.timeoutNs() == 2'500'000'000);
+  CHECK(c.on_hang == OnHang::kAbort);
+  CHECK_FALSE(c.collect);
+  CHECK(c.metrics_interval_s == 3);
+  CHECK(c.job_dir == "/d/j");
+  CHECK(c.kernel_sample == 0);
+  CHECK_FALSE(c.disabled);
+  CHECK(watchdogConfigFromEnv(envOf({{"HANGWATCH_DISABLE", "1"}}), nullptr).disabled);
+}
+
+TEST_CASE("MalformedWatchdogVariablesKeepTheDefaultsAndSayWhich") {
+  std::string warnings;
+  WatchdogConfig c = watchdogConfigFromEnv(
+      envOf({{"HANGWATCH_TIMEOUT", "soon"}, {"HANGWATCH_ON_HANG", "explode"}, {"HANGWATCH_METRICS_INTERVAL", "-1"}}),
+      &warnings);
+  CHECK(c.timeout_s == 300);
+  CHECK(c.on_hang == OnHang::kWait);
+  CHECK(c.metrics_interval_s == 10);
+  CHECK(warnings.find("HANGWATCH_TIMEOUT=soon") != std::string::npos);
+  CHECK(warnings.find("HANGWATCH_ON_HANG=explode") != std::string::npos);
+  CHECK(warnings.find("HANGWATCH_METRICS_INTERVAL=-1") != std::string::npos);
+}

@@ -1,0 +1,216 @@
+// libhangwatch.so inside a process on simgpu: this test program links it ahead of
+// the sim libraries, which interposes exactly as LD_PRELOAD does.
+#include <catch2/catch.hpp>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hangwatch/job_layout.h"
+#include "simgpu/kernel.h"
+#include "watchdog.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> release_spin{false};
+
+void spinUntilReleased(int) {
+  while (!release_spin.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+void noop(int) {}
+
+int pollerThreads() {
+  int n = 0;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "hangwatch-poll") ++n;
+  }
+  return n;
+}
+
+// A dump root of its own for this test process (each test case runs in its own
+// process, before the watchdog reads its environment), removed at exit.
+std::string useFreshJobDir(const char* timeout) {
+  static const std::string& root = *[] {
+    char tmpl[] = "/tmp/hangwatch-proc-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    auto* path = new std::string(tmpl);  // leaked: still needed by the exit handler
+    static const std::string* for_exit = path;
+    std::atexit([] { fs::remove_all(*for_exit); });
+    return path;
+  }();
+  setenv("HANGWATCH_DUMP_DIR", root.c_str(), 1);
+  setenv("HANGWATCH_JOB_ID", "unit", 1);
+  setenv("HANGWATCH_TIMEOUT", timeout, 1);
+  setenv("HANGWATCH_COLLECT", "0", 1);
+  setenv("RANK", "0", 1);
+  return root + "/unit";
+}
+
+template <typename Pred>
+bool waitUntil(Pred pred, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("AForkedChildNeverRunsTheParentsPoller") {
+  useFreshJobDir("100");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  int arg = 0;
+  void* args[] = {&arg};
+  REQUIRE(cudaLaunchKernel(simgpu::kernel<&noop>("noop"), dim3(1), dim3(1), args, 0, stream) == cudaSuccess);
+  REQUIRE(hangwatch_watchdog_active() == 1);
+  REQUIRE(pollerThreads() == 1);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Interposed calls in the child are pass-throughs and start nothing.
+    ncclGroupStart();
+    ncclGroupEnd();
+    bool ok = hangwatch_watchdog_active() == 0 && pollerThreads() == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(hangwatch_watchdog_active() == 1);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+}
+
+TEST_CASE("KernelsTimedFromSeveralThreadsAllCompleteThroughThePoller") {
+  useFreshJobDir("100");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  constexpr int kThreads = 3, kLaunches = 200;
+  std::atomic<int> failed_calls{0};  // Catch assertions are not thread-safe
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&failed_calls] {
+      cudaStream_t stream;
+      if (cudaStreamCreate(&stream) != cudaSuccess) ++failed_calls;
+      int arg = 0;
+      void* args[] = {&arg};
+      for (int i = 0; i < kLaunches; ++i)
+        if (cudaLaunchKernel(simgpu::kernel<&noop>("noop"), dim3(1), dim3(1), args, 0, stream) != cudaSuccess)
+          ++failed_calls;
+      if (cudaStreamSynchronize(stream) != cudaSuccess) ++failed_calls;
+      cudaStreamDestroy(stream);
+    });
+  for (auto& t : threads) t.join();
+  REQUIRE(failed_calls.load() == 0);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= kThreads * kLaunches; }, 10));
+  CHECK(hangwatch_ops_completed() == kThreads * kLaunches);
+}
+
+TEST_CASE("PassThroughKeepsReturnCodesOfFailingCalls") {
+  useFreshJobDir("100");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  cudaStream_t bogus = reinterpret_cast<cudaStream_t>(0x7777);  // not cudaStreamLegacy (0x1)
+  int arg = 0;
+  void* args[] = {&arg};
+  cudaError_t rc = cudaLaunchKernel(simgpu::kernel<&noop>("noop"), dim3(1), dim3(1), args, 0, bogus);
+  CHECK(rc == cudaErrorInvalidResourceHandle);
+  // The watchdog's own failed event record must not leave a different sticky error behind.
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, nullptr, nullptr) == ncclInvalidArgument);
+}
+
+TEST_CASE("AKernelThatNeverFinishesIsDetectedAndDumped") {
+  std::string job = useFreshJobDir("1");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  int arg = 0;
+  void* args[] = {&arg};
+  release_spin = false;
+  REQUIRE(cudaLaunchKernel(simgpu::kernel<&spinUntilReleased>("spin_on_flag"), dim3(1), dim3(1), args, 0, stream) ==
+          cudaSuccess);
+  const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
+  bool dumped = waitUntil([&] { return fs::exists(snapshot); }, 4);
+  release_spin = true;
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  REQUIRE(dumped);
+  CHECK(fs::exists(hangwatch::triggerPath(job)));
+  std::ifstream in(snapshot);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["detected_here"] == true);
+  REQUIRE(j["streams"].size() == 1);
+  CHECK(j["streams"][0]["pending"][0]["op"] == "kernel:spin_on_flag");
+  CHECK(j["trigger"]["reason"] == "timeout");
+}
+
+TEST_CASE("BackToBackOneSecondGemmsUnderATwoSecondTimeoutDoNotTrigger") {
+  std::string job = useFreshJobDir("2");
+  setenv("SIMGPU_TFLOPS", "0.001", 1);  // 2*800^3 flop at 1 GFLOP/s: about 1 s
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  cublasHandle_t handle;
+  REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasSetStream(handle, stream) == CUBLAS_STATUS_SUCCESS);
+  constexpr int n = 800;
+  float *a, *b, *c;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&a), n * n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&b), n * n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&c), n * n * sizeof(float)) == cudaSuccess);
+  float one = 1, zero = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n) ==
+            CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Back to back they take longer than the timeout; each alone is well under it.
+  CHECK(took > 2.0);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 2; }, 3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK_FALSE(fs::exists(hangwatch::triggerPath(job)));
+  cublasDestroy(handle);
+}
+
+TEST_CASE("GroupedCollectivesAreTimedAroundTheGroupEndKernel") {
+  useFreshJobDir("100");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* buf;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float)) == cudaSuccess);
+  const unsigned long long before = hangwatch_ops_completed();
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(ncclAllReduce(buf, buf, 512, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(waitUntil([&] { return hangwatch_ops_completed() >= before + 2; }, 5));
+  CHECK(hangwatch_ops_completed() == before + 2);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+}

@@ -1,0 +1,75 @@
+#include "collector_launcher.h"
+
+#include <dlfcn.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace bp = boost::process;
+
+namespace hangwatch::watchdog {
+namespace {
+
+bool isExecutable(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string CollectorLauncher::findForensicsBinary(const std::string& configured) {
+  if (!configured.empty()) return isExecutable(configured) ? configured : "";
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&CollectorLauncher::findForensicsBinary), &info) && info.dli_fname) {
+    std::filesystem::path dir = std::filesystem::path(info.dli_fname).parent_path();
+    for (const auto& candidate : {dir / ".." / "forensics" / "forensics", dir / "forensics",
+                                  dir / ".." / "bin" / "forensics", dir / "bin" / "forensics"})
+      if (isExecutable(candidate)) return std::filesystem::weakly_canonical(candidate).string();
+  }
+  auto found = bp::search_path("forensics");
+  return found.empty() ? "" : found.string();
+}
+
+Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
+  if (r.binary.empty()) return Error{"no forensics binary found (set HANGWATCH_FORENSICS)"};
+  // The collector ptrace-attaches to us from a child process; Yama's ptrace_scope=1
+  // would refuse that unless we allow it explicitly.
+  ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  std::vector<std::string> args = {"collect", "--pid", std::to_string(r.pid), "--out", r.job_dir, "--backend", "auto"};
+  if (r.rank >= 0) {
+    args.push_back("--rank");
+    args.push_back(std::to_string(r.rank));
+  }
+  std::error_code fs_ec;
+  std::filesystem::create_directories(std::filesystem::path(r.log_path).parent_path(), fs_ec);
+  bp::environment env = boost::this_process::environment();
+  // The collector and its debugger must not load the watchdog themselves.
+  env.erase("LD_PRELOAD");
+  env["HANGWATCH_DISABLE"] = "1";
+  if (!r.debugger.empty()) env["HANGWATCH_DEBUGGER"] = r.debugger;
+  std::error_code ec;
+  bp::child child(bp::exe = r.binary, bp::args = args, env, bp::std_in < bp::null,
+                  (bp::std_out & bp::std_err) > r.log_path,
+                  bp::extend::on_exec_setup = [](auto&) { ::setsid(); }, ec);
+  if (ec) return Error{"cannot start " + r.binary + ": " + ec.message()};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(r.wait_s);
+  while (child.running(ec) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CollectorOutcome out;
+  if (child.running(ec)) {
+    child.detach();
+    return out;
+  }
+  out.finished = true;
+  out.exit_code = child.exit_code();
+  return out;
+}
+
+}  // namespace hangwatch::watchdog

@@ -1,0 +1,37 @@
+#pragma once
+// Starts `forensics collect --pid <self> ...` through Boost.Process: no shell, its
+// own session, output to a log file in the job directory, and a bounded wait so
+// a stuck collector can never keep this rank's watchdog from finishing.
+#include <sys/types.h>
+
+#include <string>
+
+#include "hangwatch/expected.h"
+
+namespace hangwatch::watchdog {
+
+struct CollectorRequest {
+  std::string binary;
+  pid_t pid = 0;
+  int rank = -1;          // -1: no --rank
+  std::string job_dir;
+  std::string log_path;
+  double wait_s = 120;
+  std::string debugger;   // HANGWATCH_DEBUGGER, kept in the collector's environment
+};
+
+struct CollectorOutcome {
+  bool finished = false;  // false: still running when the wait expired (left running)
+  int exit_code = -1;
+};
+
+class CollectorLauncher {
+ public:
+  // HANGWATCH_FORENSICS if set, else next to libhangwatch.so in the build or install
+  // tree, else PATH. Empty when not found.
+  static std::string findForensicsBinary(const std::string& configured);
+
+  Expected<CollectorOutcome> run(const CollectorRequest& request);
+};
+
+}  // namespace hangwatch::watchdog

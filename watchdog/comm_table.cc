@@ -1,0 +1,67 @@
+#include "comm_table.h"
+
+#include <cstdio>
+
+namespace hangwatch::watchdog {
+
+CommEntry* CommTable::add(uintptr_t handle, uint64_t hash, int rank, int size, int device) {
+  std::lock_guard<std::mutex> lock(add_mutex_);
+  size_t n = count_.load(std::memory_order_relaxed);
+  if (n == kCapacity) return nullptr;
+  CommEntry& e = entries_[n];
+  e.hash = hash;
+  e.rank = rank;
+  e.size = size;
+  e.device = device;
+  e.handle.store(handle, std::memory_order_relaxed);
+  count_.store(n + 1, std::memory_order_release);
+  return &e;
+}
+
+CommEntry* CommTable::find(uintptr_t handle) {
+  for (size_t i = count_.load(std::memory_order_acquire); i-- > 0;)
+    if (entries_[i].handle.load(std::memory_order_relaxed) == handle) return &entries_[i];
+  return nullptr;
+}
+
+void CommTable::markEnded(uintptr_t handle, CommState state) {
+  if (CommEntry* e = find(handle)) e->state.store(state, std::memory_order_release);
+}
+
+std::vector<CommView> CommTable::view() const {
+  std::vector<CommView> out;
+  size_t n = count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    const CommEntry& e = entries_[i];
+    out.push_back({e.handle.load(std::memory_order_relaxed), e.hash, e.rank, e.size, e.device,
+                   e.state.load(std::memory_order_acquire), e.issued.load(std::memory_order_acquire),
+                   e.completed_plus1.load(std::memory_order_acquire)});
+  }
+  return out;
+}
+
+std::vector<uintptr_t> CommTable::liveHandles() const {
+  std::vector<uintptr_t> out;
+  for (const CommView& v : view())
+    if (v.state == CommState::kLive) out.push_back(v.handle);
+  return out;
+}
+
+std::string CommTable::hashHex(uint64_t hash) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash));
+  return buf;
+}
+
+uint64_t CommTable::hashBytes(const void* data, size_t n, uint64_t seed) {
+  // FNV-1a: stable across processes and hosts, which is all the report needs.
+  uint64_t h = seed;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace hangwatch::watchdog

@@ -1,0 +1,58 @@
+#pragma once
+// Every NCCL communicator this process created: identity for the snapshot and the
+// per-communicator collective sequence numbers. Lookups on the hot path are
+// lock-free scans of published entries; creation (rare) takes a mutex.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hangwatch::watchdog {
+
+enum class CommState : uint8_t { kLive, kDestroyed, kAborted };
+
+struct CommEntry {
+  std::atomic<uintptr_t> handle{0};
+  uint64_t hash = 0;
+  int rank = -1;
+  int size = 0;
+  int device = -1;
+  std::atomic<CommState> state{CommState::kLive};
+  std::atomic<uint64_t> issued{0};          // collectives issued; the next one gets this seq
+  std::atomic<uint64_t> completed_plus1{0}; // last completed seq + 1, 0 when none
+  std::atomic<uint64_t> splits{0};          // ncclCommSplit calls on this parent, for child hashes
+};
+
+// What the snapshot needs of one communicator, copied out.
+struct CommView {
+  uintptr_t handle = 0;
+  uint64_t hash = 0;
+  int rank = -1, size = 0, device = -1;
+  CommState state = CommState::kLive;
+  uint64_t issued = 0;
+  uint64_t completed_plus1 = 0;
+};
+
+class CommTable {
+ public:
+  static constexpr size_t kCapacity = 1024;
+
+  // nullptr when the table is full (the communicator then goes untracked).
+  CommEntry* add(uintptr_t handle, uint64_t hash, int rank, int size, int device);
+  // The newest entry for `handle` (handles are reused after destroy).
+  CommEntry* find(uintptr_t handle);
+  void markEnded(uintptr_t handle, CommState state);
+  std::vector<CommView> view() const;
+  std::vector<uintptr_t> liveHandles() const;
+
+  static std::string hashHex(uint64_t hash);
+  static uint64_t hashBytes(const void* data, size_t n, uint64_t seed = 1469598103934665603ull);
+
+ private:
+  std::mutex add_mutex_;
+  std::atomic<size_t> count_{0};
+  CommEntry entries_[kCapacity];
+};
+
+}  // namespace hangwatch::watchdog

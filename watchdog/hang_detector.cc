@@ -1,0 +1,51 @@
+#include "hang_detector.h"
+
+#include <cstdio>
+
+namespace hangwatch::watchdog {
+
+std::string streamHex(uint64_t stream) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(stream));
+  return buf;
+}
+
+std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const HostCallSlots& host_calls,
+                                               CommTable& comms, int64_t now_ns) const {
+  std::optional<HangFinding> worst;
+  int64_t worst_age = -1;
+  for (const auto& [stream, q] : queues.streams()) {
+    if (q.empty()) continue;
+    const PendingOp& op = q.front();
+    int64_t age = now_ns - op.front_since_ns;
+    if (age <= timeout_ns_ || age <= worst_age) continue;
+    worst_age = age;
+    StuckOp s;
+    s.op = op.op.name;
+    s.bytes = op.op.bytes;
+    s.stream = streamHex(stream);
+    s.age_s = static_cast<double>(age) * 1e-9;
+    if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P) {
+      s.comm = CommTable::hashHex(op.op.comm_hash);
+      if (op.op.cls == OpClass::kCollective) s.seq = op.op.seq;
+      if (op.op.peer >= 0) s.peer = op.op.peer;
+    }
+    worst = HangFinding{"timeout", s};
+  }
+  host_calls.forEachBusy([&](const BusyHostCall& call) {
+    int64_t age = now_ns - call.enter_ns;
+    if (age <= timeout_ns_ || age <= worst_age) return;
+    worst_age = age;
+    StuckOp s;
+    s.op = std::string(call.call) + " (host)";
+    if (call.comm) {
+      if (CommEntry* e = comms.find(call.comm)) s.comm = CommTable::hashHex(e->hash);
+    }
+    if (call.seq_plus1) s.seq = call.seq_plus1 - 1;
+    s.age_s = static_cast<double>(age) * 1e-9;
+    worst = HangFinding{"host-call-timeout", s};
+  });
+  return worst;
+}
+
+}  // namespace hangwatch::watchdog

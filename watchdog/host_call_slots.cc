@@ -1,0 +1,48 @@
+#include "host_call_slots.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace hangwatch::watchdog {
+
+HostCallSlot* HostCallSlots::forThisThread() {
+  thread_local const HostCallSlots* owner = nullptr;
+  thread_local HostCallSlot* slot = nullptr;
+  if (owner == this) return slot;
+  size_t i = claimed_.fetch_add(1, std::memory_order_relaxed);
+  owner = this;
+  slot = i < kCapacity ? &slots_[i] : nullptr;
+  if (slot) slot->tid.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_relaxed);
+  return slot;
+}
+
+void HostCallSlots::forEachBusy(const std::function<void(const BusyHostCall&)>& fn) const {
+  size_t n = std::min(claimed_.load(std::memory_order_acquire), kCapacity);
+  for (size_t i = 0; i < n; ++i) {
+    const HostCallSlot& s = slots_[i];
+    int64_t since = s.enter_ns.load(std::memory_order_acquire);
+    if (since == 0) continue;
+    fn({s.call.load(std::memory_order_relaxed), s.comm.load(std::memory_order_relaxed),
+        s.seq_plus1.load(std::memory_order_relaxed), s.tid.load(std::memory_order_relaxed), since});
+  }
+}
+
+HostCallScope::HostCallScope(HostCallSlots* slots, const char* call, uintptr_t comm, uint64_t seq_plus1,
+                             int64_t now_ns) {
+  if (slots == nullptr) return;
+  HostCallSlot* s = slots->forThisThread();
+  if (s == nullptr || s->enter_ns.load(std::memory_order_relaxed) != 0) return;
+  s->call.store(call, std::memory_order_relaxed);
+  s->comm.store(comm, std::memory_order_relaxed);
+  s->seq_plus1.store(seq_plus1, std::memory_order_relaxed);
+  s->enter_ns.store(now_ns, std::memory_order_release);
+  slot_ = s;
+}
+
+HostCallScope::~HostCallScope() {
+  if (slot_) slot_->enter_ns.store(0, std::memory_order_release);
+}
+
+}  // namespace hangwatch::watchdog

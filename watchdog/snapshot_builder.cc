@@ -1,0 +1,120 @@
+#include "snapshot_builder.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "hang_detector.h"
+#include "monotonic_clock.h"
+
+namespace hangwatch::watchdog {
+namespace {
+
+std::string threadName(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+const char* stateName(CommState s) {
+  switch (s) {
+    case CommState::kLive: return "live";
+    case CommState::kDestroyed: return "destroyed";
+    case CommState::kAborted: return "aborted";
+  }
+  return "live";
+}
+
+}  // namespace
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+std::optional<int> snapshotRank(const RankIdentity& launcher, CommTable& comms) {
+  if (launcher.rank) return launcher.rank;
+  auto view = comms.view();
+  if (!view.empty() && view.front().rank >= 0) return view.front().rank;
+  return std::nullopt;
+}
+
+WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
+  WatchdogSnapshot s;
+  s.time_unix_s = wallClockSeconds();
+  s.timeout_s = in.timeout_s;
+  s.detected_here = in.detected_here;
+  s.trigger = in.trigger;
+  s.health = in.health;
+
+  SnapshotIdentity& id = s.identity;
+  id.rank = snapshotRank(in.launcher, *in.comms);
+  id.rank_source = in.launcher.rank ? in.launcher.source : (id.rank ? "communicator" : "");
+  id.local_rank = in.launcher.local_rank;
+  id.world_size = in.launcher.world_size;
+  id.host = hostName();
+  id.pid = ::getpid();
+  id.job_id = in.job_id;
+  id.device = in.device;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) id.cuda_visible_devices = v;
+
+  for (const CommView& c : in.comms->view()) {
+    SnapshotComm sc;
+    sc.hash = CommTable::hashHex(c.hash);
+    sc.rank = c.rank;
+    sc.size = c.size;
+    sc.device = c.device;
+    sc.state = stateName(c.state);
+    if (c.issued > 0) sc.last_issued_seq = c.issued - 1;
+    if (c.completed_plus1 > 0) sc.last_completed_seq = c.completed_plus1 - 1;
+    s.comms.push_back(sc);
+  }
+
+  for (const auto& [stream, q] : in.queues->streams()) {
+    SnapshotStream st;
+    st.stream = streamHex(stream);
+    bool front = true;
+    for (const PendingOp& op : q) {
+      SnapshotPendingOp p;
+      p.op = op.op.name;
+      if (op.kernel_func && in.kernel_namer) {
+        if (const char* n = in.kernel_namer(op.kernel_func)) p.op = std::string("kernel:") + n;
+      }
+      p.op_class = pendingOpClassName(op.op.cls);
+      if (op.op.comm_hash) p.comm = CommTable::hashHex(op.op.comm_hash);
+      if (op.op.cls == OpClass::kCollective) p.seq = op.op.seq;
+      p.bytes = op.op.bytes;
+      if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P) {
+        p.dtype = ncclDtypeName(op.dtype);
+        p.count = op.count;
+      }
+      if (op.op.peer >= 0) p.peer = op.op.peer;
+      p.issued_s_ago = static_cast<double>(in.now_ns - op.op.host_issue_ns) * 1e-9;
+      // Only the front op is "waiting"; the ones behind it have not had their turn.
+      p.age_s = front ? static_cast<double>(in.now_ns - op.front_since_ns) * 1e-9 : 0.0;
+      p.gpu_started = op.gpu_started;
+      st.pending.push_back(p);
+      front = false;
+    }
+    s.streams.push_back(std::move(st));
+  }
+
+  in.host_calls->forEachBusy([&](const BusyHostCall& call) {
+    SnapshotHostCall h;
+    h.call = call.call;
+    h.tid = call.tid;
+    h.thread_name = threadName(call.tid);
+    h.age_s = static_cast<double>(in.now_ns - call.enter_ns) * 1e-9;
+    if (call.comm) {
+      if (CommEntry* e = in.comms->find(call.comm)) h.comm = CommTable::hashHex(e->hash);
+    }
+    if (call.seq_plus1) h.seq = call.seq_plus1 - 1;
+    s.host_calls.push_back(h);
+  });
+  return s;
+}
+
+}  // namespace hangwatch::watchdog

@@ -1,0 +1,37 @@
+#pragma once
+// Turns the poller's live state into the ranks/rNNNNN.watchdog.json record.
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "comm_table.h"
+#include "hangwatch/rank_identity.h"
+#include "hangwatch/watchdog_snapshot.h"
+#include "host_call_slots.h"
+#include "stream_queues.h"
+
+namespace hangwatch::watchdog {
+
+struct SnapshotInputs {
+  const StreamQueues* queues = nullptr;
+  CommTable* comms = nullptr;
+  const HostCallSlots* host_calls = nullptr;
+  RankIdentity launcher;
+  std::string job_id;
+  std::optional<int> device;
+  std::optional<TriggerRecord> trigger;
+  bool detected_here = false;
+  double timeout_s = 0;
+  WatchdogHealth health;
+  int64_t now_ns = 0;
+  std::function<const char*(const void*)> kernel_namer;
+};
+
+WatchdogSnapshot buildSnapshot(const SnapshotInputs& in);
+
+// The launcher's rank, else the rank in the first communicator this process joined.
+std::optional<int> snapshotRank(const RankIdentity& launcher, CommTable& comms);
+
+std::string hostName();
+
+}  // namespace hangwatch::watchdog

@@ -1,0 +1,330 @@
+#include "watchdog.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <chrono>
+#include <thread>
+
+#include "gpu_clock.h"
+#include "hang_detector.h"
+#include "hang_responder.h"
+#include "hangwatch/atomic_file.h"
+#include "hangwatch/job_layout.h"
+#include "monotonic_clock.h"
+#include "op_poller.h"
+#include "real_api.h"
+#include "snapshot_builder.h"
+#include "trigger_watcher.h"
+#include "watchdog_log.h"
+#ifdef HANGWATCH_WITH_METRICS
+#include "metrics_windows.h"
+#endif
+
+namespace hangwatch::watchdog {
+namespace {
+
+// 2 events per timed op: up to 2048 timed ops in flight per process.
+constexpr size_t kEventPoolSize = 4096;
+constexpr size_t kIssueQueueSize = 4096;
+constexpr size_t kHostSyncQueueSize = 4096;
+constexpr int64_t kTriggerCheckNs = 250'000'000;
+constexpr int64_t kRecalibrateNs = 60'000'000'000;
+
+const char* kernelName(const void* func) {
+  auto fn = RealApi::instance().funcGetName.get();
+  const char* name = nullptr;
+  if (fn == nullptr || fn(&name, func) != cudaSuccess) return nullptr;
+  return name;
+}
+
+}  // namespace
+
+std::atomic<int> Watchdog::state_{Watchdog::kUnstarted};
+Watchdog* Watchdog::instance_ = nullptr;
+
+Watchdog* Watchdog::startSlow() {
+  static std::mutex start_mutex;
+  int saved_errno = errno;
+  std::lock_guard<std::mutex> lock(start_mutex);
+  if (state_.load(std::memory_order_acquire) == kUnstarted) {
+    std::string warnings;
+    WatchdogConfig config = watchdogConfigFromEnv(nullptr, &warnings);
+    if (config.disabled) {
+      state_.store(kPassThrough, std::memory_order_release);
+    } else {
+      // Leaked on purpose: interposed calls may arrive during static destruction.
+      instance_ = new Watchdog(std::move(config));
+      if (!warnings.empty()) WatchdogLog::instance().failureOnce("config", "ignoring " + warnings);
+      pthread_atfork(nullptr, nullptr, &Watchdog::onForkChild);
+      instance_->poller_ = std::thread([] { instance_->pollLoop(); });
+      instance_->poller_.detach();
+      state_.store(kActive, std::memory_order_release);
+    }
+  }
+  errno = saved_errno;
+  return state_.load(std::memory_order_acquire) == kActive ? instance_ : nullptr;
+}
+
+// A forked child (a dataloader worker) has no poller thread and must not touch the
+// parent's events: it becomes a pass-through.
+void Watchdog::onForkChild() { state_.store(kPassThrough, std::memory_order_release); }
+
+void Watchdog::onExit() {
+  Watchdog* w = instance_;
+  if (w == nullptr || state_.load(std::memory_order_acquire) != kActive) return;
+  w->stopping_.store(true, std::memory_order_release);
+  for (int i = 0; i < 400 && !w->poller_done_.load(std::memory_order_acquire); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+Watchdog::Watchdog(WatchdogConfig config)
+    : config_(std::move(config)),
+      launcher_(detectRankIdentity()),
+      kernel_sample_(config_.kernel_sample),
+      pool_(event_api_, kEventPoolSize),
+      issued_(kIssueQueueSize),
+      host_syncs_(kHostSyncQueueSize),
+      responder_(std::make_unique<HangResponder>([this] { abortCommunicators(); },
+                                                 [](int code) { ::_exit(code); })) {
+  if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
+}
+
+bool Watchdog::ensurePool() {
+  if (__builtin_expect(pool_ready_.load(std::memory_order_acquire), 1)) return true;
+  std::call_once(pool_once_, [this] {
+    int dev = -1;
+    if (auto get_device = RealApi::instance().getDevice.get(); get_device && get_device(&dev) == cudaSuccess)
+      device_.store(dev, std::memory_order_relaxed);
+    auto filled = pool_.fill();
+    if (!filled) {
+      WatchdogLog::instance().failureOnce("event-pool", "timing with fewer events: " + filled.error());
+      if (auto clear = RealApi::instance().getLastError.get()) clear();
+    }
+    pool_ready_.store(pool_.created() > 2, std::memory_order_release);
+    // Registered after the runtime made its first events, so it runs before the
+    // runtime's own teardown: the poller stops querying events that are going away.
+    std::atexit(&Watchdog::onExit);
+  });
+  return pool_ready_.load(std::memory_order_acquire);
+}
+
+bool Watchdog::beginTiming(cudaStream_t stream, Timing* t) {
+  if (!ensurePool()) return false;
+  if (!pool_.acquire(&t->start)) return false;
+  if (!pool_.acquire(&t->end)) {
+    pool_.release(t->start);
+    return false;
+  }
+  if (!recordOn(t->start, stream)) {
+    abandonTiming(*t);
+    return false;
+  }
+  return true;
+}
+
+bool Watchdog::recordOn(cudaEvent_t event, cudaStream_t stream) {
+  if (event_api_.record(event, stream) == cudaSuccess) return true;
+  // Our failed record must not become the job's sticky "last error".
+  if (auto clear = RealApi::instance().getLastError.get()) clear();
+  WatchdogLog::instance().failureOnce("event-record", "cudaEventRecord failed; some operations go untimed");
+  return false;
+}
+
+void Watchdog::endTiming(const Timing& t, cudaStream_t stream, PendingOp& op) {
+  if (!recordOn(t.end, stream)) {
+    abandonTiming(t);
+    return;
+  }
+  op.start_event = t.start;
+  op.end_event = t.end;
+  op.op.stream = reinterpret_cast<uint64_t>(stream);
+  if (!issued_.tryPush(op)) {
+    ops_dropped_.fetch_add(1, std::memory_order_relaxed);
+    abandonTiming(t);
+    return;
+  }
+  ops_timed_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Watchdog::abandonTiming(const Timing& t) {
+  pool_.release(t.start);
+  pool_.release(t.end);
+}
+
+void Watchdog::recordHostSync(const HostSync& sync) {
+  if (!host_syncs_.tryPush(sync)) syncs_dropped_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Watchdog::abortCommunicators() {
+  auto abort = RealApi::instance().commAbort.get();
+  if (abort == nullptr) return;
+  for (uintptr_t handle : comms_.liveHandles()) {
+    comms_.markEnded(handle, CommState::kAborted);
+    abort(reinterpret_cast<ncclComm_t>(handle));
+  }
+}
+
+void Watchdog::pollLoop() {
+  pthread_setname_np(pthread_self(), "hangwatch-poll");
+  WatchdogLog& log = WatchdogLog::instance();
+  GpuClock clock(event_api_);
+#ifdef HANGWATCH_WITH_METRICS
+  std::unique_ptr<MetricsWindows> metrics;
+  auto startMetrics = [&] {
+    std::optional<int> rank = snapshotRank(launcher_, comms_);
+    if (metrics || !rank) return;
+    MetricsConfig mc;
+    mc.rank = *rank;
+    mc.path = metricsPath(config_.job_dir, *rank);
+    mc.interval_s = config_.metrics_interval_s;
+    mc.host = hostName();
+    mc.log_failure = [&log](const std::string& m) { log.failureOnce("metrics-write", m); };
+    metrics = std::make_unique<MetricsWindows>(mc);
+  };
+  bool late_exit_hook = false;
+  OpPoller poller(event_api_, pool_, clock, comms_, [&](const CompletedOp& op) {
+    startMetrics();
+    if (!metrics) return;
+    metrics->record(op);
+    if (!late_exit_hook) {
+      // Again, now that the metrics code made its statics: exit handlers run in
+      // reverse, so the poller stops before anything it still uses is destroyed.
+      late_exit_hook = true;
+      std::atexit(&Watchdog::onExit);
+    }
+  }, &kernelName);
+#else
+  OpPoller poller(event_api_, pool_, clock, comms_, nullptr, &kernelName);
+#endif
+  HangDetector detector(config_.timeoutNs());
+  TriggerWatcher trigger(config_.job_dir, kTriggerCheckNs);
+  bool device_bound = false;
+  cudaStream_t calibration_stream = nullptr;
+  cudaEvent_t spare_ref = nullptr;
+  bool dumped = false;
+
+  auto dump = [&](bool detected_here, const std::optional<HangFinding>& finding, int64_t now_ns) {
+    dumped = true;
+    SnapshotInputs in;
+    in.queues = &poller.queues();
+    in.comms = &comms_;
+    in.host_calls = &host_calls_;
+    in.launcher = launcher_;
+    in.job_id = jobIdFromEnv();
+    if (device_.load() >= 0) in.device = device_.load();
+    in.detected_here = detected_here;
+    in.timeout_s = config_.timeout_s;
+    in.now_ns = now_ns;
+    in.kernel_namer = &kernelName;
+    in.health = {log.failures(), ops_timed_.load(), poller.completed(), pool_.exhausted(), ops_dropped_.load()};
+    in.trigger = trigger.read();
+    WatchdogSnapshot snapshot = buildSnapshot(in);
+    std::optional<int> rank = snapshot.identity.rank;
+    std::string path = rank ? watchdogSnapshotPath(config_.job_dir, *rank)
+                            : config_.job_dir + "/ranks/p" + std::to_string(::getpid()) + ".watchdog.json";
+    if (auto written = writeFileAtomically(path, toJson(snapshot).dump(2) + "\n"); !written)
+      log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
+    else
+      log.info(std::string(detected_here ? "hang detected" : "TRIGGER.json seen") + "; snapshot " + path);
+#ifdef HANGWATCH_WITH_METRICS
+    if (metrics) metrics->flush(now_ns);
+#endif
+    HangResponse response;
+    response.on_hang = config_.on_hang;
+    response.collect = config_.collect;
+    if (config_.collect) {
+      CollectorRequest& c = response.collector;
+      c.binary = CollectorLauncher::findForensicsBinary(config_.forensics_binary);
+      c.pid = ::getpid();
+      c.rank = rank.value_or(-1);
+      c.job_dir = config_.job_dir;
+      c.log_path = config_.job_dir + "/ranks/" + (rank ? rankTag(*rank) : "p" + std::to_string(::getpid())) +
+                   ".collect.log";
+      c.wait_s = config_.collect_wait_s;
+      c.debugger = config_.debugger;
+    }
+    responder_->start(response);
+  };
+
+  while (!stopping_.load(std::memory_order_acquire)) {
+    // Whatever goes wrong in one pass (no memory, a throwing library) is logged and
+    // the next pass runs: the watchdog never takes the job down.
+    try {
+      const int64_t now = monotonicNs();
+      PendingOp op;
+      while (issued_.tryPop(&op)) poller.accept(op);
+      HostSync sync;
+      while (host_syncs_.tryPop(&sync)) {
+#ifdef HANGWATCH_WITH_METRICS
+        startMetrics();
+        if (metrics) metrics->recordHostSync(sync);
+#endif
+      }
+      if (pool_ready_.load(std::memory_order_acquire)) {
+        if (!device_bound) {
+          device_bound = true;
+          if (auto set_device = RealApi::instance().setDevice.get(); set_device && device_.load() >= 0)
+            set_device(device_.load());
+          auto create = RealApi::instance().streamCreateWithFlags.get();
+          if (!create || create(&calibration_stream, cudaStreamNonBlocking) != cudaSuccess) {
+            calibration_stream = nullptr;
+            log.failureOnce("calibration", "no calibration stream: GPU times are placed approximately");
+          }
+        }
+        if (calibration_stream && !clock.calibrating() &&
+            (!clock.ready() || now - clock.calibratedAtNs() > kRecalibrateNs)) {
+          cudaEvent_t ref = spare_ref;
+          if (ref != nullptr || pool_.acquire(&ref)) {
+            spare_ref = nullptr;
+            clock.calibrate(ref, calibration_stream, monotonicNs());
+            if (!clock.calibrating()) spare_ref = ref;
+          }
+        }
+        if (cudaEvent_t old = clock.poll()) spare_ref = old;
+      }
+      poller.poll(now);
+      ops_completed_.store(poller.completed(), std::memory_order_relaxed);
+      if (!dumped) {
+        if (auto finding = detector.check(poller.queues(), host_calls_, comms_, now)) {
+          TriggerRecord record;
+          record.rank = snapshotRank(launcher_, comms_);
+          record.host = hostName();
+          record.pid = ::getpid();
+          record.time_unix_s = wallClockSeconds();
+          record.reason = finding->reason;
+          record.stuck_op = finding->stuck;
+          auto won = trigger.fire(record);
+          if (!won) log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
+          log.info("hang: " + finding->stuck.op + " stuck for " + std::to_string(finding->stuck.age_s) + " s" +
+                   (won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
+          dump(true, finding, now);
+        } else if (trigger.triggered(now)) {
+          dump(false, std::nullopt, now);
+        }
+      }
+#ifdef HANGWATCH_WITH_METRICS
+      if (metrics) metrics->maybeFlush(now);
+#endif
+    } catch (const std::exception& e) {
+      log.failureOnce(std::string("poller:") + e.what(), std::string("poller pass failed: ") + e.what());
+    }
+    bool busy = poller.queues().pendingCount() > 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(busy ? 10 : 50));
+  }
+#ifdef HANGWATCH_WITH_METRICS
+  if (metrics) metrics->flush(monotonicNs());
+#endif
+  poller_done_.store(true, std::memory_order_release);
+}
+
+}  // namespace hangwatch::watchdog
+
+extern "C" int hangwatch_watchdog_active(void) { return hangwatch::watchdog::Watchdog::active() ? 1 : 0; }
+
+extern "C" unsigned long long hangwatch_ops_completed(void) {
+  hangwatch::watchdog::Watchdog* w = hangwatch::watchdog::Watchdog::active() ? hangwatch::watchdog::Watchdog::get() : nullptr;
+  return w ? w->opsCompleted() : 0;
+}

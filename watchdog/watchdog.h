@@ -1,0 +1,111 @@
+#pragma once
+// The process-wide watchdog inside libhangwatch.so: created on the first
+// intercepted call, it owns the event pool, the issue queue, the communicator
+// table and the poller thread that times, detects, triggers and dumps.
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "bounded_queue.h"
+#include "comm_table.h"
+#include "cuda_event_api.h"
+#include "event_pool.h"
+#include "hangwatch/rank_identity.h"
+#include "host_call_slots.h"
+#include "pending_op.h"
+#include "watchdog_config.h"
+
+namespace hangwatch::watchdog {
+
+class HangResponder;
+
+class Watchdog {
+ public:
+  // The running watchdog, or nullptr for a pass-through (HANGWATCH_DISABLE=1, a
+  // forked child, a failed start). The first call starts it.
+  static Watchdog* get() {
+    int s = state_.load(std::memory_order_acquire);
+    if (__builtin_expect(s == kActive, 1)) return instance_;
+    if (s == kPassThrough) return nullptr;
+    return startSlow();
+  }
+
+  // 1 in kernel_sample generic kernel launches of each thread is timed.
+  bool sampleKernel() {
+    if (kernel_sample_ == 0) return false;
+    static thread_local uint32_t n __attribute__((tls_model("initial-exec"))) = 0;
+    return ++n % kernel_sample_ == 0;
+  }
+
+  struct Timing {
+    cudaEvent_t start = nullptr;
+    cudaEvent_t end = nullptr;
+  };
+  // Takes two events and records the start on `stream`; false: leave it untimed.
+  bool beginTiming(cudaStream_t stream, Timing* t);
+  // Records the end event and queues the operation for the poller.
+  void endTiming(const Timing& t, cudaStream_t stream, PendingOp& op);
+  // The timed call failed: give the events back.
+  void abandonTiming(const Timing& t);
+  // Records a start and an end event without a call in between issued yet (grouped NCCL ops).
+  bool recordOn(cudaEvent_t event, cudaStream_t stream);
+
+  void recordHostSync(const HostSync& sync);
+
+  CommTable& comms() { return comms_; }
+  HostCallSlots& hostCalls() { return host_calls_; }
+  int device() const { return device_.load(std::memory_order_relaxed); }
+  uint64_t opsCompleted() const { return ops_completed_.load(std::memory_order_relaxed); }
+  static bool active() { return state_.load(std::memory_order_acquire) == kActive; }
+
+ private:
+  enum : int { kUnstarted = 0, kActive = 1, kPassThrough = 2 };
+
+  explicit Watchdog(WatchdogConfig config);
+  static Watchdog* startSlow();
+  static void onForkChild();
+  static void onExit();
+
+  bool ensurePool();
+  void pollLoop();
+  void abortCommunicators();
+
+  static std::atomic<int> state_;
+  static Watchdog* instance_;
+
+  WatchdogConfig config_;
+  RankIdentity launcher_;
+  uint32_t kernel_sample_;
+  CudaEventApi event_api_;
+  EventPool pool_;
+  std::once_flag pool_once_;
+  std::atomic<bool> pool_ready_{false};
+  std::atomic<int> device_{-1};
+  BoundedQueue<PendingOp> issued_;
+  BoundedQueue<HostSync> host_syncs_;
+  std::atomic<uint64_t> ops_timed_{0};
+  std::atomic<uint64_t> ops_dropped_{0};
+  std::atomic<uint64_t> syncs_dropped_{0};
+  std::atomic<uint64_t> ops_completed_{0};
+  CommTable comms_;
+  HostCallSlots host_calls_;
+  std::unique_ptr<HangResponder> responder_;
+  std::thread poller_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> poller_done_{false};
+};
+
+}  // namespace hangwatch::watchdog
+
+// Diagnostics for tests and tools, exported next to the interposers.
+extern "C" {
+// 1 while this process runs a watchdog (0: not started, disabled, or a forked child).
+int hangwatch_watchdog_active(void);
+// Timed operations the poller has seen complete.
+unsigned long long hangwatch_ops_completed(void);
+}

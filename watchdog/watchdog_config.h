@@ -1,0 +1,30 @@
+#pragma once
+// The watchdog's environment (DESIGN.md §4, contract) plus its own tuning knobs.
+#include <cstdint>
+#include <string>
+
+#include "hangwatch/rank_identity.h"
+
+namespace hangwatch::watchdog {
+
+enum class OnHang { kWait, kAbort };
+
+struct WatchdogConfig {
+  bool disabled = false;          // HANGWATCH_DISABLE=1: pure pass-through
+  double timeout_s = 300;         // HANGWATCH_TIMEOUT
+  OnHang on_hang = OnHang::kWait; // HANGWATCH_ON_HANG
+  bool collect = true;            // HANGWATCH_COLLECT
+  double metrics_interval_s = 10; // HANGWATCH_METRICS_INTERVAL
+  std::string job_dir;            // $HANGWATCH_DUMP_DIR/<job-id>
+  std::string forensics_binary;   // HANGWATCH_FORENSICS, empty: find it
+  std::string debugger;           // HANGWATCH_DEBUGGER, passed on to the collector's environment
+  uint32_t kernel_sample = 64;    // HANGWATCH_KERNEL_SAMPLE: time 1 in N generic kernels, 0 = none
+  double collect_wait_s = 120;    // HANGWATCH_COLLECT_WAIT: bound on waiting for the collector
+
+  int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
+};
+
+// Malformed values keep the default; `warnings` says which (the caller logs them).
+WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env, std::string* warnings);
+
+}  // namespace hangwatch::watchdog
