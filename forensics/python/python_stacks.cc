@@ -1,0 +1,64 @@
+#include "python_stacks.h"
+
+#include <cstdio>
+
+#include "process_memory.h"
+#include "python_interpreter_locator.h"
+#include "python_layout.h"
+#include "python_stack_reader.h"
+
+namespace hangwatch::forensics {
+namespace {
+
+std::string versionString(uint32_t hex) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
+  std::string v = buf;
+  const unsigned level = (hex >> 4) & 0xf;
+  const unsigned serial = hex & 0xf;
+  if (level == 0xa) v += "a" + std::to_string(serial);
+  if (level == 0xb) v += "b" + std::to_string(serial);
+  if (level == 0xc) v += "rc" + std::to_string(serial);
+  return v;
+}
+
+}  // namespace
+
+Expected<std::optional<PythonProcessStacks>> readPythonStacks(pid_t pid) {
+  auto located = locateInterpreter(pid);
+  if (!located) return Error{located.error()};
+  if (!*located) return std::optional<PythonProcessStacks>{};
+  const InterpreterLocation& loc = **located;
+
+  ProcessMemory memory(pid);
+  PythonProcessStacks result;
+  int minor = loc.minor;
+  if (loc.py_version_addr) {
+    auto hex = memory.readValue<uint32_t>(*loc.py_version_addr);
+    if (!hex) return Error{"cannot read Py_Version in " + loc.path};
+    if ((*hex >> 24) != 3) return Error{"Py_Version " + std::to_string(*hex) + " is not Python 3"};
+    minor = static_cast<int>((*hex >> 16) & 0xff);
+    result.version = versionString(*hex);
+  }
+  if (minor < 0) return Error{"cannot tell the Python version of " + loc.path};
+  if (result.version.empty()) result.version = "3." + std::to_string(minor);
+
+  std::optional<PythonLayout> layout = pythonLayoutForMinor(minor);
+  if (!layout && minor >= 13) {
+    std::vector<unsigned char> block(kDebugOffsetsReadSize);
+    if (!memory.read(loc.runtime_addr, block.data(), block.size()))
+      return Error{"cannot read _Py_DebugOffsets in " + loc.path};
+    auto from_target = pythonLayoutFromDebugOffsets(block, minor);
+    if (!from_target) return Error{"Python " + result.version + ": " + from_target.error()};
+    layout = *from_target;
+  }
+  if (!layout) return Error{"unsupported Python version " + result.version + " (3.10-3.13 are supported)"};
+
+  PythonStackReader reader(memory, *layout);
+  auto threads = reader.readThreads(loc.runtime_addr);
+  if (!threads) return Error{"Python " + result.version + " in pid " + std::to_string(pid) + ": " + threads.error()};
+  result.threads = std::move(*threads);
+  return std::optional<PythonProcessStacks>{std::move(result)};
+}
+
+}  // namespace hangwatch::forensics
