@@ -1,0 +1,57 @@
+#include "command.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+
+namespace hangwatch::forensics {
+
+bool Command::wantsHelp(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+int Command::usageError(const std::string& message) const {
+  std::cerr << "forensics " << name_ << ": " << message << "\n\n" << usage();
+  return 2;
+}
+
+Expected<bool> OptionCursor::take(const std::string& flag, std::string& value) {
+  const std::string& a = args[i];
+  if (a == flag) {
+    if (i + 1 >= args.size()) return Error{flag + " needs a value"};
+    value = args[i + 1];
+    i += 2;
+    return true;
+  }
+  if (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=') {
+    value = a.substr(flag.size() + 1);
+    ++i;
+    return true;
+  }
+  return false;
+}
+
+Expected<int> parseInt(const std::string& flag, const std::string& text, long min, long max) {
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+    return Error{flag + " wants an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got '" +
+                 text + "'"};
+  }
+  return static_cast<int>(v);
+}
+
+Expected<double> parseSeconds(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || v > 86400) {
+    return Error{flag + " wants seconds > 0, got '" + text + "'"};
+  }
+  return v;
+}
+
+}  // namespace hangwatch::forensics

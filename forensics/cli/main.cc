@@ -1,0 +1,54 @@
+// forensics: the hangwatch command line (DESIGN.md §5).
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collect_command.h"
+#include "planned_command.h"
+#include "trigger_command.h"
+
+using hangwatch::forensics::Command;
+
+namespace {
+
+std::vector<std::unique_ptr<Command>> allCommands() {
+  using hangwatch::forensics::PlannedCommand;
+  std::vector<std::unique_ptr<Command>> c;
+  c.push_back(std::make_unique<PlannedCommand>("report", "the hang report for the operations team",
+                                               "<job-dir> [--format text|json|html] [-o FILE]", "issue #5, the forensics report"));
+  c.push_back(std::make_unique<PlannedCommand>("analyze", "slowdown findings from the rolling metrics",
+                                               "<job-dir> [--baseline DIR] [--format text|json]", "issue #6, the slowdown analyzer"));
+  c.push_back(std::make_unique<hangwatch::forensics::CollectCommand>());
+  c.push_back(std::make_unique<PlannedCommand>("timeline", "a Perfetto / Chrome trace of the job",
+                                               "<job-dir> -o trace.json", "issue #6, the slowdown analyzer"));
+  c.push_back(std::make_unique<hangwatch::forensics::TriggerCommand>());
+  return c;
+}
+
+void printHelp(const std::vector<std::unique_ptr<Command>>& commands, std::ostream& out) {
+  out << "usage: forensics <command> [args]\n\nHang forensics for distributed GPU training.\n\ncommands:\n";
+  for (const auto& c : commands) out << "  " << c->name() << std::string(10 - c->name().size(), ' ') << c->summary() << "\n";
+  out << "\n'forensics <command> --help' describes one command.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto commands = allCommands();
+  if (argc < 2) {
+    printHelp(commands, std::cerr);
+    return 2;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    printHelp(commands, std::cout);
+    return 0;
+  }
+  for (const auto& c : commands) {
+    if (c->name() == name) return c->run(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  std::cerr << "forensics: unknown command '" << name << "'\n\n";
+  printHelp(commands, std::cerr);
+  return 2;
+}

@@ -1,0 +1,50 @@
+#include "trigger_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "hangwatch/atomic_file.h"
+#include "hangwatch/job_layout.h"
+#include "hangwatch/trigger_record.h"
+
+namespace hangwatch::forensics {
+
+std::string TriggerCommand::usage() const {
+  return "usage: forensics trigger <job-dir>\n"
+         "\n"
+         "Creates <job-dir>/TRIGGER.json (reason \"manual\") unless one exists: every rank's\n"
+         "watchdog sees it and dumps. Exit 0 when created, 1 when a trigger exists already.\n";
+}
+
+int TriggerCommand::run(const std::vector<std::string>& args) {
+  if (wantsHelp(args)) {
+    std::cout << usage();
+    return 0;
+  }
+  if (args.size() != 1) return usageError(args.empty() ? "missing <job-dir>" : "expected one <job-dir>");
+  if (!args[0].empty() && args[0][0] == '-') return usageError("unknown option '" + args[0] + "'");
+  TriggerRecord t;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  t.host = host;
+  t.pid = ::getpid();
+  t.time_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  t.reason = "manual";
+  std::string path = triggerPath(args[0]);
+  Expected<bool> created = createFileExclusively(path, toJson(t).dump(1) + "\n");
+  if (!created) {
+    std::cerr << "forensics trigger: " << created.error() << "\n";
+    return 1;
+  }
+  if (!*created) {
+    std::cerr << "forensics trigger: " << path << " exists already: this job was triggered before; "
+              << "remove it to trigger again\n";
+    return 1;
+  }
+  std::cout << "forensics trigger: created " << path << "\n";
+  return 0;
+}
+
+}  // namespace hangwatch::forensics

@@ -1,0 +1,64 @@
+#pragma once
+// One collection of one rank: /proc pass, fast ptrace pass (native stacks + Python
+// stacks while the threads are stopped, then detach), debugger phase, atomic dump.
+// Every phase has a hard deadline; whatever happens the target is left as it was.
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "hangwatch/forensics/proc_snapshot.h"
+#include "hangwatch/forensics_dump.h"
+
+namespace hangwatch::forensics {
+
+struct CollectOptions {
+  pid_t pid = 0;
+  std::optional<int> rank;
+  std::string out_dir;            // the job dir: the dump goes to <out_dir>/ranks/
+  std::string backend = "auto";   // auto|cuda|sim|host
+  double timeout_fast_s = 10;
+  double timeout_debugger_s = 60;
+  std::string debugger;           // $HANGWATCH_DEBUGGER; empty: cuda-gdb, else gdb
+  size_t max_frames = 256;
+  // Tests only: runs while every thread is held stopped, before unwinding.
+  std::function<void()> while_stopped;
+};
+
+// Exit codes of `forensics collect`.
+enum CollectExit : int {
+  kCollectOk = 0,
+  kCollectFailed = 1,    // no stacks: bad pid, zombie, permission, already traced, exited
+  kCollectUsage = 2,
+  kCollectDegraded = 3,  // stacks taken, a later phase (Python, debugger) failed
+};
+
+struct CollectResult {
+  ForensicsDump dump;
+  std::string dump_path;  // empty when nothing was written
+  int exit_code = kCollectFailed;
+  std::string summary;    // one line for the user
+};
+
+class Collector {
+ public:
+  explicit Collector(CollectOptions options) : options_(std::move(options)) {}
+  CollectResult run();
+
+ private:
+  // Attach, unwind, read Python, detach. False when no stacks could be taken.
+  bool fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack>& threads, CollectResult& result,
+                bool& degraded);
+  // False when the debugger is missing, failed or hit its time bound.
+  bool debuggerPhase(ForensicsDump& dump);
+
+  CollectOptions options_;
+};
+
+// Which backend `auto` means for this process: "sim" when simgpu is mapped, "cuda"
+// when libcuda/libnccl is, else "host" (nothing for a debugger to read).
+std::string resolveBackend(const std::string& requested, bool maps_simgpu, bool maps_cuda);
+
+}  // namespace hangwatch::forensics

@@ -1,0 +1,297 @@
+#include "hangwatch/forensics/collector.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "hangwatch/atomic_file.h"
+#include "hangwatch/forensics/debugger_session.h"
+#include "hangwatch/forensics/proc_snapshot.h"
+#include "hangwatch/forensics/ptrace_session.h"
+#include "hangwatch/forensics/python_stack_source.h"
+#include "hangwatch/forensics/remote_unwinder.h"
+#include "hangwatch/forensics/wait_manager.h"
+#include "hangwatch/job_layout.h"
+
+namespace hangwatch::forensics {
+namespace {
+
+class PhaseTimer {
+ public:
+  PhaseTimer(ForensicsDump& dump, std::string name) : dump_(dump), start_(Clock::now()) {
+    dump_.phases.push_back({std::move(name), 0, false, ""});
+    index_ = dump_.phases.size() - 1;
+  }
+  void finish(bool ok, std::string error = "") {
+    CollectionPhase& p = dump_.phases[index_];
+    p.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    p.ok = ok;
+    p.error = std::move(error);
+    if (!ok && !p.error.empty() && p.error.rfind("skipped", 0) != 0) dump_.errors.push_back(p.name + ": " + p.error);
+  }
+
+ private:
+  ForensicsDump& dump_;
+  Clock::time_point start_;
+  size_t index_ = 0;
+};
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+// Turns a refused attach into a sentence that says whose fault it is.
+std::string explainAttachFailure(const std::string& error, const ProcSnapshot& proc) {
+  // Read again: a tracer may have come between the /proc pass and our seize.
+  auto now = readProcSnapshot(proc.pid);
+  pid_t tracer = now && now->tracer_pid != 0 ? now->tracer_pid : proc.tracer_pid;
+  if (tracer != 0) {
+    ProcThread t = readProcThread(tracer, tracer);
+    std::string who = t.comm.empty() ? "" : " (" + t.comm + ")";
+    return "process " + std::to_string(proc.pid) + " is already traced by pid " + std::to_string(tracer) + who +
+           "; only one tracer at a time: " + error;
+  }
+  if (error.find("Operation not permitted") != std::string::npos) {
+    if (proc.uid && *proc.uid != ::geteuid()) {
+      return "permission denied: process " + std::to_string(proc.pid) + " belongs to uid " + std::to_string(*proc.uid) +
+             ", the collector runs as uid " + std::to_string(::geteuid()) + ": " + error;
+    }
+    return "permission denied by the kernel (ptrace_scope, or a PR_SET_PTRACER the target did not grant): " + error;
+  }
+  return error;
+}
+
+ThreadStack threadFromProc(const ProcThread& t) {
+  ThreadStack s;
+  s.tid = t.tid;
+  s.os_name = t.comm;
+  s.name = t.comm;
+  s.state = t.state;
+  s.wchan = t.wchan;
+  return s;
+}
+
+// Exited: no /proc entry left, or only the zombie its parent has not reaped yet.
+bool processGone(pid_t pid) {
+  std::string state = readProcessState(pid);
+  return state.empty() || state[0] == 'Z' || state[0] == 'X';
+}
+
+// A process killed while we hold it loses its memory map before /proc shows it as a
+// zombie, so a read failure can come first: give the exit a moment to show.
+bool processGoneSoon(pid_t pid) {
+  for (int i = 0; i < 20; ++i) {
+    if (processGone(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string gone(pid_t pid) {
+  return "process " + std::to_string(pid) + " exited during the attach";
+}
+
+}  // namespace
+
+std::string resolveBackend(const std::string& requested, bool maps_simgpu, bool maps_cuda) {
+  if (requested != "auto") return requested;
+  if (maps_simgpu) return "sim";
+  if (maps_cuda) return "cuda";
+  return "host";
+}
+
+CollectResult Collector::run() {
+  CollectResult result;
+  ForensicsDump& dump = result.dump;
+  const pid_t pid = options_.pid;
+  dump.pid = pid;
+  dump.rank = options_.rank;
+  dump.host = hostName();
+  dump.backend_requested = options_.backend;
+  dump.time_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+  PhaseTimer proc_phase(dump, "proc");
+  Expected<ProcSnapshot> proc = readProcSnapshot(pid);
+  if (!proc) {
+    proc_phase.finish(false, proc.error());
+    result.summary = proc.error();
+    return result;  // nothing to write: there is no such process
+  }
+  dump.exe = proc->exe;
+  dump.cmdline = proc->cmdline;
+  dump.process_state = proc->state;
+  std::map<int64_t, ThreadStack> threads;
+  for (const ProcThread& t : proc->threads) threads[t.tid] = threadFromProc(t);
+  proc_phase.finish(true, proc->errors.empty() ? "" : "partly readable: " + proc->errors.front());
+
+  dump.unwinder = "proc-only";
+  bool degraded = false;
+  bool stacks_ok = false;
+  if (proc->isZombie()) {
+    result.summary = "process " + std::to_string(pid) +
+                     " is a zombie: it has exited and its parent has not reaped it; there are no stacks left to take";
+    dump.phases.push_back({"attach", 0, false, "skipped: " + result.summary});
+    dump.errors.push_back(result.summary);
+  } else {
+    stacks_ok = fastPass(*proc, threads, result, degraded);
+  }
+  for (auto& [tid, t] : threads) dump.threads.push_back(std::move(t));
+  // A process that died while we held it leaves stacks of a corpse: say so instead.
+  if (stacks_ok && processGone(pid)) {
+    stacks_ok = false;
+    result.summary = gone(pid);
+    dump.errors.push_back(result.summary);
+  }
+
+  // The debugger phase only starts after the fast pass has let go.
+  dump.backend = resolveBackend(options_.backend, proc->mapsObject("libsimnccl") || proc->mapsObject("libsimcuda"),
+                                proc->mapsObject("libcuda.so") || proc->mapsObject("libnccl.so"));
+  if (dump.backend == "host") {
+    dump.phases.push_back({"debugger", 0, false, options_.backend == "host" ? "skipped: backend host"
+                                                                            : "skipped: no simgpu or CUDA library in the process"});
+  } else if (!stacks_ok) {
+    dump.phases.push_back({"debugger", 0, false, "skipped: the fast pass could not attach either"});
+  } else {
+    degraded = !debuggerPhase(dump) || degraded;
+  }
+
+  std::string path = options_.rank ? forensicsDumpPath(options_.out_dir, *options_.rank)
+                                   : forensicsDumpPathForPid(options_.out_dir, pid);
+  Expected<Written> written = writeFileAtomically(path, toJson(dump).dump(1) + "\n");
+  if (written) result.dump_path = written->path;
+  else result.summary += (result.summary.empty() ? "" : "; ") + written.error();
+
+  if (!stacks_ok) result.exit_code = kCollectFailed;
+  else if (degraded || !written) result.exit_code = kCollectDegraded;
+  else result.exit_code = kCollectOk;
+  if (stacks_ok && result.summary.empty()) {
+    result.summary = std::to_string(dump.threads.size()) + " threads" +
+                     (dump.python_version.empty() ? "" : ", Python " + dump.python_version) +
+                     (degraded && !dump.errors.empty() ? "; degraded: " + dump.errors.back() : "");
+  }
+  return result;
+}
+
+bool Collector::fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack>& threads, CollectResult& result,
+                         bool& degraded) {
+  ForensicsDump& dump = result.dump;
+  const pid_t pid = options_.pid;
+  WaitManager waits;
+  PtraceSession session(pid, waits);
+  Deadline deadline = deadlineIn(options_.timeout_fast_s);
+
+  PhaseTimer attach_phase(dump, "attach");
+  Expected<size_t> stopped = session.stopAll(deadline);
+  if (!stopped) {
+    result.summary = processGoneSoon(pid) ? gone(pid) + " (" + stopped.error() + ")" : explainAttachFailure(stopped.error(), proc);
+    attach_phase.finish(false, result.summary);
+    return false;
+  }
+  std::vector<std::string> thread_errors;
+  for (const TracedThread& t : session.threads()) {
+    if (threads.find(t.tid) == threads.end()) threads.emplace(t.tid, threadFromProc(readProcThread(pid, t.tid)));
+    if (t.stopped) continue;
+    threads[t.tid].merge_note = "no stack: " + t.error;
+    if (!t.exited) thread_errors.push_back("thread " + std::to_string(t.tid) + ": " + t.error);
+  }
+  attach_phase.finish(thread_errors.empty(), thread_errors.empty() ? "" : thread_errors.front());
+  if (options_.while_stopped) options_.while_stopped();
+
+  PhaseTimer unwind_phase(dump, "unwind");
+  thread_errors.clear();
+  auto unwinder = RemoteUnwinder::forStoppedProcess(pid);
+  if (!unwinder) {
+    result.summary = processGoneSoon(pid) ? gone(pid) : "unwinder: " + unwinder.error();
+    unwind_phase.finish(false, result.summary);
+    return false;
+  }
+  dump.unwinder = "libdwfl";
+  std::map<int64_t, uint64_t> fs_bases;
+  for (const TracedThread& t : session.threads()) {
+    if (!t.stopped) continue;
+    fs_bases[t.tid] = t.fs_base;
+    UnwoundStack stack = (*unwinder)->unwind(t.tid, deadline, options_.max_frames);
+    threads[t.tid].native_frames = std::move(stack.frames);
+    if (!stack.error.empty()) thread_errors.push_back("thread " + std::to_string(t.tid) + ": " + stack.error);
+  }
+  unwind_phase.finish(thread_errors.empty(), thread_errors.empty() ? "" : thread_errors.front());
+  for (size_t i = 1; i < thread_errors.size(); ++i) dump.errors.push_back("unwind: " + thread_errors[i]);
+
+  // Python frames are read while the threads are still stopped: a consistent snapshot.
+  PythonStackSource python;
+  PhaseTimer python_phase(dump, "python");
+  Expected<bool> has_python = python.read(pid);
+  if (!has_python) {
+    bool reader_missing = !PythonStackSource::available();
+    python_phase.finish(false, (reader_missing ? "skipped: " : "") + has_python.error());
+    degraded = degraded || !reader_missing;
+  } else {
+    dump.python_version = python.version();
+    python_phase.finish(true, *has_python ? "" : "skipped: no CPython in this process");
+  }
+
+  PhaseTimer detach_phase(dump, "detach");
+  session.detachAll();
+  detach_phase.finish(true);
+
+  for (auto& [tid, t] : threads) {
+    t.frames = t.native_frames;
+    bool merged = has_python && *has_python && python.mergeInto(t, fs_bases[tid]);
+    // native_frames stays only beside a merged stack, for audit; elsewhere it equals frames.
+    if (!merged || t.python_frames.empty()) t.native_frames.clear();
+    if (merged && !t.merge_note.empty()) dump.errors.push_back("merge of thread " + std::to_string(tid) + ": " + t.merge_note);
+  }
+  if (size_t n = python.unmatchedThreads()) {
+    dump.errors.push_back(std::to_string(n) + " Python thread(s) matched no native thread");
+  }
+  return true;
+}
+
+bool Collector::debuggerPhase(ForensicsDump& dump) {
+  PhaseTimer phase(dump, "debugger");
+  Expected<std::string> debugger = DebuggerSession::locate(options_.debugger.empty() ? nullptr : options_.debugger.c_str());
+  if (!debugger) {
+    phase.finish(false, debugger.error());
+    return false;
+  }
+  dump.debugger = *debugger;
+  WaitManager waits;
+  DebuggerSession session(waits);
+  auto run = session.run(*debugger, options_.pid, DebuggerSession::scriptPath("collector_probe.py"),
+                         deadlineIn(options_.timeout_debugger_s));
+  if (!run) {
+    phase.finish(false, run.error());
+    return false;
+  }
+  if (run->timed_out) {
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%g", options_.timeout_debugger_s);
+    phase.finish(false, std::string("debugger killed after ") + bound + " s (hard time bound)" +
+                            (run->continued_target ? "; target continued from the stop its attach left" : ""));
+    return false;
+  }
+  if (!run->report) {
+    std::string tail = run->output.size() > 300 ? run->output.substr(run->output.size() - 300) : run->output;
+    phase.finish(false, "debugger exited with code " + std::to_string(run->exit_code) + " without a report: " + tail);
+    return false;
+  }
+  // The debugger script's ring records (the ring-progress issue fills them) go into the dump as they are.
+  auto rings = run->report->find("ring_progress");
+  if (rings != run->report->end() && rings->is_array()) {
+    for (const nlohmann::json& r : *rings) {
+      Expected<RingProgress> record = ringProgressFromJson(r);
+      if (record) dump.ring_progress.push_back(std::move(*record));
+      else dump.errors.push_back("debugger: " + record.error());
+    }
+  }
+  phase.finish(true);
+  return true;
+}
+
+}  // namespace hangwatch::forensics

@@ -1,0 +1,172 @@
+#include "hangwatch/forensics/debugger_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "hangwatch/forensics/proc_snapshot.h"
+#include "hangwatch/forensics/scoped_fd.h"
+
+#ifndef HANGWATCH_GDB_SCRIPTS_DIR
+#define HANGWATCH_GDB_SCRIPTS_DIR "gdb-scripts"
+#endif
+
+namespace hangwatch::forensics {
+namespace {
+
+constexpr size_t kOutputLimit = 64 * 1024;
+constexpr const char* kBegin = "HANGWATCH-DEBUGGER-BEGIN\n";
+constexpr const char* kEnd = "\nHANGWATCH-DEBUGGER-END";
+
+std::optional<std::string> findOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= dirs.size()) {
+    size_t colon = dirs.find(':', pos);
+    std::string dir = dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  return std::nullopt;
+}
+
+bool stoppedNow(pid_t pid) {
+  std::string s = readProcessState(pid);
+  return !s.empty() && s[0] == 'T';
+}
+
+std::optional<nlohmann::json> markedReport(const std::string& output) {
+  size_t b = output.find(kBegin);
+  if (b == std::string::npos) return std::nullopt;
+  b += std::strlen(kBegin);
+  size_t e = output.find(kEnd, b);
+  if (e == std::string::npos) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(output.substr(b, e - b), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+}  // namespace
+
+Expected<std::string> DebuggerSession::locate(const char* configured) {
+  if (configured != nullptr && *configured != '\0') {
+    std::string d = configured;
+    if (d.find('/') == std::string::npos) {
+      if (auto found = findOnPath(d)) return *found;
+      return Error{"debugger '" + d + "' (HANGWATCH_DEBUGGER) not found on PATH"};
+    }
+    if (::access(d.c_str(), X_OK) != 0) {
+      return Error{"debugger " + d + " (HANGWATCH_DEBUGGER) is not executable: " + std::strerror(errno)};
+    }
+    return d;
+  }
+  if (auto cuda = findOnPath("cuda-gdb")) return *cuda;
+  if (auto gdb = findOnPath("gdb")) return *gdb;
+  return Error{"no debugger: neither cuda-gdb nor gdb is on PATH (set HANGWATCH_DEBUGGER)"};
+}
+
+bool DebuggerSession::isCudaGdb(const std::string& debugger) {
+  return debugger.find("cuda-gdb") != std::string::npos;
+}
+
+std::string DebuggerSession::scriptPath(const std::string& name) {
+  const char* dir = std::getenv("HANGWATCH_GDB_SCRIPTS");
+  return std::string(dir && *dir ? dir : HANGWATCH_GDB_SCRIPTS_DIR) + "/" + name;
+}
+
+Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pid, const std::string& script,
+                                           Deadline deadline) {
+  DebuggerRun result;
+  result.debugger = debugger;
+  bool was_stopped = stoppedNow(pid);
+
+  std::vector<std::string> args = {debugger, "-nx", "-batch"};
+  // cuda-gdb allows one instance per machine unless told otherwise; ranks collect in parallel.
+  if (isCudaGdb(debugger)) args.push_back("--cuda-use-lockfile=0");
+  args.insert(args.end(), {"-p", std::to_string(pid), "-x", script});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Error{std::string("pipe: ") + std::strerror(errno)};
+  ScopedFd read_end(fds[0]);
+  ScopedFd write_end(fds[1]);
+  pid_t child = ::fork();
+  if (child < 0) return Error{std::string("fork: ") + std::strerror(errno)};
+  if (child == 0) {
+    // Own process group, so the time bound can kill the debugger with all it started.
+    ::setpgid(0, 0);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(write_end.get(), 1);
+    ::dup2(write_end.get(), 2);
+    ::execv(argv[0], argv.data());
+    const char* msg = "exec of the debugger failed\n";
+    (void)!::write(2, msg, std::strlen(msg));
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  write_end.close();
+
+  bool eof = false;
+  while (!eof) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd p{read_end.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(read_end.get(), buf, sizeof buf);
+    if (n <= 0) {
+      eof = n == 0 || errno != EINTR;
+      continue;
+    }
+    result.output.append(buf, static_cast<size_t>(n));
+    if (result.output.size() > 2 * kOutputLimit) result.output.erase(0, result.output.size() - kOutputLimit);
+  }
+
+  WaitStatus status = result.timed_out ? WaitStatus{} : waits_.waitFor(child, deadline);
+  if (status.kind == WaitStatus::Kind::kTimedOut) {
+    result.timed_out = true;
+    // The kernel detaches the debugger's tracees when it dies.
+    ::kill(-child, SIGKILL);
+    status = waits_.waitFor(child, deadlineIn(10));
+  }
+  if (status.kind == WaitStatus::Kind::kExited) result.exit_code = status.code;
+  if (result.output.size() > kOutputLimit) result.output.erase(0, result.output.size() - kOutputLimit);
+  result.report = markedReport(result.output);
+
+  // A SIGSTOP that the debugger's PTRACE_ATTACH left pending turns into a group stop
+  // only once the target runs again, so look for a short while.
+  if (!was_stopped) {
+    for (int i = 0; i < 10 && !result.continued_target; ++i) {
+      if (stoppedNow(pid)) {
+        ::kill(pid, SIGCONT);
+        result.continued_target = true;
+      } else if (!result.timed_out) {
+        break;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+  result.target_state_after = readProcessState(pid);
+  return result;
+}
+
+}  // namespace hangwatch::forensics

@@ -1,0 +1,74 @@
+#include "hangwatch/forensics/python_stack_source.h"
+
+#include <vector>
+
+#ifdef HANGWATCH_HAVE_PYSTACKS
+#include "../python/python_stacks.h"
+#include "hangwatch/stackmerge/thread_merge.h"
+#endif
+
+namespace hangwatch::forensics {
+
+#ifdef HANGWATCH_HAVE_PYSTACKS
+
+struct PythonStackSource::Snapshot {
+  PythonProcessStacks stacks;
+  mutable std::vector<bool> claimed;
+};
+
+bool PythonStackSource::available() { return true; }
+
+Expected<bool> PythonStackSource::read(pid_t pid) {
+  auto stacks = readPythonStacks(pid);
+  if (!stacks) return Error{stacks.error()};
+  if (!stacks->has_value()) return false;
+  snapshot_ = std::make_unique<Snapshot>();
+  snapshot_->stacks = std::move(**stacks);
+  snapshot_->claimed.assign(snapshot_->stacks.threads.size(), false);
+  return true;
+}
+
+std::string PythonStackSource::version() const { return snapshot_ ? snapshot_->stacks.version : ""; }
+
+bool PythonStackSource::mergeInto(ThreadStack& thread, uint64_t fs_base) const {
+  if (!snapshot_) return false;
+  const auto& threads = snapshot_->stacks.threads;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    const stackmerge::PythonThreadStack& py = threads[i];
+    bool same = py.native_tid ? *py.native_tid == thread.tid : (fs_base != 0 && py.pthread_id == fs_base);
+    if (!same) continue;
+    snapshot_->claimed[i] = true;
+    if (!py.name.empty()) thread.name = py.name;
+    thread.python_frames = py.frames;
+    if (py.frames.empty()) return true;
+    stackmerge::MergedThreadStack merged = stackmerge::mergeThreadStack(thread.native_frames, py);
+    thread.frames = std::move(merged.frames);
+    thread.merge_note = std::move(merged.note);
+    return true;
+  }
+  return false;
+}
+
+size_t PythonStackSource::unmatchedThreads() const {
+  if (!snapshot_) return 0;
+  size_t n = 0;
+  for (bool c : snapshot_->claimed) n += c ? 0 : 1;
+  return n;
+}
+
+#else
+
+struct PythonStackSource::Snapshot {};
+
+bool PythonStackSource::available() { return false; }
+Expected<bool> PythonStackSource::read(pid_t) { return Error{"this build has no Python stack reader (forensics/python)"}; }
+std::string PythonStackSource::version() const { return ""; }
+bool PythonStackSource::mergeInto(ThreadStack&, uint64_t) const { return false; }
+size_t PythonStackSource::unmatchedThreads() const { return 0; }
+
+#endif
+
+PythonStackSource::PythonStackSource() = default;
+PythonStackSource::~PythonStackSource() = default;
+
+}  // namespace hangwatch::forensics
