@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The hangwatch demo on a fresh machine: install dependencies, build, hang a 4-rank
-# training job on simgpu with a dead ring link, and show where every NCCL channel
-# of two ranks stopped, which is what the forensics pipeline will read.
+# training job on simgpu with a dead ring link under the watchdog, and show what
+# every rank dumped (trigger, snapshots, stacks) and where the NCCL channels stopped.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,31 +37,58 @@ say "build ($build)"
 cmake -S "$repo" -B "$build" -G Ninja >/dev/null
 ninja -C "$build"
 
-say "4-rank ring_train on simgpu, SIMGPU_FAULTS='$faults'"
-SIMGPU_FAULTS="$faults" setsid "$repo/examples/mpirun.sh" -np "$nranks" \
+dumps="$work/dumps"
+job_dir="$dumps/demo"
+say "4-rank ring_train on simgpu, SIMGPU_FAULTS='$faults', watchdog preloaded (HANGWATCH_TIMEOUT=5)"
+SIMGPU_FAULTS="$faults" LD_PRELOAD="$build/watchdog/libhangwatch.so" \
+  HANGWATCH_DUMP_DIR="$dumps" HANGWATCH_JOB_ID=demo HANGWATCH_TIMEOUT=5 \
+  HANGWATCH_FORENSICS="$build/forensics/forensics" \
+  setsid "$repo/examples/mpirun.sh" -np "$nranks" \
   "$build/examples/ring_train/ring_train" --steps 50 --grad-mb 1 --hidden 128 --layers 2 >"$log" 2>&1 &
 job_pid=$!
 
-# Progress has stopped when the count of finished steps holds still for 3 s.
-last=-1
-still=0
-for _ in $(seq 1 120); do
+forensics_dumps() { find "$job_dir/ranks" -name 'r*.forensics.json' 2>/dev/null | wc -l; }
+# The watchdog detects, every rank snapshots and runs its collector in parallel.
+for _ in $(seq 1 240); do
   sleep 0.5
   kill -0 "$job_pid" 2>/dev/null || { cat "$log"; echo "demo: the job ended instead of hanging" >&2; exit 1; }
-  now=$(grep -c ' done$' "$log" || true)
-  if [ "$now" -gt 0 ] && [ "$now" -eq "$last" ]; then still=$((still + 1)); else still=0; fi
-  last=$now
-  [ "$still" -ge 6 ] && break
+  [ "$(forensics_dumps)" -ge "$nranks" ] && break
 done
-[ "$still" -ge 6 ] || { cat "$log"; echo "demo: the job neither hung nor finished in 60 s" >&2; exit 1; }
+[ "$(forensics_dumps)" -ge "$nranks" ] ||
+  { cat "$log"; ls -R "$dumps" || true; echo "demo: not every rank dumped within 120 s" >&2; exit 1; }
 for r in $(seq 0 $((nranks - 1))); do
   grep "rank=$r step=" "$log" | tail -1
 done
-echo "no rank finished step 10: every rank is blocked in its 11th collective (op index 10)"
+grep '^hangwatch' "$log" | sort | uniq | head -20 || true
+
+say "what the dumps say ($job_dir)"
+python3 - "$job_dir" "$nranks" <<'PY'
+import json, sys
+from pathlib import Path
+job, nranks = Path(sys.argv[1]), int(sys.argv[2])
+t = json.loads((job / "TRIGGER.json").read_text())
+op = t.get("stuck_op") or {}
+print(f"TRIGGER.json: rank {t['rank']} on {t['host']} ({t['reason']}): {op.get('op')} seq={op.get('seq')} "
+      f"comm={op.get('comm')} waiting {op.get('age_s', 0):.1f}s")
+for r in range(nranks):
+    snap = json.loads((job / "ranks" / f"r{r:05d}.watchdog.json").read_text())
+    pending = [p for s in snap.get("streams", []) for p in s.get("pending", [])]
+    first = pending[0] if pending else None
+    comms = ", ".join(f"{c.get('hash')}: issued {c.get('last_issued_seq')} completed {c.get('last_completed_seq')}"
+                      for c in snap.get("comms", []))
+    print(f"rank {r}: oldest pending op " + (f"{first.get('op')} seq={first.get('seq')} age {first.get('age_s', 0):.1f}s"
+          if first else "none") + f"; communicators {comms}")
+    dump = json.loads((job / "ranks" / f"r{r:05d}.forensics.json").read_text())
+    for th in dump["threads"]:
+        names = [f["function"] for f in th["frames"]]
+        inner = next((n for n in names if n.startswith(("simnccl_wait", "simnccl_device", "cudaStream", "nccl"))), None)
+        if inner:
+            print(f"    {th['name']:<14} {th['tid']}: {inner} <- ... <- {names[-1] if names else '?'} ({len(names)} frames)")
+PY
 
 for r in 1 2; do
   pid=$(sed -n "s/^ring_train rank=$r pid=\([0-9]*\)$/\1/p" "$log")
-  say "rank $r (pid $pid): where each ring channel waits (gdb)"
+  say "rank $r (pid $pid): where each ring channel waits (gdb reads the wait function's locals)"
   gdb -p "$pid" -batch -nx -x "$repo/tests/e2e/gdb_threads.py" 2>/dev/null |
     sed -n '/HANGWATCH-E2E-THREADS-BEGIN/{n;p;}' |
     python3 -c '
@@ -80,10 +107,10 @@ done
 
 say "next"
 cat <<'MSG'
-This is the raw evidence a debugger reads from the hung ranks. The watchdog
-(libhangwatch.so, issue #3) that detects the hang and triggers the dump, and
-`forensics report` (issue #5) that turns every rank's evidence into a verdict
-("link 1->2 delivers nothing"), are not built yet.
+Every rank detected or saw the trigger, wrote its snapshot and collected its own
+stacks. Reading the ring step from the hung channels into the dumps is issue #4,
+and `forensics report` (issue #5) turns all ranks' evidence into the verdict
+("link 1->2 delivers nothing").
 MSG
 
 say "stopping the job"

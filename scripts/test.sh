@@ -2,7 +2,8 @@
 # Sets up a fresh Debian 12 machine, builds, and runs every test suite:
 #   1. the whole suite (unit + end-to-end) on a RelWithDebInfo build,
 #   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer,
-#   3. the concurrent parts (streams, events, ring collectives) under ThreadSanitizer.
+#   3. the concurrent parts (streams, events, ring collectives, the watchdog's poller)
+#      under ThreadSanitizer.
 # --quick runs only step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,20 +30,21 @@ configure_and_build() {  # dir, extra cmake args..., then targets after --
   ninja -C "$dir" "${targets[@]}"
 }
 
-unit_targets=(common_tests faults_tests simcuda_tests simcublas_tests simnccl_tests)
+unit_targets=(common_tests faults_tests simcuda_tests simcublas_tests simnccl_tests
+              watchdog_tests metrics_tests forensics_tests pystacks_tests stackmerge_tests forensics)
 
 if [ "$quick" -eq 0 ]; then
   echo "== unit tests under AddressSanitizer + UBSan"
   configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan -R '^(common|faults|simcuda|simcublas|simnccl)\.' -j "$jobs" --output-on-failure
+    ctest --test-dir build-asan -R '^(common|faults|simcuda|simcublas|simnccl|watchdog|metrics|forensics|pystacks|stackmerge)\.' -j "$jobs" --output-on-failure
 
-  echo "== streams, events and ring collectives under ThreadSanitizer"
-  configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests
+  echo "== streams, events, ring collectives and the watchdog's poller under ThreadSanitizer"
+  configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests
   # Left to the other two passes: TSan cannot start threads in the child of a forked
   # multi-threaded process, and its instrumented memcpy is slower than the modeled copy time.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir build-tsan -R '^(simcuda|simnccl)\.' \
+    ctest --test-dir build-tsan -R '^(simcuda|simnccl|watchdog)\.' \
       -E 'ForkChildCanUseTheRuntime|CopyTakesModeledTime|SlowRankMakesCopiesSlower' -j "$jobs" --output-on-failure
 fi
 
