@@ -1,6 +1,7 @@
 #include <exception>
 #include <stdexcept>
 
+#include "hangwatch/json_fields.h"
 #include "hangwatch/stack_frame.h"
 #include "hangwatch/trigger_record.h"
 
@@ -8,26 +9,10 @@ namespace hangwatch {
 namespace {
 
 using nlohmann::json;
+using json_fields::getOptional;
+using json_fields::getOr;
+using json_fields::putOptional;
 
-template <typename T>
-void putOptional(json& j, const char* key, const std::optional<T>& v) {
-  if (v) j[key] = *v;
-}
-
-// Reads an optional field; a present field of the wrong type throws json::type_error,
-// which the *FromJson functions turn into an Error.
-template <typename T>
-std::optional<T> getOptional(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  return it->get<T>();
-}
-
-template <typename T>
-T getOr(const json& j, const char* key, T fallback) {
-  auto v = getOptional<T>(j, key);
-  return v ? *v : fallback;
-}
 
 template <typename T, typename F>
 Expected<T> guarded(const char* what, F&& f) {

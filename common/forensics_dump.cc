@@ -3,23 +3,16 @@
 #include <exception>
 #include <stdexcept>
 
+#include "hangwatch/json_fields.h"
+
 namespace hangwatch {
 namespace {
 
 using nlohmann::json;
+using json_fields::getOptional;
+using json_fields::getOr;
 
-template <typename T>
-std::optional<T> getOptional(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  return it->get<T>();
-}
 
-template <typename T>
-T getOr(const json& j, const char* key, T fallback) {
-  auto v = getOptional<T>(j, key);
-  return v ? *v : fallback;
-}
 
 // Iterates an optional array field; a present non-array is an error.
 template <typename F>

@@ -5,24 +5,17 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "hangwatch/json_fields.h"
+
 namespace hangwatch {
 namespace {
 
 using nlohmann::json;
+using json_fields::getOptional;
+using json_fields::getOr;
+using json_fields::putOptional;
 
-template <typename T>
-T getOr(const json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  return it->get<T>();
-}
 
-template <typename T>
-std::optional<T> getOptional(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  return it->get<T>();
-}
 
 // Rates are estimates from ~9%-wide buckets and jittery timings; 4 significant digits
 // keep them exact enough and the line short.
@@ -36,10 +29,6 @@ void putRate(json& j, const char* key, const std::optional<double>& v) {
   if (v) j[key] = fourDigits(*v);
 }
 
-template <typename T>
-void putOptional(json& j, const char* key, const std::optional<T>& v) {
-  if (v) j[key] = *v;
-}
 
 LogHistogram histogramAt(const json& j, const char* key) {
   auto it = j.find(key);

@@ -3,33 +3,20 @@
 #include <exception>
 #include <stdexcept>
 
+#include "hangwatch/json_fields.h"
+
 namespace hangwatch {
 namespace {
 
 using nlohmann::json;
+using json_fields::arrayOrEmpty;
+using json_fields::getOptional;
+using json_fields::getOr;
+using json_fields::optionalJson;
 
-json optionalJson(const auto& v) { return v ? json(*v) : json(nullptr); }
 
-template <typename T>
-std::optional<T> getOptional(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  return it->get<T>();
-}
 
-template <typename T>
-T getOr(const json& j, const char* key, T fallback) {
-  auto v = getOptional<T>(j, key);
-  return v ? *v : fallback;
-}
 
-const json& arrayOrEmpty(const json& j, const char* key) {
-  static const json empty = json::array();
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return empty;
-  if (!it->is_array()) throw std::runtime_error(std::string(key) + " is not an array");
-  return *it;
-}
 
 json toJson(const SnapshotPendingOp& p) {
   return {{"op", p.op},       {"class", p.op_class},       {"comm", p.comm},
