@@ -17,17 +17,6 @@ using hangwatch::forensics::PythonLayout;
 
 namespace {
 
-std::string runAndCapture(const std::string& command) {
-  std::string out;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
-  return out;
-}
-
 // Compiles layout_probe.c against the interpreter's own headers; empty when they are not installed.
 std::map<std::string, uint64_t> probeOffsets(const std::string& python, int minor) {
   const std::string prefix = python.substr(0, python.rfind("/bin/"));
@@ -40,9 +29,9 @@ std::map<std::string, uint64_t> probeOffsets(const std::string& python, int mino
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return {};
   const std::string exe = std::string(dir) + "/probe";
-  const std::string out = runAndCapture(std::string(PYSTACKS_C_COMPILER) + " -I" + include + " -o " + exe + " " +
+  const std::string out = pystacks_test::runAndCapture(std::string(PYSTACKS_C_COMPILER) + " -I" + include + " -o " + exe + " " +
                                         PYSTACKS_TARGETS_DIR + "/layout_probe.c 2>&1 && " + exe);
-  runAndCapture("rm -rf " + std::string(dir));
+  pystacks_test::runAndCapture("rm -rf " + std::string(dir));
   std::map<std::string, uint64_t> offsets;
   std::istringstream in(out);
   std::string name;

@@ -11,17 +11,6 @@ using hangwatch::forensics::lineFromLocationTable;
 
 namespace {
 
-std::string runAndCapture(const std::string& command) {
-  std::string out;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    pclose(p);
-  }
-  return out;
-}
-
 std::string fromHex(const std::string& hex) {
   std::string out;
   if (hex == "-") return out;
@@ -38,7 +27,7 @@ void checkAgainstInterpreter(int minor) {
   }
   for (const auto& python : interpreters) {
     INFO("interpreter " << python);
-    std::istringstream in(runAndCapture(python + " " + PYSTACKS_TARGETS_DIR + "/dump_line_tables.py"));
+    std::istringstream in(pystacks_test::runAndCapture(python + " " + PYSTACKS_TARGETS_DIR + "/dump_line_tables.py"));
     std::string kind, table;
     int first_line = 0;
     size_t codes = 0, checked = 0;

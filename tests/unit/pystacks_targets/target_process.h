@@ -10,6 +10,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -119,6 +120,18 @@ inline std::vector<std::string> interpretersFor(int minor) {
   const std::string system = "/usr/bin/" + exe;
   if (access(system.c_str(), X_OK) == 0) found.push_back(system);
   return found;
+}
+
+// stdout of a shell command (test set-up only: compilers, interpreters).
+inline std::string runAndCapture(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
 }
 
 }  // namespace pystacks_test
