@@ -11,6 +11,7 @@ if(NOT pystacks_srcs)
   return()
 endif()
 add_executable(pystacks_tests ${pystacks_srcs})
+add_dependencies(unit_tests pystacks_tests)
 target_link_libraries(pystacks_tests PRIVATE catch_main forensics_python)
 target_compile_definitions(pystacks_tests PRIVATE
   PYSTACKS_TARGETS_DIR="${CMAKE_CURRENT_SOURCE_DIR}/pystacks_targets"
