@@ -26,10 +26,31 @@ void LinkPacer::pace(size_t bytes, double gbps) {
   if (next_free_ - now > microseconds(200)) std::this_thread::sleep_until(next_free_);
 }
 
+WaitSite StepTransport::siteFor(int direction, int peer, int channel, uint64_t target) const {
+  WaitSite site{rank_, channel, peer, direction, op_.seq, opName(op_.kind), segment_.shape().nranks, target,
+                direction == kWaitSend ? send_base_ : recv_base_, -1, nullptr, nullptr, 0};
+  if (direction == kWaitRecv && send_end_ != nullptr) {
+    site.other_peer = send_end_->peer;
+    site.other_step = send_end_->step;
+    site.other_counter = &send_end_->conn->head.value;
+    site.other_base_step = send_base_;
+  } else if (direction == kWaitSend && recv_end_ != nullptr) {
+    site.other_peer = recv_end_->peer;
+    site.other_step = recv_end_->step;
+    site.other_counter = &recv_end_->conn->tail.value;
+    site.other_base_step = recv_base_;
+  }
+  return site;
+}
+
 bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   uint64_t step = *end.step;
+  if (send_end_ != &end) {
+    send_end_ = &end;
+    send_base_ = step;
+  }
   if (step + 1 > static_cast<uint64_t>(kSteps)) {
-    WaitSite site{rank_, end.channel, end.peer, kWaitSend, op_.seq, opName(op_.kind)};
+    WaitSite site = siteFor(kWaitSend, end.peer, end.channel, step + 1 - kSteps);
     if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) return false;
   }
   char* slot = segment_.slotData(*end.conn, step);
@@ -43,7 +64,11 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
 
 const char* StepTransport::awaitStep(RecvEnd& end) {
   uint64_t step = *end.step;
-  WaitSite site{rank_, end.channel, end.peer, kWaitRecv, op_.seq, opName(op_.kind)};
+  if (recv_end_ != &end) {
+    recv_end_ = &end;
+    recv_base_ = step;
+  }
+  WaitSite site = siteFor(kWaitRecv, end.peer, end.channel, step + 1);
   if (simnccl_wait_peer(&site, &end.conn->tail, step + 1, &abort_) == kAborted) return nullptr;
   const SlotHeader& header = end.conn->slot_header[step % kSteps];
   if (isCollective(op_.kind) && (header.seq != op_.seq || header.op != static_cast<uint32_t>(op_.kind))) {
@@ -75,7 +100,11 @@ extern "C" __attribute__((noinline)) uint64_t simnccl_wait_peer(const simnccl::W
   const char* volatile wait_op = site->op;
   volatile uint64_t wait_target_step = target_step;
   volatile uint64_t wait_observed_step = counter->value.load(std::memory_order_acquire);
+  // The whole site (other direction, op start) and the communicator (abort is its member) for gdb-scripts/.
+  const simnccl::WaitSite* volatile wait_site = site;
+  const std::atomic<bool>* volatile wait_abort = abort;
   (void)wait_rank, (void)wait_channel, (void)wait_peer, (void)wait_direction, (void)wait_seq, (void)wait_op;
+  (void)wait_site, (void)wait_abort;
 
   int spins = 0;
   while (wait_observed_step < wait_target_step) {
@@ -98,7 +127,8 @@ extern "C" __attribute__((noinline)) void simnccl_device_stalled(int rank, int c
   volatile int stalled_channel = channel;
   volatile uint64_t stalled_seq = seq;
   const char* volatile stalled_op = op;
-  (void)stalled_rank, (void)stalled_channel, (void)stalled_seq, (void)stalled_op;
+  const std::atomic<bool>* volatile stalled_abort = abort;  // a member of the communicator: gdb finds it from here
+  (void)stalled_rank, (void)stalled_channel, (void)stalled_seq, (void)stalled_op, (void)stalled_abort;
   // The loop stays in this frame: a trailing call would become a tail jump and the frame would vanish.
   while (!abort->load(std::memory_order_acquire)) simnccl::napUntilAbort();
 }
@@ -112,6 +142,9 @@ extern "C" __attribute__((noinline)) void simnccl_wait_matching_op(const simnccl
   const char* volatile wait_op = site->op;
   volatile uint64_t arrived_seq = found_seq;
   const char* volatile arrived_op = found_op;
+  const simnccl::WaitSite* volatile wait_site = site;
+  const std::atomic<bool>* volatile wait_abort = abort;
   (void)wait_channel, (void)wait_peer, (void)wait_seq, (void)wait_op, (void)arrived_seq, (void)arrived_op;
+  (void)wait_site, (void)wait_abort;
   while (!abort->load(std::memory_order_acquire)) simnccl::napUntilAbort();
 }

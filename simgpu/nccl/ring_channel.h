@@ -24,6 +24,15 @@ struct WaitSite {
   int direction;  // WaitDirection
   uint64_t seq;
   const char* op;
+  int nranks;
+  uint64_t target_step;
+  uint64_t base_step;  // this connection's step count when the collective began here
+  // The channel's connection in the other direction, so one waiting thread shows both;
+  // other_peer is -1 when this operation has not used it.
+  int other_peer;
+  const uint64_t* other_step;                   // steps posted (send) or consumed (recv), ever
+  const std::atomic<uint64_t>* other_counter;   // the peer's head (send) or tail (recv)
+  uint64_t other_base_step;
 };
 
 // Throughput shaping of one sending end: the link's bandwidth, averaged over steps.
@@ -76,11 +85,18 @@ class StepTransport {
  private:
   const char* awaitStep(RecvEnd& end);
   void releaseStep(RecvEnd& end);
+  WaitSite siteFor(int direction, int peer, int channel, uint64_t target) const;
+
 
   SharedSegment& segment_;
   const std::atomic<bool>& abort_;
   int rank_;
   const Op& op_;
+  // The ends this operation used and their step counts when it began, for WaitSite.
+  const SendEnd* send_end_ = nullptr;
+  const RecvEnd* recv_end_ = nullptr;
+  uint64_t send_base_ = 0;
+  uint64_t recv_base_ = 0;
 };
 
 }  // namespace simnccl
