@@ -24,7 +24,11 @@ void forEachIn(const json& j, const char* key, F&& f) {
 }
 
 json toJson(const RingConnection& c) {
-  return {{"peer", c.peer}, {"target_step", c.target_step}, {"observed_step", c.observed_step}};
+  json j = {{"peer", c.peer}, {"target_step", c.target_step}, {"observed_step", c.observed_step},
+            {"waiting", c.waiting}};
+  j["base_step"] = c.base_step ? json(*c.base_step) : json(nullptr);
+  j["posted_step"] = c.posted_step ? json(*c.posted_step) : json(nullptr);
+  return j;
 }
 
 std::optional<RingConnection> connectionFromJson(const json& j, const char* key) {
@@ -35,7 +39,17 @@ std::optional<RingConnection> connectionFromJson(const json& j, const char* key)
   c.peer = getOr(*it, "peer", -1);
   c.target_step = getOr<uint64_t>(*it, "target_step", 0);
   c.observed_step = getOr<uint64_t>(*it, "observed_step", 0);
+  c.waiting = getOr(*it, "waiting", false);
+  c.base_step = getOptional<uint64_t>(*it, "base_step");
+  c.posted_step = getOptional<uint64_t>(*it, "posted_step");
   return c;
+}
+
+std::optional<RingMismatch> mismatchFromJson(const json& j) {
+  auto it = j.find("mismatch");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) throw std::runtime_error("mismatch is not an object");
+  return RingMismatch{getOr<uint64_t>(*it, "arrived_seq", 0), getOr<std::string>(*it, "arrived_op", "")};
 }
 
 RingProgress ringFromJsonOrThrow(const json& j) {
@@ -50,6 +64,18 @@ RingProgress ringFromJsonOrThrow(const json& j) {
   r.next = getOr(j, "next", -1);
   r.recv = connectionFromJson(j, "recv");
   r.send = connectionFromJson(j, "send");
+  r.comm_rank = getOptional<int>(j, "comm_rank");
+  r.comm_size = getOptional<int>(j, "comm_size");
+  r.algorithm = getOr<std::string>(j, "algorithm", "");
+  r.protocol = getOr<std::string>(j, "protocol", "");
+  r.source = getOr<std::string>(j, "source", "");
+  r.stalled = getOr(j, "stalled", false);
+  r.mismatch = mismatchFromJson(j);
+  forEachIn(j, "waiting_threads", [&](const json& w) {
+    if (!w.is_object()) throw std::runtime_error("waiting thread is not an object");
+    r.waiting_threads.push_back({getOr<int64_t>(w, "tid", 0), getOr<std::string>(w, "name", ""),
+                                 getOr<std::string>(w, "function", ""), getOr<std::string>(w, "direction", "")});
+  });
   return r;
 }
 
@@ -60,6 +86,21 @@ nlohmann::json toJson(const RingProgress& r) {
             {"rank", r.rank}, {"prev", r.prev}, {"next", r.next}};
   j["recv"] = r.recv ? toJson(*r.recv) : json(nullptr);
   j["send"] = r.send ? toJson(*r.send) : json(nullptr);
+  j["comm_rank"] = r.comm_rank ? json(*r.comm_rank) : json(nullptr);
+  j["comm_size"] = r.comm_size ? json(*r.comm_size) : json(nullptr);
+  j["algorithm"] = r.algorithm;
+  j["protocol"] = r.protocol;
+  j["source"] = r.source;
+  j["stalled"] = r.stalled;
+  j["mismatch"] = r.mismatch ? json{{"arrived_seq", r.mismatch->arrived_seq}, {"arrived_op", r.mismatch->arrived_op}}
+                             : json(nullptr);
+  json waiters = json::array();
+  for (const RingWaiter& w : r.waiting_threads) {
+    json wj = {{"tid", w.tid}, {"name", w.name}, {"function", w.function}};
+    wj["direction"] = w.direction.empty() ? json(nullptr) : json(w.direction);
+    waiters.push_back(std::move(wj));
+  }
+  j["waiting_threads"] = std::move(waiters);
   return j;
 }
 

@@ -106,3 +106,53 @@ TEST_CASE("ForensicsDumpReaderRejectsTruncatedAndMistypedFiles") {
   CHECK_FALSE(hangwatch::forensicsDumpFromText(R"({"ring_progress": [{"seq": "ten"}]})").ok());
   CHECK_FALSE(hangwatch::forensicsDumpFromText(R"([1, 2])").ok());
 }
+
+TEST_CASE("RingProgressRoundTripsWaitersStallAndMismatch") {
+  hangwatch::RingProgress r;
+  r.comm = "00000000deadbeef";
+  r.op = "ncclAllReduce";
+  r.seq = 10;
+  r.channel = 3;
+  r.rank = 1;
+  r.prev = 0;
+  r.next = 2;
+  r.recv = hangwatch::RingConnection{0, 25, 24, true, 20, std::nullopt};
+  r.send = hangwatch::RingConnection{2, 21, 21, false, 20, 28};
+  r.comm_rank = 1;
+  r.comm_size = 4;
+  r.algorithm = "RING";
+  r.protocol = "SIMPLE";
+  r.source = "sim-frame";
+  r.stalled = true;
+  r.mismatch = hangwatch::RingMismatch{11, "ncclAllGather"};
+  r.waiting_threads = {{77, "simnccl-ch3", "simnccl_wait_peer", "recv"}, {78, "simnccl-ch3", "simnccl_device_stalled", ""}};
+
+  auto back = hangwatch::ringProgressFromJson(hangwatch::toJson(r));
+  REQUIRE(back.ok());
+  CHECK(back->comm_size == 4);
+  CHECK(back->recv->waiting);
+  CHECK(back->recv->base_step == 20u);
+  CHECK_FALSE(back->recv->posted_step.has_value());
+  CHECK(back->send->posted_step == 28u);
+  CHECK(back->stalled);
+  REQUIRE(back->mismatch.has_value());
+  CHECK(back->mismatch->arrived_op == "ncclAllGather");
+  REQUIRE(back->waiting_threads.size() == 2);
+  CHECK(back->waiting_threads[0].tid == 77);
+  CHECK(back->waiting_threads[1].direction.empty());
+  CHECK(hangwatch::toJson(*back) == hangwatch::toJson(r));
+}
+
+TEST_CASE("RingProgressWithOnlyContractKeysReadsWithDefaults") {
+  auto r = hangwatch::ringProgressFromJson(nlohmann::json::parse(
+      R"({"comm": "ab", "op": "ncclAllReduce", "seq": 3, "channel": 0, "rank": 1, "prev": 0, "next": 2,
+          "recv": {"peer": 0, "target_step": 9, "observed_step": 8}, "send": null})"));
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->recv->waiting);
+  CHECK_FALSE(r->recv->base_step.has_value());
+  CHECK_FALSE(r->comm_size.has_value());
+  CHECK_FALSE(r->stalled);
+  CHECK_FALSE(r->mismatch.has_value());
+  CHECK(r->waiting_threads.empty());
+  CHECK_FALSE(hangwatch::ringProgressFromJson(nlohmann::json::parse(R"({"waiting_threads": 4})")).ok());
+}

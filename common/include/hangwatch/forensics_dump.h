@@ -14,23 +14,49 @@
 
 namespace hangwatch {
 
-// One side of a ring connection where a channel stopped (DESIGN.md §5).
+// One side of a ring connection where a channel stopped (DESIGN.md §5); the exact
+// counter semantics are in gdb-scripts/README.md.
 struct RingConnection {
   int peer = -1;
   uint64_t target_step = 0;    // the step the waiting side needs
   uint64_t observed_step = 0;  // the peer's counter as last read
+  bool waiting = false;        // a thread is blocked on this side (else read from memory)
+  std::optional<uint64_t> base_step;    // the counter when this collective began here
+  std::optional<uint64_t> posted_step;  // send side: steps this rank has written
+};
+
+// A thread blocked in the collective, and where.
+struct RingWaiter {
+  int64_t tid = 0;
+  std::string name;
+  std::string function;   // e.g. "simnccl_wait_peer"
+  std::string direction;  // "recv", "send", or empty (a stalled device)
+};
+
+// The step that arrived on the recv side belongs to another collective.
+struct RingMismatch {
+  uint64_t arrived_seq = 0;
+  std::string arrived_op;
 };
 
 struct RingProgress {
-  std::string comm;  // communicator hash as hex
+  std::string comm;  // communicator hash as hex, the watchdog snapshot's comms[].hash
   std::string op;    // "ncclAllReduce", ...
   uint64_t seq = 0;
   int channel = 0;
-  int rank = 0;
+  int rank = 0;  // rank in this communicator; prev/next are too
   int prev = -1;
   int next = -1;
   std::optional<RingConnection> recv;
   std::optional<RingConnection> send;
+  std::optional<int> comm_rank;
+  std::optional<int> comm_size;
+  std::string algorithm;  // "RING", ...
+  std::string protocol;   // "SIMPLE", "LL", "LL128"
+  std::string source;     // "sim-frame", "cuda-registers", "nccl-host"
+  bool stalled = false;   // the device stopped inside the collective (simgpu dead-rank)
+  std::optional<RingMismatch> mismatch;
+  std::vector<RingWaiter> waiting_threads;
 };
 
 // One collection phase ("proc", "ptrace", "python", "debugger"), timed.
