@@ -1,0 +1,72 @@
+"""Ring progress records as the forensics dump stores them (DESIGN.md §5, plus the
+additive keys documented in gdb-scripts/README.md), built from what a reader found.
+
+Counter semantics, identical for every backend (NCCL SIMPLE / simnccl):
+  recv (from prev): target_step = steps consumed + 1, i.e. the tail value the
+      receiver needs; observed_step = the prev->rank tail (steps delivered).
+  send (to next):   target_step = steps posted + 1 - NCCL_STEPS, i.e. the head
+      value that frees the next slot; observed_step = the rank->next head (steps
+      the next rank consumed); posted_step = steps this rank has written.
+  base_step: the connection's count when this collective began on this rank, so
+      observed_step - base_step is the collective's progress on that connection.
+"""
+
+NCCL_STEPS = 8
+
+
+def op_name(name):
+    """simnccl names ops "AllReduce"; NCCL's API (and the watchdog) says "ncclAllReduce"."""
+    if not name:
+        return ""
+    return name if name.startswith("nccl") else "nccl" + name
+
+
+def recv_connection(peer, consumed, observed, waiting, base_step=None):
+    c = {"peer": peer, "target_step": consumed + 1, "observed_step": observed, "waiting": waiting}
+    if base_step is not None:
+        c["base_step"] = base_step
+    return c
+
+
+def send_connection(peer, posted, observed, waiting, base_step=None, steps=NCCL_STEPS):
+    c = {"peer": peer, "target_step": max(0, posted + 1 - steps), "observed_step": observed,
+         "waiting": waiting, "posted_step": posted}
+    if base_step is not None:
+        c["base_step"] = base_step
+    return c
+
+
+def progress(connection):
+    """Steps of the current collective the connection's counter shows; None when unknown."""
+    if connection is None or "base_step" not in connection:
+        return None
+    return connection["observed_step"] - connection["base_step"]
+
+
+def new_record(comm, op, seq, channel, rank, nranks, prev, next_, source, algorithm="RING", protocol="SIMPLE"):
+    return {"comm": comm, "op": op_name(op), "seq": seq, "channel": channel, "rank": rank,
+            "prev": prev, "next": next_, "recv": None, "send": None,
+            "comm_rank": rank, "comm_size": nranks, "algorithm": algorithm, "protocol": protocol,
+            "source": source, "stalled": False, "mismatch": None, "waiting_threads": []}
+
+
+def ring_neighbours(rank, nranks):
+    if nranks <= 0:
+        return -1, -1
+    return (rank - 1) % nranks, (rank + 1) % nranks
+
+
+class RecordSet:
+    """Records keyed by (comm, seq, channel): NCCL waits on recv and send in different
+    threads of one block, and both belong in one record."""
+
+    def __init__(self):
+        self._records = {}
+
+    def get(self, key, make):
+        if key not in self._records:
+            self._records[key] = make()
+        return self._records[key]
+
+    def records(self):
+        return sorted(self._records.values(), key=lambda r: (r["comm"], r["seq"], r["channel"]))

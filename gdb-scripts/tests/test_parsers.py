@@ -1,0 +1,139 @@
+"""The debugger-free parts of gdb-scripts: communicator hash, record semantics, and
+the parsing the cuda-gdb reader relies on, on recorded/synthetic cuda-gdb text."""
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hangwatch_gdb import comm_hash, cuda_kernels, ring_records, spin_loop  # noqa: E402
+
+INFO_CUDA_KERNELS = """\
+  Kernel Parent Dev Grid Status   SMs Mask   GridDim  BlockDim Invocation
+*      0      -   0    7 Active 0x0000000f (4,1,1) (640,1,1) ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgs4K)
+       1      -   0    9 Active 0x00000010 (1,1,1) (128,1,1) my_gemm_kernel(float*, float*)
+"""
+
+# The shape of NCCL's SIMPLE waitPeer loop as cuda-gdb disassembles it (synthetic).
+SPIN_LOOP = """\
+   0x00007fffd3a5c180 <+384>:\tIADD3 R6, P0, R10, 0x1, RZ ;
+   0x00007fffd3a5c190 <+400>:\tIADD3.X R7, RZ, R11, RZ, P0, !PT ;
+   0x00007fffd3a5c1a0 <+416>:\tLD.E.64.STRONG.SYS R4, [R2.64+0x8] ;
+   0x00007fffd3a5c1b0 <+432>:\tISETP.GE.U32.AND P0, PT, R4, R6, PT ;
+=> 0x00007fffd3a5c1c0 <+448>:\tISETP.GE.U32.AND.EX P0, PT, R5, R7, PT, P0 ;
+   0x00007fffd3a5c1d0 <+464>:\t@!P0 BRA 0x7fffd3a5c1a0 ;
+   0x00007fffd3a5c1e0 <+480>:\tEXIT ;
+"""
+
+
+class CommHashIsTheWatchdogs(unittest.TestCase):
+    def test_fnv1a64_with_the_standard_basis_matches_the_published_test_vectors(self):
+        standard_basis = 0xcbf29ce484222325
+        self.assertEqual(comm_hash.fnv1a64(b"", standard_basis), standard_basis)
+        self.assertEqual(comm_hash.fnv1a64(b"a", standard_basis), 0xaf63dc4c8601ec8c)
+
+    def test_sim_unique_id_is_magic_then_name_zero_padded_to_128_bytes(self):
+        raw = comm_hash.sim_unique_id("/simnccl-1-0-ab")
+        self.assertEqual(len(raw), 128)
+        self.assertTrue(raw.startswith(b"SIMNCCL1/simnccl-1-0-ab\0"))
+        self.assertEqual(set(raw[23:]), {0})
+        self.assertEqual(comm_hash.sim_unique_id("/" + "x" * 300)[-1], 0)
+
+    def test_hash_is_sixteen_hex_digits_and_differs_by_name(self):
+        a, b = comm_hash.sim_comm_hash("/simnccl-1-0-a"), comm_hash.sim_comm_hash("/simnccl-1-0-b")
+        self.assertRegex(a, r"^[0-9a-f]{16}$")
+        self.assertNotEqual(a, b)
+
+
+class RingRecordSemantics(unittest.TestCase):
+    def test_recv_target_is_one_past_what_was_consumed(self):
+        c = ring_records.recv_connection(3, consumed=40, observed=40, waiting=True, base_step=36)
+        self.assertEqual((c["target_step"], c["observed_step"], c["base_step"]), (41, 40, 36))
+        self.assertEqual(ring_records.progress(c), 4)
+
+    def test_send_target_is_the_head_that_frees_the_next_slot(self):
+        c = ring_records.send_connection(1, posted=48, observed=40, waiting=True, base_step=36)
+        self.assertEqual((c["target_step"], c["posted_step"]), (48 + 1 - ring_records.NCCL_STEPS, 48))
+        self.assertEqual(ring_records.send_connection(1, posted=2, observed=0, waiting=False)["target_step"], 0)
+
+    def test_progress_is_unknown_without_a_base(self):
+        self.assertIsNone(ring_records.progress(ring_records.recv_connection(0, 1, 1, False)))
+        self.assertIsNone(ring_records.progress(None))
+
+    def test_op_names_get_nccls_prefix_once(self):
+        self.assertEqual(ring_records.op_name("AllReduce"), "ncclAllReduce")
+        self.assertEqual(ring_records.op_name("ncclAllGather"), "ncclAllGather")
+
+    def test_records_of_one_channel_merge_and_sort(self):
+        s = ring_records.RecordSet()
+        make = lambda ch: (lambda: ring_records.new_record("c", "AllReduce", 5, ch, 0, 4, 3, 1, "sim-frame"))
+        s.get(("c", 5, 1), make(1))["recv"] = {"x": 1}
+        s.get(("c", 5, 0), make(0))
+        s.get(("c", 5, 1), make(1))["send"] = {"y": 2}
+        recs = s.records()
+        self.assertEqual([r["channel"] for r in recs], [0, 1])
+        self.assertEqual((recs[1]["recv"], recs[1]["send"]), ({"x": 1}, {"y": 2}))
+
+
+class CudaKernelText(unittest.TestCase):
+    def test_info_cuda_kernels_rows_are_parsed(self):
+        kernels = cuda_kernels.parse_info_cuda_kernels(INFO_CUDA_KERNELS)
+        self.assertEqual(len(kernels), 2)
+        k = kernels[0]
+        self.assertEqual((k["kernel"], k["device"], k["grid"], k["status"]), (0, 0, 7, "Active"))
+        self.assertEqual((k["grid_dim"], k["block_dim"], k["sm_mask"]), ((4, 1, 1), (640, 1, 1), 0xF))
+        self.assertTrue(k["current"])
+        self.assertEqual(k["name"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+        self.assertEqual([n["name"] for n in cuda_kernels.nccl_kernels(kernels)],
+                         ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"])
+
+    def test_kernel_and_function_names_give_algorithm_and_protocol(self):
+        k = cuda_kernels.parse_nccl_function("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgs4K)")
+        self.assertEqual((k["collective"], k["redop"], k["dtype"], k["algorithm"], k["protocol"]),
+                         ("AllReduce", "Sum", "f32", "RING", "LL"))
+        f = cuda_kernels.parse_nccl_function("ncclDevFunc_ReduceScatter_Sum_bf16_COLLNET_DIRECT_LL128")
+        self.assertEqual((f["kind"], f["algorithm"], f["protocol"]), ("function", "COLLNET_DIRECT", "LL128"))
+        g = cuda_kernels.parse_nccl_function("ncclDevKernel_Generic_4")
+        self.assertEqual((g["algorithm"], g["protocol"]), (None, None))
+        self.assertIsNone(cuda_kernels.parse_nccl_function("my_gemm_kernel"))
+
+    def test_the_device_function_in_the_backtrace_overrides_the_kernel_name(self):
+        frames = ["ncclPrimitives::waitPeer", "ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE()", None,
+                  "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+        self.assertEqual(cuda_kernels.protocol_from_backtrace("ncclDevKernel_AllReduce_Sum_f32_RING_LL", frames),
+                         ("RING", "SIMPLE"))
+        self.assertEqual(cuda_kernels.protocol_from_backtrace("ncclDevKernel_AllReduce_Sum_f32_RING_LL", []),
+                         ("RING", "LL"))
+
+    def test_block_b_runs_the_bth_set_bit_of_the_channel_mask(self):
+        self.assertEqual(cuda_kernels.blocks_to_channels(0b101100, 3), {0: 2, 1: 3, 2: 5})
+        self.assertEqual(cuda_kernels.blocks_to_channels(0b1, 4), {0: 0})
+
+    def test_simple_waits_on_thread_zero_recv_and_thread_one_send(self):
+        self.assertEqual(cuda_kernels.waiting_threads("SIMPLE"), [(0, "recv"), (1, "send")])
+        self.assertIn((0, "send"), cuda_kernels.waiting_threads("LL"))
+
+
+class SpinLoopMatching(unittest.TestCase):
+    def test_the_load_and_the_64_bit_compare_of_the_wait_loop_are_found(self):
+        ins = spin_loop.parse_disassembly(SPIN_LOOP)
+        self.assertEqual(len(ins), 7)
+        loop = spin_loop.find_spin_loop(ins, 0x7fffd3a5c1c0)
+        self.assertIsNotNone(loop)
+        self.assertEqual(loop["observed_regs"], ["R4", "R5"])
+        self.assertEqual((loop["address_reg"], loop["address_offset"]), ("R2", 8))
+        self.assertEqual(loop["target_regs"], ["R6", "R7"])
+        self.assertEqual((loop["load_pc"], loop["branch_pc"]), (0x7fffd3a5c1a0, 0x7fffd3a5c1d0))
+
+    def test_a_pc_outside_any_loop_has_no_spin_loop(self):
+        ins = spin_loop.parse_disassembly(SPIN_LOOP)
+        self.assertIsNone(spin_loop.find_spin_loop(ins, 0x7fffd3a5c1e0))
+        no_load = [i for i in ins if not i[1].startswith("LD")]
+        self.assertIsNone(spin_loop.find_spin_loop(no_load, 0x7fffd3a5c1c0))
+
+    def test_register_halves_combine_into_the_64_bit_counter(self):
+        self.assertEqual(spin_loop.combine_u64(0x10, 0x2), 0x200000010)
+        self.assertEqual(spin_loop.combine_u64(-1, 0), 0xFFFFFFFF)
+
+
+if __name__ == "__main__":
+    unittest.main()
