@@ -281,7 +281,7 @@ bool Collector::debuggerPhase(ForensicsDump& dump) {
     phase.finish(false, "debugger exited with code " + std::to_string(run->exit_code) + " without a report: " + tail);
     return false;
   }
-  // The debugger script's ring records (the ring-progress issue fills them) go into the dump as they are.
+  // The debugger script's ring records go into the dump as they are.
   auto rings = run->report->find("ring_progress");
   if (rings != run->report->end() && rings->is_array()) {
     for (const nlohmann::json& r : *rings) {
@@ -289,6 +289,12 @@ bool Collector::debuggerPhase(ForensicsDump& dump) {
       if (record) dump.ring_progress.push_back(std::move(*record));
       else dump.errors.push_back("debugger: " + record.error());
     }
+  }
+  // What the script could not read (gdb-scripts/README.md): degraded evidence, said in the dump.
+  auto script_errors = run->report->find("errors");
+  if (script_errors != run->report->end() && script_errors->is_array()) {
+    for (const nlohmann::json& e : *script_errors)
+      if (e.is_string()) dump.errors.push_back("debugger: " + e.get<std::string>());
   }
   phase.finish(true);
   return true;
