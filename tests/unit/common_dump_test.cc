@@ -79,6 +79,19 @@ TEST_CASE("TriggerReaderRejectsWrongTypesWithAMessage") {
   CHECK_FALSE(hangwatch::triggerFromJson(nlohmann::json::array()).ok());
 }
 
+TEST_CASE("IntegerFieldsThatDoNotFitAreErrorsNotCasts") {
+  // Found by tests/fuzz: a float beyond the range of an int field was a plain cast (UB).
+  for (const char* text : {R"({"pid": 1e30})", R"({"rank": 3.5})", R"({"rank": 4294967296})",
+                           R"({"pid": 18446744073709551615})", R"({"rank": -1e300})"}) {
+    INFO(text);
+    CHECK_FALSE(hangwatch::triggerFromJson(nlohmann::json::parse(text)).ok());
+  }
+  auto whole = hangwatch::triggerFromJson(nlohmann::json::parse(R"({"rank": 3.0, "pid": 4096})"));
+  REQUIRE(whole.ok());
+  CHECK(whole.value().rank == 3);
+  CHECK(whole.value().pid == 4096);
+}
+
 TEST_CASE("ThreadStackRoundTripsWithBothFrameKinds") {
   hangwatch::ThreadStack t;
   t.tid = 77;
