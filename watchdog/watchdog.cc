@@ -13,6 +13,7 @@
 #include "hang_responder.h"
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/timeline_window.h"
 #include "monotonic_clock.h"
 #include "op_poller.h"
 #include "real_api.h"
@@ -180,6 +181,7 @@ void Watchdog::pollLoop() {
     mc.rank = *rank;
     mc.path = metricsPath(config_.job_dir, *rank);
     mc.interval_s = config_.metrics_interval_s;
+    mc.timeline_path = timelinePath(config_.job_dir, *rank);
     mc.host = hostName();
     mc.log_failure = [&log](const std::string& m) { log.failureOnce("metrics-write", m); };
     metrics = std::make_unique<MetricsWindows>(mc);

@@ -9,6 +9,8 @@
 #include <iterator>
 #include <string_view>
 
+#include "hangwatch/atomic_file.h"
+
 namespace hangwatch::watchdog {
 namespace {
 
@@ -48,7 +50,9 @@ MetricsWindows::MetricsWindows(MetricsConfig config)
       writer_(config_.path, config_.log_failure),
       window_start_ns_(config_.start_ns),
       keys_(config_.max_keys),
-      timeline_(config_.start_ns) {}
+      timeline_(config_.start_ns),
+      ring_(config_.timeline_path.empty() ? 1 : config_.timeline_ops,
+            config_.timeline_path.empty() ? 1 : config_.timeline_syncs) {}
 
 void MetricsWindows::record(const CompletedOp& op) {
   if (op.gpu_start_ns <= 0 || op.gpu_end_ns < op.gpu_start_ns) {
@@ -62,6 +66,7 @@ void MetricsWindows::record(const CompletedOp& op) {
     issue_latency_[static_cast<size_t>(op.cls)].add(std::max<int64_t>(op.gpu_start_ns - op.host_issue_ns, 0));
   }
   timeline_.add(op.gpu_start_ns, op.gpu_end_ns);
+  ring_.record(op);
   addStreamBusy(op);
   if (auto boundary = steps_.observe(op)) timeline_.addStepBoundary(*boundary);
 }
@@ -88,6 +93,7 @@ void MetricsWindows::recordHostSync(const HostSync& sync) {
   }
   ++it->second.count;
   it->second.total_ns += std::max<int64_t>(sync.end_ns - sync.start_ns, 0);
+  ring_.recordHostSync(sync);
 }
 
 void MetricsWindows::recordStepEnd(int64_t end_ns) { timeline_.addStepBoundary(steps_.markStep(end_ns)); }
@@ -109,7 +115,28 @@ void MetricsWindows::flush(int64_t now_ns) {
     // Out of memory while formatting: lose this window, never the job.
     config_.log_failure(std::string("metrics window lost: ") + e.what());
   }
+  writeTimeline(now_ns);
   resetWindow(now_ns);
+}
+
+void MetricsWindows::writeTimeline(int64_t now_ns) {
+  if (config_.timeline_path.empty() || timeline_failed_) return;
+  try {
+    TimelineWindow w = ring_.snapshot();
+    w.rank = config_.rank;
+    w.host = config_.host;
+    w.pid = config_.pid;
+    w.clock_mono_ns = clockNs(CLOCK_MONOTONIC);
+    w.clock_unix_s = static_cast<double>(clockNs(CLOCK_REALTIME)) * 1e-9;
+    auto written = writeFileAtomically(config_.timeline_path,
+                                       toJson(w).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (!written) {
+      timeline_failed_ = true;
+      config_.log_failure("timeline not written (no more tries): " + written.error());
+    }
+  } catch (const std::exception& e) {
+    config_.log_failure(std::string("timeline lost: ") + e.what());
+  }
 }
 
 MetricsWindow MetricsWindows::build(int64_t now_ns, const BusyTimeline::WindowTotals& totals) const {

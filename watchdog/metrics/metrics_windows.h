@@ -19,6 +19,7 @@
 #include "op_key_table.h"
 #include "op_record.h"
 #include "step_tracker.h"
+#include "timeline_ring.h"
 
 namespace hangwatch::watchdog {
 
@@ -30,6 +31,10 @@ struct MetricsConfig {
   int64_t pid = 0;             // 0: getpid()
   int64_t start_ns = 0;        // CLOCK_MONOTONIC start of the first window; 0: now
   size_t max_keys = 64;        // distinct op keys per window before "other"
+  // timeline/rNNNNN.json, rewritten at every flush from a ring of the last ops; "" = none.
+  std::string timeline_path;
+  size_t timeline_ops = 4096;
+  size_t timeline_syncs = 1024;
   // Called once when writing fails (then metrics stop); default: a line on stderr.
   std::function<void(const std::string&)> log_failure;
 };
@@ -65,6 +70,7 @@ class MetricsWindows {
   };
 
   MetricsWindow build(int64_t now_ns, const BusyTimeline::WindowTotals& totals) const;
+  void writeTimeline(int64_t now_ns);
   void resetWindow(int64_t start_ns);
   void addStreamBusy(const CompletedOp& op);
 
@@ -80,6 +86,8 @@ class MetricsWindows {
   std::map<std::string, SyncAggregate, std::less<>> syncs_;
   uint64_t dropped_ = 0;
   MetricsWindow last_;
+  TimelineRing ring_;
+  bool timeline_failed_ = false;
 };
 
 }  // namespace hangwatch::watchdog

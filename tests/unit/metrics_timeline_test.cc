@@ -1,0 +1,114 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "hangwatch/timeline_window.h"
+#include "metrics_windows.h"
+#include "timeline_ring.h"
+
+using hangwatch::readTimelineFile;
+using hangwatch::watchdog::CompletedOp;
+using hangwatch::watchdog::HostSync;
+using hangwatch::watchdog::MetricsConfig;
+using hangwatch::watchdog::MetricsWindows;
+using hangwatch::watchdog::OpClass;
+using hangwatch::watchdog::TimelineRing;
+
+namespace {
+
+constexpr int64_t kStart = 1'000'000'000'000;
+constexpr int64_t kMs = 1'000'000;
+
+CompletedOp allReduce(uint64_t seq, int64_t start) {
+  CompletedOp o;
+  o.cls = OpClass::kCollective;
+  o.name = "ncclAllReduce";
+  o.stream = 0x10;
+  o.comm_hash = 0xabc;
+  o.comm_size = 4;
+  o.comm_rank = 1;
+  o.seq = seq;
+  o.bytes = 4096;
+  o.host_issue_ns = start - 50000;
+  o.gpu_start_ns = start;
+  o.gpu_end_ns = start + kMs;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("TimelineRingKeepsTheLastOpsOldestFirst") {
+  TimelineRing ring(4, 2);
+  for (uint64_t s = 0; s < 10; ++s) ring.record(allReduce(s, kStart + static_cast<int64_t>(s) * 10 * kMs));
+  CHECK(ring.size() == 4);
+  CHECK(ring.overwritten() == 6);
+  hangwatch::TimelineWindow w = ring.snapshot();
+  REQUIRE(w.ops.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(w.ops[i].seq == 6 + i);
+  CHECK(w.ops[0].comm == "0xabc");
+  CHECK(w.ops[0].comm_rank == 1);
+  CHECK(w.overwritten == 6);
+}
+
+TEST_CASE("TimelineRingNamesGemmShapesAsTheMetricsDo") {
+  TimelineRing ring(4, 1);
+  CompletedOp g;
+  g.cls = OpClass::kGemm;
+  g.name = "cublasGemmEx";
+  g.m = 256, g.n = 32, g.k = 128, g.batch = 4;
+  g.gpu_start_ns = kStart;
+  g.gpu_end_ns = kStart + kMs;
+  ring.record(g);
+  CHECK(ring.snapshot().ops.at(0).shape == "256x32x128x4");
+}
+
+TEST_CASE("MetricsFlushRewritesTheTimelineFile") {
+  char tmpl[] = "/tmp/metrics_timeline_XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  MetricsConfig c;
+  c.rank = 1;
+  c.path = dir + "/metrics/r00001.jsonl";
+  c.timeline_path = dir + "/timeline/r00001.json";
+  c.timeline_ops = 8;
+  c.interval_s = 1;
+  c.host = "testhost";
+  c.start_ns = kStart;
+  {
+    MetricsWindows m(c);
+    for (uint64_t s = 0; s < 20; ++s) m.record(allReduce(s, kStart + static_cast<int64_t>(s) * 10 * kMs));
+    m.recordHostSync(HostSync{"cudaStreamSynchronize", kStart + kMs, kStart + 2 * kMs});
+    m.flush(kStart + 500 * kMs);
+    auto first = readTimelineFile(c.timeline_path);
+    REQUIRE(first.ok());
+    CHECK(first->rank == 1);
+    CHECK(first->host == "testhost");
+    REQUIRE(first->ops.size() == 8);
+    CHECK(first->ops.back().seq == 19);
+    CHECK(first->ops.back().issue_ns == kStart + 190 * kMs - 50000);
+    CHECK(first->syncs.size() == 1);
+    m.record(allReduce(20, kStart + 600 * kMs));
+    m.flush(kStart + 1000 * kMs);
+    auto second = readTimelineFile(c.timeline_path);
+    REQUIRE(second.ok());
+    CHECK(second->ops.back().seq == 20);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("NoTimelinePathWritesNoTimeline") {
+  char tmpl[] = "/tmp/metrics_timeline_XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  MetricsConfig c;
+  c.path = dir + "/metrics/r00000.jsonl";
+  c.start_ns = kStart;
+  {
+    MetricsWindows m(c);
+    m.record(allReduce(0, kStart + kMs));
+    m.flush(kStart + 500 * kMs);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/timeline"));
+  std::filesystem::remove_all(dir);
+}
