@@ -1,0 +1,55 @@
+#pragma once
+// Who is slow: compares ranks with each other (robust statistics, analyzer/slowdown/
+// README.md explains every threshold) and, given a saved healthy run, with that run.
+#include <string>
+#include <vector>
+
+#include "hangwatch/slowdown/job_profile.h"
+#include "hangwatch/slowdown/slowdown_finding.h"
+
+namespace hangwatch::slowdown {
+
+struct SlowdownThresholds {
+  double spread_floor = 0.10;        // robust scale >= 10% of the median
+  double outlier_z = 3.0;            // robust scales from the median to count as an outlier
+  double slow_gpu_ratio = 0.85;      // and at most this fraction of the group's TFLOPS
+  double issue_collapse_ratio = 0.25;  // issue latency p50 below this fraction of the group's
+  double issue_w1_fraction = 0.5;    // and W1 to the others' distribution >= this x their p50
+  int64_t issue_min_group_p50_ns = 20000;  // below 20 us there is no queue to collapse
+  double sync_ratio = 2.0;           // and at least 2x (and 2 more) host synchronizations per step
+  double gap_ratio = 1.4;            // idle between steps at least this multiple of the group's
+  double gap_min_fraction = 0.05;    // and at least 5 points of the rank's time above it
+  double late_step_ratio = 2.0;      // a step is late when its gap exceeds 2x the others' + 1 ms
+  double dataloader_step_share = 0.5;  // late in this share of steps or more: every batch is late
+  double void_min_fraction = 0.10;   // intra-step void: at least 10 points above the group
+  double link_ratio = 0.6;           // communicator busbw below this x its peers'
+  double baseline_link_ratio = 0.7;  // or below this x the baseline's
+  double baseline_void_points = 0.10;
+  size_t min_ranks = 3;              // fewer ranks cannot say which one is odd
+};
+
+struct SlowdownAnalysis {
+  std::vector<SlowdownFinding> findings;
+  // Per-rank and per-communicator figures (the measurements behind the findings).
+  nlohmann::json metrics;
+  std::vector<std::string> notes;  // what was skipped and why
+};
+
+class SlowdownAnalyzer {
+ public:
+  explicit SlowdownAnalyzer(SlowdownThresholds t = {}) : t_(t) {}
+  SlowdownAnalysis analyze(const JobProfile& job, const JobProfile* baseline = nullptr) const;
+
+ private:
+  void slowGpus(const JobProfile& job, SlowdownAnalysis& out) const;
+  void issueStalls(const JobProfile& job, SlowdownAnalysis& out) const;
+  void hostAndDataloaderStalls(const JobProfile& job, SlowdownAnalysis& out) const;
+  void intraStepVoid(const JobProfile& job, SlowdownAnalysis& out) const;
+  void slowLinks(const JobProfile& job, const JobProfile* baseline, SlowdownAnalysis& out) const;
+  void baselineShifts(const JobProfile& job, const JobProfile& baseline, SlowdownAnalysis& out) const;
+  nlohmann::json measurements(const JobProfile& job) const;
+
+  SlowdownThresholds t_;
+};
+
+}  // namespace hangwatch::slowdown

@@ -1,0 +1,124 @@
+#include "hangwatch/slowdown/job_profile.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "hangwatch/job_layout.h"
+#include "hangwatch/timeline_window.h"
+
+namespace hangwatch::slowdown {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Rank numbers of the files named rNNNNN<suffix> in `dir`.
+std::set<int> ranksWithFiles(const fs::path& dir, const std::string& suffix) {
+  std::set<int> out;
+  std::error_code ec;
+  static const std::regex name("r([0-9]+)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string file = entry.path().filename().string();
+    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::smatch m;
+    std::string stem = file.substr(0, file.size() - suffix.size());
+    if (std::regex_match(stem, m, name)) out.insert(std::stoi(m[1]));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> CommunicatorInfo::members() const {
+  std::vector<int> out;
+  for (const auto& [cr, g] : global_by_comm_rank) out.push_back(g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<int, int>> CommunicatorInfo::ringLinks() const {
+  if (size < 2 || static_cast<int>(global_by_comm_rank.size()) != size) return {};
+  std::vector<std::pair<int, int>> links;
+  for (int r = 0; r < size; ++r) {
+    auto from = global_by_comm_rank.find(r), to = global_by_comm_rank.find((r + 1) % size);
+    if (from == global_by_comm_rank.end() || to == global_by_comm_rank.end()) return {};
+    links.emplace_back(from->second, to->second);
+  }
+  return links;
+}
+
+Expected<JobProfile> JobProfile::load(const std::string& job_dir) {
+  JobProfile job;
+  job.job_dir_ = job_dir;
+  const fs::path metrics_dir = fs::path(job_dir) / "metrics";
+  std::error_code ec;
+  if (!fs::is_directory(job_dir, ec)) return Error{job_dir + " is not a directory"};
+  if (!fs::is_directory(metrics_dir, ec)) return Error{"no metrics/ in " + job_dir + " (was the watchdog loaded?)"};
+  const std::set<int> metric_ranks = ranksWithFiles(metrics_dir, ".jsonl");
+  const std::set<int> timeline_ranks = ranksWithFiles(fs::path(job_dir) / "timeline", ".json");
+  for (int rank : metric_ranks) {
+    Expected<MetricsFile> file = readMetricsFile(metricsPath(job_dir, rank));
+    if (!file) {
+      job.problems_.push_back("rank " + std::to_string(rank) + ": " + file.error());
+      continue;
+    }
+    if (file->bad_lines > 0)
+      job.problems_.push_back("rank " + std::to_string(rank) + ": " + std::to_string(file->bad_lines) +
+                              " unreadable metrics line(s) skipped");
+    if (file->windows.empty()) {
+      job.problems_.push_back("rank " + std::to_string(rank) + ": no readable metrics window");
+      continue;
+    }
+    std::optional<TimelineWindow> timeline;
+    if (timeline_ranks.count(rank)) {
+      Expected<TimelineWindow> t = readTimelineFile(timelinePath(job_dir, rank));
+      if (t)
+        timeline = std::move(*t);
+      else
+        job.problems_.push_back("rank " + std::to_string(rank) + ": " + t.error());
+    }
+    RankProfile p = profileRank(*file, timeline ? &*timeline : nullptr);
+    p.rank = rank;  // the file name is the rank the watchdog meant
+    job.ranks_.emplace(rank, std::move(p));
+  }
+  if (job.ranks_.empty()) {
+    std::string why = metric_ranks.empty() ? "no metrics/rNNNNN.jsonl files" : "no readable metrics file";
+    for (const std::string& p : job.problems_) why += "; " + p;
+    return Error{why + " in " + job_dir};
+  }
+  job.indexCommunicators();
+  return job;
+}
+
+JobProfile JobProfile::fromProfiles(std::vector<RankProfile> ranks) {
+  JobProfile job;
+  for (RankProfile& p : ranks) job.ranks_.emplace(p.rank, std::move(p));
+  job.indexCommunicators();
+  return job;
+}
+
+void JobProfile::indexCommunicators() {
+  std::set<int> expected;
+  for (const auto& [rank, p] : ranks_) {
+    for (const auto& [key, c] : p.collectives) {
+      CommunicatorInfo& info = comms_[c.comm];
+      info.hash = c.comm;
+      info.size = std::max(info.size, c.comm_size);
+      if (c.comm_rank) info.global_by_comm_rank[*c.comm_rank] = rank;
+    }
+  }
+  // The world communicator's size says how many ranks the job had.
+  int world = 0;
+  for (const auto& [hash, info] : comms_) world = std::max(world, info.size);
+  for (int r = 0; r < world; ++r)
+    if (!ranks_.count(r)) missing_.push_back(r);
+  if (!missing_.empty()) {
+    std::string list;
+    for (int r : missing_) list += (list.empty() ? "" : ",") + std::to_string(r);
+    problems_.push_back("no usable metrics from rank(s) " + list + ": they are left out of the comparison");
+  }
+}
+
+}  // namespace hangwatch::slowdown

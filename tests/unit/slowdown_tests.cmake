@@ -1,0 +1,1 @@
+hangwatch_unit_test(slowdown hangwatch_slowdown)
