@@ -1,0 +1,215 @@
+"""forensics analyze / timeline (issue #6) on real ring_train jobs on simgpu: each
+injected slowdown is flagged on the right rank or communicator and nothing else, a
+healthy job flags nothing, and the timeline is a valid Chrome trace."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from e2e_case import E2ECase
+from harness import MpiJob, ring_train_binary
+
+NRANKS = 4
+STEPS = 60
+# The emulator's GEMM and link model, not the 2 shared cores, sets the timings: GEMMs
+# are modelled only (4 ms each), a ring link moves 0.5 GB/s.
+SIM_ENV = {"SIMGPU_TFLOPS": "0.002", "SIMGPU_GEMM_COMPUTE_LIMIT": "0", "SIMGPU_LINK_GBPS": "0.5"}
+
+
+def hangwatch_lib():
+    if os.environ.get("HANGWATCH_LIB"):
+        return os.environ["HANGWATCH_LIB"]
+    return str(Path(ring_train_binary()).resolve().parents[2] / "watchdog" / "libhangwatch.so")
+
+
+def forensics_binary():
+    if os.environ.get("FORENSICS"):
+        return os.environ["FORENSICS"]
+    return str(Path(ring_train_binary()).resolve().parents[2] / "forensics" / "forensics")
+
+
+class AnalyzeCase(E2ECase):
+    def setUp(self):
+        for path in (hangwatch_lib(), forensics_binary()):
+            if not Path(path).exists():
+                self.skipTest(f"{path} is not built")
+        self.dump_root = tempfile.mkdtemp(prefix="hangwatch-analyze-")
+        self.addCleanup(shutil.rmtree, self.dump_root, True)
+
+    def run_job(self, job_id, args=(), faults="", nranks=NRANKS, steps=STEPS, **sim):
+        env = {"LD_PRELOAD": hangwatch_lib(), "HANGWATCH_DUMP_DIR": self.dump_root, "HANGWATCH_JOB_ID": job_id,
+               "HANGWATCH_TIMEOUT": "120", "HANGWATCH_COLLECT": "0", "HANGWATCH_METRICS_INTERVAL": "1",
+               "SIMGPU_FAULTS": faults, **SIM_ENV, **sim}
+        argv = [ring_train_binary(), "--steps", str(steps), "--log-every", "1000", *args]
+        with MpiJob(nranks, argv, env=env) as job:
+            self.assert_completes(job, 80)
+        return Path(self.dump_root) / job_id
+
+    def analyze(self, job_dir, baseline=None):
+        cmd = [forensics_binary(), "analyze", str(job_dir), "--format", "json"]
+        if baseline:
+            cmd += ["--baseline", str(baseline)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def text(self, job_dir, baseline=None):
+        cmd = [forensics_binary(), "analyze", str(job_dir)] + (["--baseline", str(baseline)] if baseline else [])
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+
+    def assert_only(self, report, kind, ranks, owner):
+        findings = report["findings"]
+        self.assertEqual([(f["kind"], f["ranks"]) for f in findings], [(kind, ranks)], json.dumps(report, indent=1))
+        f = findings[0]
+        self.assertEqual(f["owner"], owner)
+        for key in ("link", "communicator", "metric", "value", "group_median", "evidence"):
+            self.assertIn(key, f)
+        self.assertTrue(f["evidence"])
+        return f
+
+
+class HealthyRuns(AnalyzeCase):
+    def test_five_healthy_runs_flag_nothing_and_stay_under_2kb_per_step(self):
+        runs = [self.run_job(f"healthy{i}") for i in range(5)]
+        for run in runs:
+            report = self.analyze(run)
+            self.assertEqual(report["findings"], [], json.dumps(report, indent=1))
+            self.assertEqual(len(report["metrics"]["ranks"]), NRANKS)
+        # Against each other as baselines too: no shift between two healthy runs.
+        for run in runs[1:3]:
+            self.assertEqual(self.analyze(run, baseline=runs[0])["findings"], [])
+        for rank in range(NRANKS):
+            size = (runs[0] / "metrics" / f"r{rank:05d}.jsonl").stat().st_size
+            per_step = size / STEPS
+            print(f"metrics volume rank {rank}: {size} B for {STEPS} steps = {per_step:.0f} B/step "
+                  f"(HANGWATCH_METRICS_INTERVAL=1)")
+            self.assertLessEqual(per_step, 2048)
+
+
+class SlowGpu(AnalyzeCase):
+    def test_slow_rank_is_a_slow_gpu_on_that_rank_only(self):
+        rank = 2
+        report = self.analyze(self.run_job("slowgpu", faults=f"slow-rank={rank}:0.6"))
+        f = self.assert_only(report, "slow-gpu", [rank], "operations")
+        self.assertLess(f["value"], 0.75 * f["group_median"])
+        self.assertIn(f"[slow-gpu] rank {rank}", self.text(Path(self.dump_root) / "slowgpu"))
+
+
+class SlowLink(AnalyzeCase):
+    def test_slow_link_is_flagged_on_its_communicator_against_a_healthy_baseline(self):
+        healthy = self.run_job("linkbase")
+        slow = self.run_job("slowlink", faults="slow-link=1->2:0.3")
+        # Every member of a ring sees the same (slowest-link) bandwidth: no rank stands out alone.
+        self.assertEqual(self.analyze(slow)["findings"], [])
+        report = self.analyze(slow, baseline=healthy)
+        f = self.assert_only(report, "slow-link", list(range(NRANKS)), "operations")
+        self.assertIsNotNone(f["communicator"])
+        self.assertLess(f["value"], 0.7 * f["group_median"])
+        # The ring's links are listed as candidates, the slow one among them.
+        self.assertTrue(any("1->2" in e for e in f["evidence"]), f["evidence"])
+
+    def test_slow_link_shared_by_the_world_ring_and_a_tp_group_is_named(self):
+        # 512 KB tensor-parallel collectives, so the link model outweighs the 2 shared cores.
+        args = ["--tp", "2", "--batch", "512"]
+        healthy = self.run_job("tpbase", args=args, SIMGPU_TFLOPS="0.03")
+        slow = self.run_job("tpslow", args=args, faults="slow-link=0->1:0.3", SIMGPU_TFLOPS="0.03")
+        # Alone: the group {0,1} is slower than its peer group {2,3}; a 2-rank ring has two
+        # links, so only the communicator is named.
+        alone = self.analyze(slow)["findings"]
+        self.assertEqual([(f["kind"], f["ranks"], f["link"]) for f in alone], [("slow-link", [0, 1], None)], alone)
+        # With the baseline the world ring is slow too: 0->1 is the one link both rings share.
+        f = self.assert_only(self.analyze(slow, baseline=healthy), "slow-link", [0, 1], "operations")
+        self.assertEqual(f["link"], {"from": 0, "to": 1})
+
+
+class IssueStalls(AnalyzeCase):
+    def test_sync_every_layer_on_one_rank_is_an_issue_stall_there(self):
+        rank = 1
+        report = self.analyze(self.run_job("sync1", args=["--sync-every-layer", "--sync-rank", str(rank)]))
+        f = self.assert_only(report, "issue-stall", [rank], "algorithm")
+        self.assertLess(f["value"], f["group_median"] / 4)
+        self.assertTrue(any("synchroniz" in e for e in f["evidence"]), f["evidence"])
+
+    def test_sync_every_layer_on_all_ranks_shows_against_the_baseline(self):
+        healthy = self.run_job("syncbase")
+        synced = self.run_job("syncall", args=["--sync-every-layer"])
+        self.assertEqual(self.analyze(synced)["findings"], [])
+        self.assert_only(self.analyze(synced, baseline=healthy), "issue-stall", list(range(NRANKS)), "algorithm")
+
+
+class HostStalls(AnalyzeCase):
+    def test_gc_pause_on_one_rank_is_a_host_stall_there(self):
+        rank = 3
+        report = self.analyze(self.run_job("gc", args=["--gc-pause-ms", "50", "--gc-rank", str(rank)]))
+        self.assert_only(report, "host-stall", [rank], "algorithm")
+
+    def test_slow_dataloader_on_one_rank_is_a_dataloader_stall_there(self):
+        rank = 2
+        report = self.analyze(self.run_job(
+            "dataloader", args=["--slow-dataloader-rank", str(rank), "--slow-dataloader-ms", "100"]))
+        self.assert_only(report, "dataloader-stall", [rank], "algorithm")
+
+
+class Timeline(AnalyzeCase):
+    def test_timeline_is_a_chrome_trace_with_collectives_linked_across_ranks(self):
+        job_dir = self.run_job("timeline", steps=20)
+        out = Path(self.dump_root) / "trace.json"
+        r = subprocess.run([forensics_binary(), "timeline", str(job_dir), "-o", str(out)],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        trace = json.loads(out.read_text())
+        events = trace["traceEvents"]
+        pids, slices, flows = set(), 0, {}
+        for e in events:
+            self.assertIn(e["ph"], {"M", "X", "i", "s", "t", "f"}, e)
+            self.assertIsInstance(e["pid"], int)
+            self.assertIsInstance(e["name"], str)
+            if e["ph"] == "M":
+                continue
+            self.assertIsInstance(e["tid"], int)
+            self.assertIsInstance(e["ts"], (int, float))
+            self.assertGreaterEqual(e["ts"], 0)
+            pids.add(e["pid"])
+            if e["ph"] == "X":
+                self.assertGreaterEqual(e["dur"], 0)
+                slices += 1
+            if e["ph"] in ("s", "t", "f"):
+                flows.setdefault(e["id"], []).append(e["pid"])
+        self.assertEqual(pids, set(range(NRANKS)))
+        self.assertGreater(slices, 20 * NRANKS)
+        # Each AllReduce of the 20 steps is one arrow through all ranks.
+        full = [p for p in flows.values() if sorted(p) == list(range(NRANKS))]
+        self.assertGreaterEqual(len(full), 20)
+
+
+class BadInput(AnalyzeCase):
+    def test_exit_codes_and_damaged_files(self):
+        f = forensics_binary()
+        for cmd in ("analyze", "timeline"):
+            self.assertEqual(subprocess.run([f, cmd, "--help"], capture_output=True).returncode, 0)
+            self.assertEqual(subprocess.run([f, cmd], capture_output=True).returncode, 2)
+            self.assertEqual(subprocess.run([f, cmd, self.dump_root, "--bogus"], capture_output=True).returncode, 2)
+        empty = Path(self.dump_root) / "empty"
+        empty.mkdir()
+        self.assertEqual(subprocess.run([f, "analyze", str(empty)], capture_output=True).returncode, 1)
+        self.assertEqual(subprocess.run([f, "timeline", str(empty), "-o", str(empty / "t.json")],
+                                        capture_output=True).returncode, 1)
+        job_dir = self.run_job("damaged", steps=20)
+        (job_dir / "metrics" / "r00001.jsonl").write_text("{truncated\n")
+        with open(job_dir / "metrics" / "r00002.jsonl", "a") as m:
+            m.write("{\"rank\": 2, \"ops\": [\n")
+        (job_dir / "metrics" / "r00003.jsonl").unlink()
+        (job_dir / "timeline" / "r00000.json").write_text("[1, 2")
+        report = self.analyze(job_dir)
+        notes = "\n".join(report["notes"])
+        self.assertIn("rank 1", notes)
+        self.assertIn("rank 2", notes)
+        self.assertIn("3", notes)
+        self.assertIn("r00000.json", notes)
+
+
+if __name__ == "__main__":
+    unittest.main()
