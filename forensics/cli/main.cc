@@ -4,8 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "analyze_command.h"
 #include "collect_command.h"
-#include "planned_command.h"
+#include "report_command.h"
+#include "timeline_command.h"
 #include "trigger_command.h"
 
 using hangwatch::forensics::Command;
@@ -13,15 +15,11 @@ using hangwatch::forensics::Command;
 namespace {
 
 std::vector<std::unique_ptr<Command>> allCommands() {
-  using hangwatch::forensics::PlannedCommand;
   std::vector<std::unique_ptr<Command>> c;
-  c.push_back(std::make_unique<PlannedCommand>("report", "the hang report for the operations team",
-                                               "<job-dir> [--format text|json|html] [-o FILE]", "issue #5, the forensics report"));
-  c.push_back(std::make_unique<PlannedCommand>("analyze", "slowdown findings from the rolling metrics",
-                                               "<job-dir> [--baseline DIR] [--format text|json]", "issue #6, the slowdown analyzer"));
+  c.push_back(std::make_unique<hangwatch::forensics::ReportCommand>());
+  c.push_back(std::make_unique<hangwatch::forensics::AnalyzeCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::CollectCommand>());
-  c.push_back(std::make_unique<PlannedCommand>("timeline", "a Perfetto / Chrome trace of the job",
-                                               "<job-dir> -o trace.json", "issue #6, the slowdown analyzer"));
+  c.push_back(std::make_unique<hangwatch::forensics::TimelineCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::TriggerCommand>());
   return c;
 }
