@@ -1,0 +1,53 @@
+#pragma once
+// Groups ranks whose stacks are identical, so a report shows a handful of classes and
+// the odd rank out instead of thousands of stacks.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hangwatch/label_interner.h"
+#include "hangwatch/rank_set.h"
+#include "hangwatch/stack_frame.h"
+#include "hangwatch/stack_tree.h"
+
+namespace hangwatch::stackmerge {
+
+struct StackClass {
+  RankSet ranks;
+  // Representative (the class's lowest rank): each thread's labels, innermost first. Only
+  // the threads that decided the class; every thread when none differs across ranks.
+  std::vector<std::vector<std::string>> thread_stacks;
+  std::vector<std::string> thread_names;  // parallel to thread_stacks
+};
+
+// Ranks with identical stacks. A rank's signature is the sorted multiset of its threads'
+// label sequences, after dropping threads whose stack is identical on every rank that has
+// them (idle helpers: the equivalence is decided by what differs). Threads are matched
+// across ranks by name. Largest class first.
+class StackClassifier {
+ public:
+  void addRank(int rank, const std::vector<ThreadStack>& threads);
+  std::vector<StackClass> classes() const;
+  // Ranks in classes whose size is small relative to the largest (the odd ones out):
+  // at most a third of it. Two equal halves have no odd one out.
+  std::vector<StackClass> outliers() const;
+  // Every thread added so far, merged: the same tree StackTree::addThread would build, so a
+  // report needs to walk the stacks only once.
+  const StackTree& tree() const { return tree_; }
+
+ private:
+  struct RankThread {
+    uint32_t name;
+    uint32_t stack;
+  };
+  struct RankEntry {
+    int rank = 0;
+    std::vector<RankThread> threads;  // in dump order
+  };
+  // A stack is identified by the tree node its innermost frame ends at.
+  StackTree tree_;
+  LabelInterner names_;
+  std::vector<RankEntry> ranks_;
+};
+
+}  // namespace hangwatch::stackmerge
