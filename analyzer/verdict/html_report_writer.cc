@@ -1,0 +1,223 @@
+#include "hangwatch/verdict/html_report_writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "hangwatch/verdict/text_report_writer.h"
+
+namespace hangwatch::verdict {
+namespace {
+
+constexpr int kRingMaxNodes = 48;  // a bigger ring shows the culprit's neighbourhood only
+constexpr int kGridColumns = 32;
+constexpr int kGridMaxRanks = 16384;
+constexpr const char* kMissingColour = "#e0e0e0";
+
+std::string esc(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+bool isCulprit(const Verdict& v, int rank) {
+  return !v.culprit_link && std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), rank) != v.culprit_ranks.end();
+}
+
+std::string fillOf(const Report& r, int rank) {
+  int c = rank >= 0 && rank < static_cast<int>(r.rank_class.size()) ? r.rank_class[rank] : -1;
+  return c < 0 ? kMissingColour : HtmlReportWriter::classColour(c);
+}
+
+// The ring members to draw: all of them, or a window around the culprit.
+std::vector<int> ringWindow(const Report& r) {
+  const std::vector<int>& ring = r.ring_order;
+  if (static_cast<int>(ring.size()) <= kRingMaxNodes) return ring;
+  int centre = 0;
+  const Verdict& v = r.verdict;
+  int target = v.culprit_link ? v.culprit_link->from : (v.culprit_ranks.empty() ? ring.front() : v.culprit_ranks.front());
+  for (size_t i = 0; i < ring.size(); ++i) {
+    if (ring[i] == target) centre = static_cast<int>(i);
+  }
+  std::vector<int> out;
+  for (int k = -kRingMaxNodes / 2; k < kRingMaxNodes / 2; ++k) {
+    out.push_back(ring[(centre + k + ring.size()) % ring.size()]);
+  }
+  return out;
+}
+
+void ringSvg(std::ostringstream& o, const Report& r) {
+  std::vector<int> ring = ringWindow(r);
+  if (ring.size() < 2) return;
+  const Verdict& v = r.verdict;
+  const double cx = 260, cy = 250, radius = 190;
+  const double node = ring.size() > 24 ? 9 : 16;
+  bool partial = ring.size() < r.ring_order.size();
+  o << "<h2>Ring of communicator " << esc(r.focus ? r.focus->comm : "") << (partial ? " (around the culprit)" : "")
+    << "</h2>\n<svg id=\"ring\" xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" height=\"500\" viewBox=\"0 0 520 500\">\n"
+    << "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" "
+       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker>"
+    << "<marker id=\"arrowbad\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
+       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
+    << HtmlReportWriter::kCulpritColour << "\"/></marker></defs>\n";
+  auto pos = [&](size_t i) {
+    double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
+    return std::pair<double, double>{cx + radius * std::cos(a), cy + radius * std::sin(a)};
+  };
+  size_t edges = partial ? ring.size() - 1 : ring.size();
+  for (size_t i = 0; i < edges; ++i) {
+    auto [x1, y1] = pos(i);
+    auto [x2, y2] = pos((i + 1) % ring.size());
+    double dx = x2 - x1, dy = y2 - y1, len = std::sqrt(dx * dx + dy * dy);
+    if (len < 1) continue;
+    double ux = dx / len, uy = dy / len;
+    bool bad = v.culprit_link && v.culprit_link->from == ring[i] && v.culprit_link->to == ring[(i + 1) % ring.size()];
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%d\" "
+                  "marker-end=\"url(#%s)\"><title>%d -&gt; %d%s</title></line>\n",
+                  x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
+                  bad ? HtmlReportWriter::kCulpritColour : "#555", bad ? 8 : 2, bad ? "arrowbad" : "arrow", ring[i],
+                  ring[(i + 1) % ring.size()], bad ? ": culprit link" : "");
+    o << line;
+  }
+  for (size_t i = 0; i < ring.size(); ++i) {
+    auto [x, y] = pos(i);
+    bool bad = isCulprit(v, ring[i]);
+    char circle[400];
+    std::snprintf(circle, sizeof circle,
+                  "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.0f\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%d\">"
+                  "<title>%s</title></circle>\n",
+                  x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]).c_str(), bad ? "#000" : "#333",
+                  bad ? 3 : 1, esc(describeRank(r.job, ring[i])).c_str());
+    o << circle;
+    if (node < 12 && (bad || i % 4 == 0)) {
+      // Small nodes: the rank number goes outside the ring, for every fourth node and the culprit.
+      double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
+      std::snprintf(circle, sizeof circle,
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"#222\">%d</text>\n",
+                    cx + (radius + 24) * std::cos(a), cy + (radius + 24) * std::sin(a) + 4, ring[i]);
+      o << circle;
+    }
+    if (node >= 12) {
+      std::snprintf(circle, sizeof circle,
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"#fff\" "
+                    "font-weight=\"bold\">%d</text>\n",
+                    x, y + 4.5, ring[i]);
+      o << circle;
+    }
+  }
+  o << "</svg>\n";
+}
+
+void gridSvg(std::ostringstream& o, const Report& r) {
+  int n = std::min(r.job.world_size, kGridMaxRanks);
+  if (n <= 0) return;
+  int cell = n > 1024 ? 6 : 18;
+  int cols = n > 1024 ? 128 : std::min(n, kGridColumns);
+  int rows = (n + cols - 1) / cols;
+  int w = cols * cell + 60, h = rows * cell + 10;
+  o << "<h2>Ranks by stack class</h2>\n<svg id=\"grid\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w
+    << "\" height=\"" << h << "\">\n";
+  for (int row = 0; row < rows; ++row) {
+    o << "<text x=\"0\" y=\"" << row * cell + cell - 4 << "\" font-size=\"" << std::min(cell, 11) << "\">" << row * cols
+      << "</text>\n";
+  }
+  for (int k = 0; k < n; ++k) {
+    int x = 50 + (k % cols) * cell, y = (k / cols) * cell;
+    bool bad = std::find(r.verdict.culprit_ranks.begin(), r.verdict.culprit_ranks.end(), k) != r.verdict.culprit_ranks.end();
+    int c = r.rank_class[k];
+    o << "<rect x=\"" << x + 1 << "\" y=\"" << y + 1 << "\" width=\"" << cell - 2 << "\" height=\"" << cell - 2
+      << "\" fill=\"" << fillOf(r, k) << "\"";
+    if (bad) o << " stroke=\"" << HtmlReportWriter::kCulpritColour << "\" stroke-width=\"3\"";
+    o << "><title>" << esc(describeRank(r.job, k)) << ": "
+      << (c < 0 ? std::string("no stacks") : std::string("class ") + TextReportWriter::classLetter(c))
+      << (bad ? ", culprit" : "") << "</title></rect>\n";
+  }
+  o << "</svg>\n";
+}
+
+}  // namespace
+
+std::string HtmlReportWriter::classColour(int index) {
+  static const char* palette[] = {"#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf",
+                                  "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f", "#393b79"};
+  constexpr int n = sizeof palette / sizeof palette[0];
+  if (index >= 0 && index < n) return palette[index];
+  // Past the palette: hues away from red (60..300 degrees).
+  char b[32];
+  std::snprintf(b, sizeof b, "hsl(%d,55%%,45%%)", 60 + (index * 47) % 240);
+  return b;
+}
+
+std::string HtmlReportWriter::write(const Report& r) {
+  const Verdict& v = r.verdict;
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>hangwatch report: " << esc(r.job.job_id)
+    << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fff}"
+       ".verdict{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #444;background:#f4f4f4}"
+       ".kind{text-transform:uppercase;letter-spacing:1px}li{margin:4px 0}code,pre{font-size:13px}"
+       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
+       ".swatch{display:inline-block;width:14px;height:14px;border:1px solid #333;vertical-align:middle}"
+       ".pics{display:flex;flex-wrap:wrap;gap:32px}</style></head><body>\n";
+  o << "<h1>hangwatch report: job " << esc(r.job.job_id) << "</h1>\n";
+  o << "<div class=\"verdict\"><span class=\"kind\">" << esc(verdictKindName(v.kind)) << "</span><br>" << esc(v.headline)
+    << "</div>\n";
+  if (!v.next_steps.empty()) {
+    o << "<h2>What to do next</h2><ul>";
+    for (const std::string& s : v.next_steps) o << "<li>" << esc(s) << "</li>";
+    o << "</ul>\n";
+  }
+  o << "<div class=\"pics\"><div>";
+  ringSvg(o, r);
+  o << "</div><div>";
+  gridSvg(o, r);
+  o << "</div></div>\n";
+  o << "<h2>Evidence</h2><ul>";
+  for (const std::string& e : v.evidence) o << "<li>" << esc(e) << "</li>";
+  o << "</ul>\n";
+  for (const CulpritStack& c : v.where) {
+    o << "<h3>Where rank " << c.rank << " is (thread " << esc(c.thread) << ")</h3><pre>";
+    for (const std::string& f : c.frames) o << esc(f) << "\n";
+    o << "</pre>\n";
+  }
+  o << "<h2>Data</h2><p>" << r.job.ranks.size() << " of " << r.job.world_size << " rank(s) answered.</p><ul>";
+  if (!r.job.ranks_missing.empty()) {
+    stackmerge::RankSet missing;
+    for (int m : r.job.ranks_missing) missing.insert(m);
+    o << "<li>Ranks missing (no usable dump): " << missing.toString() << "</li>";
+  }
+  for (const PartialRank& p : r.job.ranks_partial) o << "<li>rank " << p.rank << ": " << esc(p.missing) << " missing: " << esc(p.reason) << "</li>";
+  for (const std::string& p : r.job.problems) o << "<li>" << esc(p) << "</li>";
+  o << "</ul>\n";
+  if (!r.stack_classes.empty()) {
+    o << "<h2>Stack classes</h2><table><tr><th>class</th><th>ranks</th><th>threads (innermost frame first)</th></tr>\n";
+    for (size_t i = 0; i < r.stack_classes.size() && i < 52; ++i) {
+      const stackmerge::StackClass& c = r.stack_classes[i];
+      o << "<tr><td><span class=\"swatch\" style=\"background:" << classColour(static_cast<int>(i)) << "\"></span> "
+        << TextReportWriter::classLetter(static_cast<int>(i)) << "</td><td>" << esc(c.ranks.toString()) << " ("
+        << c.ranks.size() << ")</td><td>";
+      for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
+        o << "<b>" << esc(t < c.thread_names.size() ? c.thread_names[t] : "?") << "</b>: ";
+        for (size_t k = 0; k < c.thread_stacks[t].size() && k < 8; ++k) o << (k ? " &larr; " : "") << esc(c.thread_stacks[t][k]);
+        o << "<br>";
+      }
+      o << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
+  o << "</body></html>\n";
+  return o.str();
+}
+
+}  // namespace hangwatch::verdict

@@ -1,0 +1,36 @@
+#pragma once
+// Everything `forensics report` read from one job directory (DESIGN.md §4), rank by rank.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangwatch/trigger_record.h"
+#include "hangwatch/verdict/rank_summary.h"
+
+namespace hangwatch::verdict {
+
+// A rank whose dump is there only in part, and why.
+struct PartialRank {
+  int rank = -1;
+  std::string missing;  // "watchdog snapshot" or "forensics dump"
+  std::string reason;   // "no file", "truncated or corrupt JSON: ...", "collector reported: ..."
+};
+
+struct JobData {
+  std::string job_dir;
+  std::string job_id;          // the job most snapshots belong to
+  int world_size = 0;          // from the snapshots; else highest rank seen + 1
+  bool world_size_known = false;
+  std::optional<TriggerRecord> trigger;
+  std::string trigger_problem;  // TRIGGER.json exists but could not be read
+  std::vector<RankSummary> ranks;  // ranks that answered (at least one usable file), ascending
+  std::vector<int> ranks_missing;  // in [0, world_size): no usable file at all
+  std::vector<PartialRank> ranks_partial;
+  std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences
+  int metrics_files = 0;
+  bool has_report_inputs() const { return trigger.has_value() || !ranks.empty(); }
+
+  const RankSummary* find(int rank) const;
+};
+
+}  // namespace hangwatch::verdict

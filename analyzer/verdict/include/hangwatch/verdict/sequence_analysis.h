@@ -1,0 +1,61 @@
+#pragma once
+// Where each rank stands on one communicator, from the watchdog snapshots' sequence
+// numbers and pending operations: who waits in the hung collective, who never issued it
+// (non-communication hang), and who is in a different one at the same number (mismatch,
+// the check PyTorch's Flight Recorder makes).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangwatch/verdict/job_data.h"
+
+namespace hangwatch::verdict {
+
+// The collective the hang is in.
+struct HangFocus {
+  std::string comm;
+  uint64_t seq = 0;
+  std::string op;
+  std::string source;  // "TRIGGER.json" or "pending operations"
+};
+
+// Ranks that wait at the focus sequence number in one operation shape.
+struct OpGroup {
+  std::string op;
+  uint64_t count = 0;
+  std::string dtype;
+  std::vector<int> ranks;
+};
+
+struct CommPositions {
+  std::vector<OpGroup> groups;  // largest first; more than one is a mismatch
+  std::vector<int> behind;      // never issued the focus collective: last issued < focus seq
+  std::vector<int> ahead;       // already waiting in a later collective on this communicator
+  std::vector<int> in_host_call;  // a host thread blocked inside the focus collective's NCCL call
+  std::vector<int> idle;        // issued and completed it, nothing pending here
+  std::map<int, std::optional<uint64_t>> last_issued;  // global rank -> last issued seq
+  std::map<int, std::optional<uint64_t>> last_completed;
+  std::vector<int> members_missing;  // members with no snapshot (global ranks where known)
+  int comm_size = 0;
+};
+
+class SequenceAnalysis {
+ public:
+  explicit SequenceAnalysis(const JobData& job);
+
+  std::optional<HangFocus> focus() const;
+  CommPositions positions(const HangFocus& focus) const;
+  // Global rank of `comm_rank` on communicator `comm`; itself when unknown.
+  int globalRank(const std::string& comm, int comm_rank) const;
+  // Ranks with any pending operation or a blocked NCCL host call.
+  std::vector<int> ranksWithPendingWork() const;
+
+ private:
+  const JobData& job_;
+  std::map<std::string, std::map<int, int>> members_;  // comm hash -> comm rank -> global rank
+  std::map<std::string, int> sizes_;
+};
+
+}  // namespace hangwatch::verdict

@@ -1,0 +1,37 @@
+#pragma once
+// Decides what hung and who is at fault (rules in analyzer/verdict/README.md), in this
+// order: no hang, collective mismatch, non-communication hang (a rank never issued the
+// collective the others wait in), communication hang (least ring progress), else inconclusive.
+#include <vector>
+
+#include "hangwatch/stack_classifier.h"
+#include "hangwatch/verdict/job_data.h"
+#include "hangwatch/verdict/sequence_analysis.h"
+#include "hangwatch/verdict/verdict.h"
+
+namespace hangwatch::verdict {
+
+class VerdictMaker {
+ public:
+  // `classes` are the stack classes of the ranks with forensics dumps, largest first.
+  VerdictMaker(const JobData& job, const std::vector<stackmerge::StackClass>& classes)
+      : job_(job), classes_(classes), sequences_(job) {}
+
+  Verdict decide() const;
+  const SequenceAnalysis& sequences() const { return sequences_; }
+
+ private:
+  Verdict noDumps() const;
+  Verdict nothingPending() const;
+  Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
+  Verdict notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const;
+  Verdict fromRingProgress(const HangFocus& f, const CommPositions& p) const;
+  void addCulpritStacks(Verdict& v) const;
+  void addDataNotes(Verdict& v) const;
+
+  const JobData& job_;
+  const std::vector<stackmerge::StackClass>& classes_;
+  SequenceAnalysis sequences_;
+};
+
+}  // namespace hangwatch::verdict

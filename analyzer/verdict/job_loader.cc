@@ -1,0 +1,226 @@
+#include "hangwatch/verdict/job_loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "hangwatch/job_layout.h"
+#include "hangwatch/rank_set.h"
+#include "hangwatch/verdict/rank_dump_reader.h"
+
+namespace hangwatch::verdict {
+namespace fs = std::filesystem;
+
+const RankSummary* JobData::find(int rank) const {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank,
+                             [](const RankSummary& s, int r) { return s.rank < r; });
+  return it != ranks.end() && it->rank == rank ? &*it : nullptr;
+}
+
+namespace {
+
+// "r00007.watchdog.json" -> 7; -1 for anything else (temporary files, p<PID> dumps).
+int rankOfFileName(const std::string& name) {
+  if (name.size() < 2 || name[0] != 'r') return -1;
+  size_t i = 1;
+  long rank = 0;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && i < 10) {
+    rank = rank * 10 + (name[i] - '0');
+    ++i;
+  }
+  if (i == 1) return -1;
+  std::string rest = name.substr(i);
+  if (rest != ".watchdog.json" && rest != ".forensics.json") return -1;
+  return static_cast<int>(rank);
+}
+
+std::string rangesText(const std::vector<int>& sorted) {
+  stackmerge::RankSet set;
+  for (int r : sorted) set.insert(r);
+  return set.toString();
+}
+
+void readTrigger(JobData& job) {
+  std::ifstream in(triggerPath(job.job_dir));
+  if (!in) return;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    job.trigger_problem = "TRIGGER.json is truncated or corrupt";
+    return;
+  }
+  Expected<TriggerRecord> t = triggerFromJson(j);
+  if (!t) {
+    job.trigger_problem = "TRIGGER.json is unreadable: " + t.error();
+    return;
+  }
+  job.trigger = std::move(*t);
+}
+
+// The job most snapshots name; snapshots of any other job are set aside, never mixed in.
+void dropForeignRanks(JobData& job, std::vector<RankSummary>& read) {
+  std::map<std::string, int> votes;
+  for (const RankSummary& s : read) {
+    if (s.has_snapshot && !s.job_id.empty()) ++votes[s.job_id];
+  }
+  std::string base = fs::path(job.job_dir).lexically_normal().filename().string();
+  if (base.empty()) base = fs::path(job.job_dir).lexically_normal().parent_path().filename().string();
+  job.job_id = base;
+  int best = 0;
+  for (const auto& [id, n] : votes) {
+    if (n > best || (n == best && id == base)) {
+      best = n;
+      job.job_id = id;
+    }
+  }
+  std::map<std::string, std::vector<int>> foreign;
+  std::vector<RankSummary> kept;
+  kept.reserve(read.size());
+  for (RankSummary& s : read) {
+    if (s.has_snapshot && !s.job_id.empty() && s.job_id != job.job_id) {
+      foreign[s.job_id].push_back(s.rank);
+      continue;
+    }
+    kept.push_back(std::move(s));
+  }
+  for (const auto& [id, ranks] : foreign) {
+    job.problems.push_back("dumps of rank(s) " + rangesText(ranks) + " belong to job '" + id + "', not '" +
+                           job.job_id + "': set aside (those ranks count as missing)");
+  }
+  read = std::move(kept);
+}
+
+void findWorldSize(JobData& job, int highest_file_rank) {
+  int world = 0;
+  for (const RankSummary& s : job.ranks) {
+    if (s.world_size) world = std::max(world, *s.world_size);
+  }
+  if (world == 0) {
+    for (const RankSummary& s : job.ranks) {
+      for (const SnapshotComm& c : s.comms) world = std::max(world, c.size);
+    }
+  }
+  job.world_size_known = world > 0;
+  int highest = highest_file_rank;
+  if (job.trigger && job.trigger->rank) highest = std::max(highest, *job.trigger->rank);
+  job.world_size = std::max(world, highest + 1);
+}
+
+void findMissingAndPartial(JobData& job) {
+  std::vector<bool> seen(job.world_size, false);
+  for (const RankSummary& s : job.ranks) {
+    if (s.rank >= 0 && s.rank < job.world_size) seen[s.rank] = true;
+    if (!s.has_snapshot) {
+      job.ranks_partial.push_back({s.rank, "watchdog snapshot", s.snapshot_problem.empty() ? "no file" : s.snapshot_problem});
+    }
+    if (!s.has_forensics) {
+      job.ranks_partial.push_back({s.rank, "forensics dump", s.forensics_problem.empty() ? "no file" : s.forensics_problem});
+    } else if (!s.collector_errors.empty()) {
+      job.ranks_partial.push_back({s.rank, "part of the forensics dump", "collector reported: " + s.collector_errors.front()});
+    }
+  }
+  for (int r = 0; r < job.world_size; ++r) {
+    if (!seen[r]) job.ranks_missing.push_back(r);
+  }
+}
+
+// Every rank dumps within seconds of TRIGGER.json; a snapshot stamped before it, or long
+// after, says that host's clock differs from the trigger host's.
+void checkClockSkew(JobData& job) {
+  if (!job.trigger || job.trigger->time_unix_s <= 0) return;
+  std::map<std::string, std::pair<double, double>> by_host;  // min, max of (snapshot - trigger)
+  for (const RankSummary& s : job.ranks) {
+    if (!s.has_snapshot || s.snapshot_time_unix_s <= 0) continue;
+    double d = s.snapshot_time_unix_s - job.trigger->time_unix_s;
+    auto [it, fresh] = by_host.try_emplace(s.host, d, d);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, d);
+      it->second.second = std::max(it->second.second, d);
+    }
+  }
+  for (const auto& [host, range] : by_host) {
+    char text[64];
+    if (range.first < -1.0) {
+      std::snprintf(text, sizeof text, "%.1f", -range.first);
+      job.problems.push_back("clock skew: host " + host + " stamped its snapshots " + text +
+                             " s before TRIGGER.json was written on host " + job.trigger->host +
+                             ": its clock is behind by at least that; the verdict uses operation ages, not wall clocks");
+    } else if (range.second > 300.0) {
+      std::snprintf(text, sizeof text, "%.0f", range.second);
+      job.problems.push_back("clock skew or a late dump: host " + host + " stamped its snapshots " + text +
+                             " s after TRIGGER.json; the verdict uses operation ages, not wall clocks");
+    }
+  }
+}
+
+}  // namespace
+
+Expected<JobData> JobLoader::load(const std::string& job_dir) const {
+  std::error_code ec;
+  if (!fs::is_directory(job_dir, ec)) return Error{job_dir + " is not a directory"};
+  JobData job;
+  job.job_dir = job_dir;
+  readTrigger(job);
+
+  std::set<int> rank_set;
+  std::vector<std::string> by_hand;
+  fs::path ranks_dir = fs::path(job_dir) / "ranks";
+  if (fs::is_directory(ranks_dir, ec)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(ranks_dir, ec)) {
+      std::string name = e.path().filename().string();
+      int r = rankOfFileName(name);
+      if (r >= 0) rank_set.insert(r);
+      else if (name.size() > 1 && name[0] == 'p' && name.ends_with(".forensics.json")) by_hand.push_back(name);
+    }
+  }
+  if (!by_hand.empty()) {
+    job.problems.push_back(std::to_string(by_hand.size()) +
+                           " collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used");
+  }
+  fs::path metrics_dir = fs::path(job_dir) / "metrics";
+  if (fs::is_directory(metrics_dir, ec)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(metrics_dir, ec)) {
+      if (e.path().extension() == ".jsonl") ++job.metrics_files;
+    }
+  }
+
+  std::vector<int> ranks(rank_set.begin(), rank_set.end());
+  std::vector<RankSummary> read(ranks.size());
+  unsigned n = threads_ ? threads_ : std::max(1u, std::thread::hardware_concurrency());
+  n = static_cast<unsigned>(std::min<size_t>(n, std::max<size_t>(1, ranks.size())));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next.fetch_add(1); i < ranks.size(); i = next.fetch_add(1)) {
+      read[i] = RankDumpReader::read(job_dir, ranks[i]);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  dropForeignRanks(job, read);
+  for (RankSummary& s : read) {
+    if (s.answered()) {
+      job.ranks.push_back(std::move(s));
+    } else {
+      job.problems.push_back("rank " + std::to_string(s.rank) + ": no usable file (watchdog snapshot: " +
+                             (s.snapshot_problem.empty() ? "no file" : s.snapshot_problem) +
+                             "; forensics dump: " + (s.forensics_problem.empty() ? "no file" : s.forensics_problem) + ")");
+    }
+  }
+  findWorldSize(job, ranks.empty() ? -1 : ranks.back());
+  findMissingAndPartial(job);
+  checkClockSkew(job);
+  if (!job.trigger_problem.empty()) job.problems.push_back(job.trigger_problem);
+  return job;
+}
+
+}  // namespace hangwatch::verdict

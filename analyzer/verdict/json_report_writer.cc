@@ -1,0 +1,57 @@
+#include "hangwatch/verdict/json_report_writer.h"
+
+namespace hangwatch::verdict {
+namespace {
+
+nlohmann::json verdictJson(const Verdict& v) {
+  nlohmann::json j;
+  j["kind"] = verdictKindName(v.kind);
+  j["headline"] = v.headline;
+  j["culprit_ranks"] = v.culprit_ranks;
+  j["culprit_link"] = v.culprit_link ? nlohmann::json{{"from", v.culprit_link->from}, {"to", v.culprit_link->to}}
+                                     : nlohmann::json(nullptr);
+  j["communicator"] = v.communicator.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.communicator);
+  j["op"] = v.op ? nlohmann::json{{"name", v.op->name}, {"seq", v.op->seq ? nlohmann::json(*v.op->seq) : nlohmann::json(nullptr)}}
+                 : nlohmann::json(nullptr);
+  j["evidence"] = v.evidence;
+  j["next_steps"] = v.next_steps;
+  j["reason"] = v.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.reason);
+  j["channels_agree"] = v.channels_agree;
+  j["channels_total"] = v.channels_total;
+  nlohmann::json where = nlohmann::json::array();
+  for (const CulpritStack& c : v.where) where.push_back({{"rank", c.rank}, {"thread", c.thread}, {"frames", c.frames}});
+  j["where"] = std::move(where);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json JsonReportWriter::toJson(const Report& r) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["job_dir"] = r.job.job_dir;
+  j["job_id"] = r.job.job_id;
+  j["world_size"] = r.job.world_size;
+  j["verdict"] = verdictJson(r.verdict);
+  j["ranks_answered"] = r.job.ranks.size();
+  j["ranks_missing"] = r.job.ranks_missing;
+  nlohmann::json partial = nlohmann::json::array();
+  for (const PartialRank& p : r.job.ranks_partial) partial.push_back({{"rank", p.rank}, {"missing", p.missing}, {"reason", p.reason}});
+  j["ranks_partial"] = std::move(partial);
+  j["problems"] = r.job.problems;
+  if (r.job.trigger) j["trigger"] = hangwatch::toJson(*r.job.trigger);
+  else j["trigger"] = nullptr;
+  nlohmann::json classes = nlohmann::json::array();
+  for (const stackmerge::StackClass& c : r.stack_classes) {
+    nlohmann::json threads = nlohmann::json::array();
+    for (size_t i = 0; i < c.thread_stacks.size(); ++i) {
+      threads.push_back({{"name", i < c.thread_names.size() ? c.thread_names[i] : ""}, {"frames", c.thread_stacks[i]}});
+    }
+    classes.push_back({{"ranks", c.ranks.toVector()}, {"ranks_text", c.ranks.toString()}, {"size", c.ranks.size()},
+                       {"threads", std::move(threads)}});
+  }
+  j["stack_classes"] = std::move(classes);
+  return j;
+}
+
+}  // namespace hangwatch::verdict

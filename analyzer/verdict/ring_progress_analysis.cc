@@ -1,0 +1,131 @@
+#include "hangwatch/verdict/ring_progress_analysis.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace hangwatch::verdict {
+namespace {
+
+struct Connection {
+  std::optional<uint64_t> delivered;  // the receiver's view of the sender's tail
+  std::optional<uint64_t> consumed;   // the sender's view of the receiver's head
+  uint64_t progress() const {
+    uint64_t p = std::numeric_limits<uint64_t>::max();
+    if (delivered) p = std::min(p, *delivered);
+    if (consumed) p = std::min(p, *consumed);
+    return p;
+  }
+};
+
+// Steps of this collective the connection shows: counters are absolute across collectives
+// (gdb-scripts/README.md), so subtract where this collective began when the record says.
+uint64_t progressOf(const RingConnection& c) {
+  if (c.base_step && c.observed_step >= *c.base_step) return c.observed_step - *c.base_step;
+  return c.observed_step;
+}
+
+ChannelFinding analyzeChannel(int channel, const std::map<std::pair<int, int>, Connection>& conns) {
+  ChannelFinding f;
+  f.channel = channel;
+  f.connections = static_cast<int>(conns.size());
+  uint64_t least = std::numeric_limits<uint64_t>::max();
+  for (const auto& [key, c] : conns) least = std::min(least, c.progress());
+  f.least_progress = least;
+  f.next_least = least;
+  bool others = false;
+  for (const auto& [key, c] : conns) {
+    if (c.progress() == least) {
+      f.minimal.push_back({key.first, key.second});
+    } else if (!others || c.progress() < f.next_least) {
+      f.next_least = c.progress();
+      others = true;
+    }
+  }
+  // Everything equally stuck says nothing about where it started.
+  if (!others) return f;
+  if (f.minimal.size() == 1) {
+    f.link = f.minimal.front();
+    return f;
+  }
+  // A rank is named when the minimal connections are exactly its way in and its way out.
+  std::map<int, int> touches;
+  for (const Link& l : f.minimal) {
+    ++touches[l.from];
+    if (l.to != l.from) ++touches[l.to];
+  }
+  for (const auto& [rank, n] : touches) {
+    if (n == static_cast<int>(f.minimal.size())) {
+      bool in = false, out = false;
+      for (const Link& l : f.minimal) {
+        in = in || l.to == rank;
+        out = out || l.from == rank;
+      }
+      if (in && out) f.rank = rank;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+void RingProgressAnalysis::add(const RingProgress& record) { records_.push_back(record); }
+
+RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq) const {
+  RingFinding out;
+  std::set<int> stalled;
+  std::map<int, std::map<std::pair<int, int>, Connection>> channels;
+  for (const RingProgress& r : records_) {
+    if (r.comm != comm || (seq && r.seq != *seq)) continue;
+    int self = to_global_(r.rank);
+    auto& conns = channels[r.channel];
+    if (r.stalled) stalled.insert(self);
+    if (r.recv && r.recv->peer >= 0) {
+      Connection& c = conns[{to_global_(r.recv->peer), self}];
+      uint64_t p = progressOf(*r.recv);
+      c.delivered = c.delivered ? std::min(*c.delivered, p) : p;
+    }
+    if (r.send && r.send->peer >= 0) {
+      Connection& c = conns[{self, to_global_(r.send->peer)}];
+      uint64_t p = progressOf(*r.send);
+      c.consumed = c.consumed ? std::min(*c.consumed, p) : p;
+    }
+  }
+  out.stalled_ranks.assign(stalled.begin(), stalled.end());
+  if (channels.empty()) {
+    out.note = "no ring progress records for this collective";
+    return out;
+  }
+  std::map<std::pair<int, int>, int> link_votes;  // (from, to) for links; (rank, -1) for ranks
+  for (const auto& [ch, conns] : channels) {
+    ChannelFinding f = analyzeChannel(ch, conns);
+    if (f.link) ++link_votes[{f.link->from, f.link->to}];
+    if (f.rank) ++link_votes[{*f.rank, -1}];
+    out.channels.push_back(std::move(f));
+  }
+  out.channels_total = static_cast<int>(out.channels.size());
+  std::pair<int, int> winner{-1, -1};
+  int best = 0;
+  for (const auto& [key, n] : link_votes) {
+    if (n > best) {
+      best = n;
+      winner = key;
+    }
+  }
+  if (best == 0) {
+    // The device of one rank stopped (simgpu dead-rank marks it): that rank, even when counters tie.
+    if (out.stalled_ranks.size() == 1) {
+      out.rank = out.stalled_ranks.front();
+      return out;
+    }
+    out.note = "every channel's connections stopped at the same step or the least-progress ones share no rank";
+    return out;
+  }
+  out.channels_agree = best;
+  if (winner.second == -1) out.rank = winner.first;
+  else out.link = Link{winner.first, winner.second};
+  return out;
+}
+
+}  // namespace hangwatch::verdict

@@ -1,0 +1,124 @@
+#include "hangwatch/verdict/sequence_analysis.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace hangwatch::verdict {
+namespace {
+
+// The oldest pending collective of a rank on `comm` (lowest sequence number).
+const SnapshotPendingOp* oldestOn(const RankSummary& s, const std::string& comm) {
+  const SnapshotPendingOp* best = nullptr;
+  for (const SnapshotPendingOp& op : s.pending) {
+    if (op.comm != comm || !op.seq || op.op_class == "p2p") continue;
+    if (!best || *op.seq < *best->seq) best = &op;
+  }
+  return best;
+}
+
+// A host thread still inside the NCCL call of the focus collective: the watchdog counts a
+// collective as issued only when its call returns, so such a rank is in it, not behind.
+bool blockedInCall(const RankSummary& s, const HangFocus& focus) {
+  return std::any_of(s.host_calls.begin(), s.host_calls.end(), [&](const SnapshotHostCall& h) {
+    return h.comm == focus.comm && h.seq && *h.seq == focus.seq;
+  });
+}
+
+}  // namespace
+
+SequenceAnalysis::SequenceAnalysis(const JobData& job) : job_(job) {
+  for (const RankSummary& s : job.ranks) {
+    for (const SnapshotComm& c : s.comms) {
+      if (c.rank >= 0) members_[c.hash][c.rank] = s.rank;
+      sizes_[c.hash] = std::max(sizes_[c.hash], c.size);
+    }
+  }
+}
+
+int SequenceAnalysis::globalRank(const std::string& comm, int comm_rank) const {
+  auto c = members_.find(comm);
+  if (c != members_.end()) {
+    auto r = c->second.find(comm_rank);
+    if (r != c->second.end()) return r->second;
+  }
+  return comm_rank;
+}
+
+std::optional<HangFocus> SequenceAnalysis::focus() const {
+  if (job_.trigger && job_.trigger->stuck_op && job_.trigger->stuck_op->seq && !job_.trigger->stuck_op->comm.empty() &&
+      members_.count(job_.trigger->stuck_op->comm)) {
+    const StuckOp& s = *job_.trigger->stuck_op;
+    return HangFocus{s.comm, *s.seq, s.op, "TRIGGER.json"};
+  }
+  // Else the (comm, seq) most ranks wait in; ties go to the larger communicator.
+  std::map<std::pair<std::string, uint64_t>, std::pair<int, std::string>> votes;
+  for (const RankSummary& s : job_.ranks) {
+    std::map<std::string, const SnapshotPendingOp*> per_comm;
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (op.comm.empty() || !op.seq || op.op_class == "p2p") continue;
+      const SnapshotPendingOp*& best = per_comm[op.comm];
+      if (!best || *op.seq < *best->seq) best = &op;
+    }
+    for (const auto& [comm, op] : per_comm) {
+      auto& v = votes[{comm, *op->seq}];
+      ++v.first;
+      if (v.second.empty()) v.second = op->op;
+    }
+  }
+  std::optional<HangFocus> best;
+  std::tuple<int, int> best_key{-1, -1};
+  for (const auto& [key, v] : votes) {
+    auto size = sizes_.find(key.first);
+    std::tuple<int, int> k{v.first, size == sizes_.end() ? 0 : size->second};
+    if (k > best_key) {
+      best_key = k;
+      best = HangFocus{key.first, key.second, v.second, "pending operations"};
+    }
+  }
+  return best;
+}
+
+CommPositions SequenceAnalysis::positions(const HangFocus& focus) const {
+  CommPositions p;
+  auto size = sizes_.find(focus.comm);
+  p.comm_size = size == sizes_.end() ? 0 : size->second;
+  std::map<std::tuple<std::string, uint64_t, std::string>, std::vector<int>> shapes;
+  for (const RankSummary& s : job_.ranks) {
+    auto c = std::find_if(s.comms.begin(), s.comms.end(), [&](const SnapshotComm& x) { return x.hash == focus.comm; });
+    if (c == s.comms.end()) continue;
+    p.last_issued[s.rank] = c->last_issued_seq;
+    p.last_completed[s.rank] = c->last_completed_seq;
+    const SnapshotPendingOp* op = oldestOn(s, focus.comm);
+    if (op && *op->seq == focus.seq) {
+      shapes[{op->op, op->count, op->dtype}].push_back(s.rank);
+    } else if (op && *op->seq > focus.seq) {
+      p.ahead.push_back(s.rank);
+    } else if (blockedInCall(s, focus)) {
+      p.in_host_call.push_back(s.rank);
+    } else if (!c->last_issued_seq || *c->last_issued_seq < focus.seq) {
+      p.behind.push_back(s.rank);
+    } else {
+      p.idle.push_back(s.rank);
+    }
+  }
+  for (auto& [shape, ranks] : shapes) p.groups.push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), ranks});
+  std::stable_sort(p.groups.begin(), p.groups.end(),
+                   [](const OpGroup& a, const OpGroup& b) { return a.ranks.size() > b.ranks.size(); });
+  auto m = members_.find(focus.comm);
+  for (int cr = 0; cr < p.comm_size; ++cr) {
+    if (m != members_.end() && m->second.count(cr)) continue;
+    // No snapshot names this member; on a world-sized communicator comm rank and global rank agree.
+    p.members_missing.push_back(cr);
+  }
+  return p;
+}
+
+std::vector<int> SequenceAnalysis::ranksWithPendingWork() const {
+  std::vector<int> out;
+  for (const RankSummary& s : job_.ranks) {
+    if (!s.pending.empty() || !s.host_calls.empty()) out.push_back(s.rank);
+  }
+  return out;
+}
+
+}  // namespace hangwatch::verdict

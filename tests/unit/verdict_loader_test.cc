@@ -1,0 +1,142 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hangwatch/verdict/job_loader.h"
+#include "hangwatch/verdict/report_builder.h"
+#include "verdict_test_fixture.h"
+
+using namespace hangwatch;
+using namespace hangwatch::verdict;
+using verdict_test::FakeRank;
+
+namespace {
+
+std::vector<FakeRank> deadLinkJob(int world, int from) {
+  return verdict_test::ringJob(
+      world, 10, 2, [from](int f, int) -> std::optional<uint64_t> { return f == from ? 50 : 54; },
+      [from](int f, int) -> std::optional<uint64_t> { return f == from ? 50 : 53; });
+}
+
+void truncateFile(const std::string& path) {
+  std::string text;
+  {
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(path, std::ios::trunc) << text.substr(0, text.size() / 2);
+}
+
+bool anyProblemMentions(const JobData& j, const std::string& text) {
+  for (const std::string& p : j.problems) {
+    if (p.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("MissingDirectoryIsAnError") {
+  CHECK_FALSE(JobLoader().load("/nonexistent/hangwatch/job").ok());
+}
+
+TEST_CASE("DeletedAndTruncatedRankFilesAreListedAndTheCulpritIsStillFound") {
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : deadLinkJob(8, 1)) r.write(dir.path);
+  verdict_test::writeTrigger(dir.path, 2, 10);
+  std::filesystem::remove(watchdogSnapshotPath(dir.path, 5));
+  std::filesystem::remove(forensicsDumpPath(dir.path, 5));
+  truncateFile(watchdogSnapshotPath(dir.path, 3));
+  truncateFile(forensicsDumpPath(dir.path, 6));
+  Expected<JobData> job = JobLoader(3).load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->world_size == 8);
+  CHECK(job->ranks_missing == std::vector<int>{5});
+  std::vector<std::pair<int, std::string>> partial;
+  for (const PartialRank& p : job->ranks_partial) partial.emplace_back(p.rank, p.missing);
+  CHECK(partial == std::vector<std::pair<int, std::string>>{{3, "watchdog snapshot"}, {6, "forensics dump"}});
+  CHECK(job->ranks_partial[0].reason.find("truncated or corrupt JSON") != std::string::npos);
+  Report r = ReportBuilder::build(std::move(*job));
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(r.verdict.culprit_link);
+  CHECK(r.verdict.culprit_link->from == 1);
+  CHECK(r.verdict.culprit_link->to == 2);
+}
+
+TEST_CASE("GarbageInEveryFileIsReportedNeverFatal") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 3; ++r) {
+    std::ofstream(watchdogSnapshotPath(dir.path, r).c_str()) << "";
+  }
+  std::filesystem::create_directories(dir.path + "/ranks");
+  std::ofstream(watchdogSnapshotPath(dir.path, 0)) << "{\"identity\": 7}";
+  std::ofstream(forensicsDumpPath(dir.path, 1)) << "[1,2";
+  std::ofstream(watchdogSnapshotPath(dir.path, 2)) << "\x00\xff garbage";
+  std::ofstream(triggerPath(dir.path)) << "{\"rank\": \"x\"}";
+  Expected<JobData> job = JobLoader().load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->ranks.empty());
+  CHECK(job->ranks_missing == std::vector<int>{0, 1, 2});
+  CHECK(anyProblemMentions(*job, "TRIGGER.json is unreadable"));
+  Report r = ReportBuilder::build(std::move(*job));
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+}
+
+TEST_CASE("DumpsOfAnotherJobAreSetAsideAndCountAsMissing") {
+  verdict_test::TempDir dir;
+  auto ranks = deadLinkJob(4, 2);
+  ranks[0] = FakeRank(0, 4, 10, "other-job");
+  for (const FakeRank& r : ranks) r.write(dir.path);
+  Expected<JobData> job = JobLoader().load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->job_id == "job1");
+  CHECK(job->ranks_missing == std::vector<int>{0});
+  CHECK(anyProblemMentions(*job, "belong to job 'other-job'"));
+}
+
+TEST_CASE("HostWhoseClockIsBehindTheTriggerHostIsReported") {
+  verdict_test::TempDir dir;
+  auto ranks = deadLinkJob(8, 2);
+  for (int r = 4; r < 8; ++r) ranks[r].snap.time_unix_s = 1000.5 - 42;  // node1's snapshots predate the trigger
+  for (const FakeRank& r : ranks) r.write(dir.path);
+  verdict_test::writeTrigger(dir.path, 0, 10, 1000.0);
+  Expected<JobData> job = JobLoader().load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(anyProblemMentions(*job, "clock skew: host node1 stamped"));
+  CHECK_FALSE(anyProblemMentions(*job, "clock skew: host node0"));
+  Report r = ReportBuilder::build(std::move(*job));
+  REQUIRE(r.verdict.culprit_link);
+  CHECK(r.verdict.culprit_link->from == 2);
+}
+
+TEST_CASE("ParallelLoadingGivesTheSameRanksAsOneThread") {
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : deadLinkJob(16, 9)) r.write(dir.path);
+  Expected<JobData> one = JobLoader(1).load(dir.path);
+  Expected<JobData> many = JobLoader(4).load(dir.path);
+  REQUIRE(one.ok());
+  REQUIRE(many.ok());
+  REQUIRE(one->ranks.size() == 16);
+  REQUIRE(many->ranks.size() == 16);
+  for (size_t i = 0; i < 16; ++i) {
+    CHECK(many->ranks[i].rank == static_cast<int>(i));
+    CHECK(many->ranks[i].ring_progress.size() == one->ranks[i].ring_progress.size());
+    CHECK(many->ranks[i].threads.size() == one->ranks[i].threads.size());
+  }
+}
+
+TEST_CASE("CompactRankKeepsFramesButNotRawStacks") {
+  verdict_test::TempDir dir;
+  FakeRank r(0, 1, 1);
+  r.dump.threads[0].native_frames = r.dump.threads[0].frames;
+  r.dump.threads[0].frames[0].module = "/lib/libc.so.6";
+  r.dump.threads[0].frames[0].pc = 0x1234;
+  r.write(dir.path);
+  Expected<JobData> job = JobLoader().load(dir.path);
+  REQUIRE(job.ok());
+  const ThreadStack& t = job->ranks[0].threads[0];
+  CHECK(t.native_frames.empty());
+  CHECK(t.frames[0].function == "simcuda_stream_wait");
+  CHECK_FALSE(t.frames[0].pc);
+}

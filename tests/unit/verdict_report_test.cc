@@ -1,0 +1,210 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "hangwatch/verdict/job_loader.h"
+#include "hangwatch/verdict/report_builder.h"
+#include "verdict_test_fixture.h"
+
+using namespace hangwatch;
+using namespace hangwatch::verdict;
+using verdict_test::FakeRank;
+
+namespace {
+
+Report reportOf(const std::string& dir) {
+  Expected<JobData> job = JobLoader(2).load(dir);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job));
+}
+
+void writeAll(const std::vector<FakeRank>& ranks, const std::string& dir) {
+  for (const FakeRank& r : ranks) r.write(dir);
+}
+
+bool mentions(const Verdict& v, const std::string& text) {
+  if (v.headline.find(text) != std::string::npos) return true;
+  for (const std::string& e : v.evidence) {
+    if (e.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+auto deadLink(int from) {
+  return std::pair{[from](int f, int ch) -> std::optional<uint64_t> { return f == from ? 80 : 83 + ch; },
+                   [from](int f, int) -> std::optional<uint64_t> { return f == from ? 80 : 82; }};
+}
+
+}  // namespace
+
+TEST_CASE("DeadLinkJobNamesTheLinkWithHostsAndGpus") {
+  verdict_test::TempDir dir;
+  auto [d, c] = deadLink(5);
+  writeAll(verdict_test::ringJob(8, 10, 2, d, c), dir.path);
+  verdict_test::writeTrigger(dir.path, 6, 10);
+  Report r = reportOf(dir.path);
+  const Verdict& v = r.verdict;
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(v.culprit_link);
+  CHECK(v.culprit_link->from == 5);
+  CHECK(v.culprit_link->to == 6);
+  CHECK(v.communicator == verdict_test::kComm);
+  REQUIRE(v.op);
+  CHECK(v.op->name == "ncclAllReduce");
+  CHECK(v.op->seq == 10u);
+  CHECK(v.channels_agree == 2);
+  // Ranks 5 and 6 are GPUs 1 and 2 of node1.
+  CHECK(mentions(v, "GPU 1 on host node1"));
+  CHECK(mentions(v, "GPU 2 on host node1"));
+  REQUIRE_FALSE(v.next_steps.empty());
+  CHECK(v.next_steps.back().find("Drain host node1") != std::string::npos);
+}
+
+TEST_CASE("DeadRankJobNamesTheRank") {
+  verdict_test::TempDir dir;
+  auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 3 ? 40 : 47; };
+  auto consumed = [](int from, int) -> std::optional<uint64_t> { return from == 2 ? 40 : 45; };
+  writeAll(verdict_test::ringJob(4, 7, 2, delivered, consumed, {3}), dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
+  CHECK_FALSE(r.verdict.culprit_link);
+  CHECK(mentions(r.verdict, "GPU 3 on host node0"));
+}
+
+TEST_CASE("RankThatNeverIssuedTheCollectiveIsANonCommunicationHangWithItsFrames") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[2].notInCollective(5, {"stall_in_host_loop", "train_step", "main"});
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 0, 5);
+  Report r = reportOf(dir.path);
+  const Verdict& v = r.verdict;
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{2});
+  REQUIRE_FALSE(v.where.empty());
+  CHECK(v.where.front().rank == 2);
+  CHECK(v.where.front().frames.front() == "stall_in_host_loop");
+  CHECK(mentions(v, "last collective issued on this communicator seq 4"));
+  CHECK(mentions(v, "host node0"));
+}
+
+TEST_CASE("DifferentCollectiveAtTheSameSequenceNumberIsAMismatch") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[1].snap.streams[0].pending[0].op = "ncclAllGather";
+  ranks[1].snap.streams[0].pending[0].count = 65536;
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kCollectiveMismatch);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{1});
+  CHECK(mentions(r.verdict, "ncclAllGather"));
+  CHECK(mentions(r.verdict, "ncclAllReduce"));
+}
+
+TEST_CASE("SameOperationWithDifferentSizesIsAMismatch") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[3].snap.streams[0].pending[0].count = 1;
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kCollectiveMismatch);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
+}
+
+TEST_CASE("RankAheadInALaterCollectiveIsAMismatch") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, r == 0 ? 6 : 5);
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 1, 5);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kCollectiveMismatch);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{0});
+}
+
+TEST_CASE("JobDirectoryWithOnlyMetricsIsNoHang") {
+  verdict_test::TempDir dir;
+  (void)writeFileAtomically(metricsPath(dir.path, 0), "{}\n");
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kNoHang);
+  CHECK(r.verdict.culprit_ranks.empty());
+}
+
+TEST_CASE("EmptyJobDirectoryIsInconclusiveWithTheReason") {
+  verdict_test::TempDir dir;
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+  CHECK(r.verdict.reason.find("no TRIGGER.json") != std::string::npos);
+}
+
+TEST_CASE("ManualTriggerWithNothingPendingIsNoHang") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back(r, 4, 5);
+    ranks.back().snap.streams.clear();
+    ranks.back().snap.comms[0].last_completed_seq = 5;
+  }
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kNoHang);
+}
+
+TEST_CASE("SameCollectiveEverywhereWithoutRingProgressIsInconclusive") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 9);
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+  CHECK(r.verdict.reason.find("no rank has ring progress") != std::string::npos);
+  CHECK(r.verdict.culprit_ranks.empty());
+}
+
+TEST_CASE("TooFewRanksAnsweredIsInconclusiveAndSaysHowMany") {
+  verdict_test::TempDir dir;
+  auto [d, c] = deadLink(1);
+  auto ranks = verdict_test::ringJob(8, 3, 2, d, c);
+  for (int r : {0, 1, 2}) ranks[r].write(dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+  CHECK(r.verdict.reason.find("3 of 8") != std::string::npos);
+  CHECK(r.job.ranks_missing == std::vector<int>{3, 4, 5, 6, 7});
+}
+
+TEST_CASE("StackClassesGroupRanksAndTheOddOneOutIsAClassOfItsOwn") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 6; ++r) ranks.emplace_back(r, 6, 5);
+  ranks[4].notInCollective(5, {"stall_in_host_loop", "train_step", "main"});
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  REQUIRE(r.stack_classes.size() == 2);
+  CHECK(r.stack_classes[0].ranks.toString() == "0-3,5");
+  CHECK(r.stack_classes[1].ranks.toString() == "4");
+  CHECK(r.rank_class == std::vector<int>{0, 0, 0, 0, 1, 0});
+}
+
+TEST_CASE("RankBlockedInsideTheCollectiveCallIsNotBehind") {
+  // The watchdog counts a collective as issued when its call returns; a dead device can keep
+  // the call from returning, which must not read as "never called it".
+  verdict_test::TempDir dir;
+  auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 2 ? 0 : 3; };
+  auto consumed = [](int from, int) -> std::optional<uint64_t> { return from == 1 ? 0 : 2; };
+  auto ranks = verdict_test::ringJob(4, 10, 2, delivered, consumed, {2});
+  ranks[2].notInCollective(10, {"blockOnDeadDevice", "ncclAllReduce", "main"});
+  SnapshotHostCall h;
+  h.call = "ncclAllReduce";
+  h.comm = verdict_test::kComm;
+  h.seq = 10;
+  ranks[2].snap.host_calls.push_back(h);
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
+  CHECK(mentions(r.verdict, "blocked inside the ncclAllReduce call"));
+}

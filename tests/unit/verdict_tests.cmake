@@ -1,0 +1,4 @@
+# forensics report's verdict (issue #5): loading, the verdict rules, the three formats.
+if(TARGET hangwatch_verdict AND TARGET forensics_cli)
+  hangwatch_unit_test(verdict hangwatch_verdict forensics_cli)
+endif()
