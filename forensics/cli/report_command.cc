@@ -1,0 +1,105 @@
+#include "report_command.h"
+
+#include <fstream>
+#include <iostream>
+
+#include "hangwatch/atomic_file.h"
+#include "hangwatch/job_layout.h"
+#include "hangwatch/verdict/html_report_writer.h"
+#include "hangwatch/verdict/job_loader.h"
+#include "hangwatch/verdict/json_report_writer.h"
+#include "hangwatch/verdict/report_builder.h"
+#include "hangwatch/verdict/text_report_writer.h"
+
+namespace hangwatch::forensics {
+
+std::string ReportCommand::usage() const {
+  return "usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--no-save] [--threads N]\n"
+         "\n"
+         "Reads every rank's dumps under <job-dir> (TRIGGER.json, ranks/*.watchdog.json,\n"
+         "ranks/*.forensics.json) and says what hung and who is at fault: communication-hang\n"
+         "(a link or a rank, from ring progress), non-communication-hang (a rank not in the\n"
+         "collective, and where it is), collective-mismatch, no-hang or inconclusive (with why).\n"
+         "Missing, truncated, corrupt or foreign-job rank files are reported, never fatal.\n"
+         "\n"
+         "  --format F   text (default), json or html, printed to stdout\n"
+         "  -o FILE      write that format to FILE instead of stdout\n"
+         "  --no-save    do not also write <job-dir>/report/report.{txt,json,html}\n"
+         "  --threads N  ranks read in parallel (default: one per core)\n"
+         "\n"
+         "Unless --no-save is given, all three formats are also written to <job-dir>/report/\n"
+         "when <job-dir> holds any job file (a failure to write there is a warning).\n"
+         "A directory with no dumps gets a report too: no-hang when ranks wrote metrics but\n"
+         "nothing triggered, else inconclusive.\n"
+         "Exit 0 when a report was made, whatever the verdict; 1 when <job-dir> is not a readable\n"
+         "directory or FILE cannot be written; 2 on usage errors.\n";
+}
+
+int ReportCommand::run(const std::vector<std::string>& args) {
+  if (wantsHelp(args)) {
+    std::cout << usage();
+    return 0;
+  }
+  std::string job_dir, format = "text", out_file, threads_text;
+  bool save = true;
+  OptionCursor cur{args};
+  while (!cur.done()) {
+    Expected<bool> took = cur.take("--format", format);
+    if (took && !*took) took = cur.take("-o", out_file);
+    if (took && !*took) took = cur.take("--threads", threads_text);
+    if (!took) return usageError(took.error());
+    if (*took) continue;
+    const std::string& a = args[cur.i++];
+    if (a == "--no-save") {
+      save = false;
+    } else if (!a.empty() && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else if (job_dir.empty()) {
+      job_dir = a;
+    } else {
+      return usageError("expected one <job-dir>, got also '" + a + "'");
+    }
+  }
+  if (job_dir.empty()) return usageError("missing <job-dir>");
+  if (format != "text" && format != "json" && format != "html") return usageError("--format wants text, json or html");
+  unsigned threads = 0;
+  if (!threads_text.empty()) {
+    Expected<int> n = parseInt("--threads", threads_text, 1, 1024);
+    if (!n) return usageError(n.error());
+    threads = static_cast<unsigned>(*n);
+  }
+
+  Expected<verdict::JobData> job = verdict::JobLoader(threads).load(job_dir);
+  if (!job) {
+    std::cerr << "forensics report: " << job.error() << "\n";
+    return 1;
+  }
+  verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
+  std::string text = verdict::TextReportWriter::write(report);
+  std::string json = verdict::JsonReportWriter::toJson(report).dump(1) + "\n";
+  std::string html = verdict::HtmlReportWriter::write(report);
+  // A directory with no job files is not a job's: leave it untouched.
+  if (save && (report.job.has_report_inputs() || report.job.metrics_files > 0)) {
+    std::string dir = reportDir(job_dir);
+    for (const auto& [name, body] : {std::pair{"report.txt", &text}, {"report.json", &json}, {"report.html", &html}}) {
+      Expected<Written> w = writeFileAtomically(dir + "/" + name, *body);
+      if (!w) {
+        std::cerr << "forensics report: warning: " << w.error() << "\n";
+        break;
+      }
+    }
+  }
+  const std::string& chosen = format == "json" ? json : format == "html" ? html : text;
+  if (out_file.empty()) {
+    std::cout << chosen;
+    return 0;
+  }
+  Expected<Written> w = writeFileAtomically(out_file, chosen);
+  if (!w) {
+    std::cerr << "forensics report: " << w.error() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace hangwatch::forensics
