@@ -1,0 +1,120 @@
+// What loading a job's dumps could cost in `forensics report`: every rank's two files read,
+// parsed (forensics dump with the fast or the common reader, snapshot with the common one)
+// and its stacks merged into one StackClassifier, on N threads, frames dropped after merging.
+//   dump_load_bench <job-dir> [--threads N] [--reader fast|common]
+// Prints wall and CPU seconds, bytes and max RSS, so the report's own figure can be split
+// into "reading" and "everything else".
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hangwatch/forensics_dump.h"
+#include "hangwatch/forensics_dump_fast_reader.h"
+#include "hangwatch/job_layout.h"
+#include "hangwatch/stack_tree.h"
+#include "hangwatch/watchdog_snapshot.h"
+
+namespace {
+
+bool readFile(const std::string& path, std::string& out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0;
+  out.resize(ok ? static_cast<size_t>(st.st_size) : 0);
+  size_t done = 0;
+  while (ok && done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n <= 0) ok = false;
+    else done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return ok;
+}
+
+double cpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <job-dir> [--threads N] [--reader fast|common]\n", argv[0]);
+    return 2;
+  }
+  const std::string job = argv[1];
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  bool fast = true;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--threads") == 0) threads = static_cast<unsigned>(std::stoi(argv[i + 1]));
+    else if (std::strcmp(argv[i], "--reader") == 0) fast = std::strcmp(argv[i + 1], "fast") == 0;
+  }
+  std::vector<int> ranks;
+  for (const auto& e : std::filesystem::directory_iterator(job + "/ranks")) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 15 && name[0] == 'r' && name.ends_with(".forensics.json"))
+      ranks.push_back(std::stoi(name.substr(1, name.size() - 16)));
+  }
+  std::sort(ranks.begin(), ranks.end());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = cpuSeconds();
+  hangwatch::stackmerge::StackClassifier classifier;
+  std::mutex merge;
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < threads; ++w)
+    pool.emplace_back([&] {
+      std::string text;
+      for (size_t i; (i = next.fetch_add(1)) < ranks.size();) {
+        const int rank = ranks[i];
+        if (readFile(hangwatch::watchdogSnapshotPath(job, rank), text)) {
+          bytes += text.size();
+          auto j = nlohmann::json::parse(text, nullptr, false);
+          if (j.is_discarded() || !hangwatch::watchdogSnapshotFromJson(j)) ++bad;
+        }
+        if (!readFile(hangwatch::forensicsDumpPath(job, rank), text)) continue;
+        bytes += text.size();
+        // As the report reads them: raw frames skipped, the text parsed in place.
+        const size_t size = text.size();
+        text.resize(size + hangwatch::stackmerge::kFastReaderPadding, '\0');
+        auto dump = fast ? hangwatch::stackmerge::forensicsDumpFromPaddedText(std::string_view(text.data(), size),
+                                                                              {.skip_raw_frames = true})
+                         : hangwatch::forensicsDumpFromText(text.substr(0, size));
+        if (!dump) {
+          ++bad;
+          continue;
+        }
+        std::lock_guard<std::mutex> lock(merge);
+        classifier.addRank(rank, dump->threads);
+      }
+    });
+  for (auto& t : pool) t.join();
+  const auto classes = classifier.classes();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("ranks %zu, %.2f GB, reader %s, %u threads: wall %.2f s, cpu %.2f s, max rss %.0f MB, "
+              "%zu stack classes, %zu tree nodes, %d unreadable\n",
+              ranks.size(), static_cast<double>(bytes.load()) / 1e9, fast ? "fast" : "common", threads, wall,
+              cpuSeconds() - cpu0, static_cast<double>(ru.ru_maxrss) / 1024.0, classes.size(),
+              classifier.tree().nodes().size(), bad.load());
+  return 0;
+}
