@@ -1,0 +1,21 @@
+// watchdogSnapshotFromJson on arbitrary JSON: never crashes, and what it accepts round-trips.
+#include <cstddef>
+#include <cstdint>
+
+#include "fuzz_roundtrip.h"
+#include "hangwatch/watchdog_snapshot.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const nlohmann::json j = hangwatch::fuzz::parseOrDiscard(reinterpret_cast<const char*>(data), size);
+  if (j.is_discarded()) return 0;
+  auto snap = hangwatch::watchdogSnapshotFromJson(j);
+  if (!snap) return 0;
+  const nlohmann::json written = hangwatch::toJson(*snap);
+  auto reread = hangwatch::watchdogSnapshotFromJson(written);
+  if (!reread) {
+    std::fprintf(stderr, "watchdog snapshot: own output rejected: %s\n", reread.error().c_str());
+    std::abort();
+  }
+  hangwatch::fuzz::requireSame(written, hangwatch::toJson(*reread), "watchdog snapshot");
+  return 0;
+}
