@@ -6,15 +6,17 @@
 #include "hangwatch/nccl_bandwidth.h"
 
 namespace hangwatch::watchdog {
-namespace {
-
-std::string hex(uint64_t v) {
+std::string hexId(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
 }
 
-}  // namespace
+std::string gemmShapeText(int64_t m, int64_t n, int64_t k, int64_t batch) {
+  std::string s = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  if (batch > 1) s += "x" + std::to_string(batch);
+  return s;
+}
 
 const char* opClassName(OpClass cls) {
   switch (cls) {
@@ -99,15 +101,14 @@ OpWindowStats OpKeyTable::statsOf(const Key& key, const Aggregate& a) {
   double mean_ns = a.count ? static_cast<double>(a.total_ns) / static_cast<double>(a.count) : 0;
   switch (key.cls) {
     case OpClass::kGemm: {
-      s.shape = std::to_string(key.m) + "x" + std::to_string(key.n) + "x" + std::to_string(key.k);
-      if (key.batch > 1) s.shape += "x" + std::to_string(key.batch);
+      s.shape = gemmShapeText(key.m, key.n, key.k, key.batch);
       // flops per ns is GFLOP/s.
       if (a.total_ns > 0) s.tflops = a.flops / static_cast<double>(a.total_ns) / 1e3;
       break;
     }
     case OpClass::kCollective:
     case OpClass::kP2P: {
-      s.comm = hex(key.comm_hash);
+      s.comm = hexId(key.comm_hash);
       s.comm_size = key.comm_size;
       if (key.comm_rank >= 0) s.comm_rank = key.comm_rank;
       if (key.cls == OpClass::kP2P) s.peer = key.peer;

@@ -17,6 +17,9 @@
 namespace hangwatch::watchdog {
 
 const char* opClassName(OpClass cls);
+// How the metrics windows and the timeline name handles and GEMM shapes, so the analyzer can join them.
+std::string hexId(uint64_t v);
+std::string gemmShapeText(int64_t m, int64_t n, int64_t k, int64_t batch);
 
 class OpKeyTable {
  public:

@@ -1,28 +1,10 @@
 #include "timeline_ring.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "op_key_table.h"
 
 namespace hangwatch::watchdog {
-namespace {
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-// The metrics windows key GEMMs the same way, so the analyzer can join the two.
-std::string gemmShape(const CompletedOp& c) {
-  std::string s = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k);
-  if (c.batch > 1) s += "x" + std::to_string(c.batch);
-  return s;
-}
-
-}  // namespace
-
 TimelineRing::TimelineRing(size_t op_capacity, size_t sync_capacity)
     : ops_(std::max<size_t>(op_capacity, 1)), syncs_(std::max<size_t>(sync_capacity, 1)) {}
 
@@ -40,9 +22,9 @@ TimelineWindow TimelineRing::snapshot() const {
     TimelineOp o;
     o.cls = opClassName(c.cls);
     o.name = c.name ? c.name : "";
-    o.stream = hex(c.stream);
+    o.stream = hexId(c.stream);
     if (c.comm_hash != 0) {
-      o.comm = hex(c.comm_hash);
+      o.comm = hexId(c.comm_hash);
       o.comm_rank = c.comm_rank;
       o.comm_size = c.comm_size;
       o.seq = c.seq;
@@ -50,7 +32,7 @@ TimelineWindow TimelineRing::snapshot() const {
     o.peer = c.peer;
     o.bytes = c.bytes;
     o.flops = c.flops;
-    if (c.cls == OpClass::kGemm) o.shape = gemmShape(c);
+    if (c.cls == OpClass::kGemm) o.shape = gemmShapeText(c.m, c.n, c.k, c.batch);
     o.issue_ns = c.host_issue_ns;
     o.start_ns = c.gpu_start_ns;
     o.end_ns = c.gpu_end_ns;
