@@ -2,7 +2,7 @@
 # Builds one libFuzzer target per dump reader with clang (ASan + UBSan) in its own build
 # dir, seeds each from real and synthetic dumps, and runs every target for SECONDS.
 #   tests/fuzz/run.sh [SECONDS per target, default 60] [TARGET...]
-# Environment: FUZZ_BUILD_DIR (default build-h3-fuzz), FUZZ_JOBS (parallel workers per target, 1),
+# Environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (parallel workers per target, 1),
 # FUZZ_BUILD_ONLY=1 (build the targets, run nothing),
 # FUZZ_SEED_DIRS (extra job dirs whose dumps join the corpus). Not run by CI: a fuzzer is open-ended.
 set -euo pipefail
@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 shift || true
-build=${FUZZ_BUILD_DIR:-$root/build-h3-fuzz}
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 all_targets=(forensics_dump fast_dump_reader watchdog_snapshot trigger metrics_line rank_set)
 [ $# -gt 0 ] && targets=("$@") || targets=("${all_targets[@]}")
 
