@@ -128,6 +128,7 @@ SlowdownAnalysis SlowdownAnalyzer::analyze(const JobProfile& job, const JobProfi
   intraStepVoid(job, out);
   slowLinks(job, baseline, out);
   if (baseline != nullptr) baselineShifts(job, *baseline, out);
+  for (SlowdownFinding& f : out.findings) std::sort(f.ranks.begin(), f.ranks.end());
   out.metrics = measurements(job);
   return out;
 }
@@ -446,6 +447,15 @@ void SlowdownAnalyzer::baselineShifts(const JobProfile& job, const JobProfile& b
       idle.push_back(rank);
       idle_values.push_back(p.voidFraction());
     }
+  }
+  // A few ranks idling more than the baseline are judged against the rest of this run
+  // (host, dataloader and in-step void checks); the baseline decides only what the whole
+  // job shifted. On a loaded CI machine one rank's void moved 14% -> 25% with no cause.
+  if (!idle.empty() && 2 * idle.size() < job.ranks().size()) {
+    out.notes.push_back(std::to_string(idle.size()) + " of " + std::to_string(job.ranks().size()) +
+                        " rank(s) idle more than in the baseline run (" + fmt("%.1f", 100 * median(idle_values)) +
+                        "% against " + fmt("%.1f", 100 * base_void) + "%), but not the job as a whole: not flagged");
+    idle.clear();
   }
   if (!idle.empty()) {
     SlowdownFinding f;

@@ -240,6 +240,25 @@ TEST_CASE("BaselineShowsAnIssueStallOnEveryRank") {
   CHECK(a.findings[0].ranks == std::vector<int>{0, 1, 2, 3});
 }
 
+TEST_CASE("IdlingMoreThanTheBaselineIsAFindingOnlyWhenTheWholeJobDoesIt") {
+  auto base = JobProfile::fromProfiles(healthyJob());  // 16% void
+  auto everyone = healthyJob();
+  for (auto& p : everyone) p.void_ns = 3 * kSecond;
+  SlowdownAnalysis all = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(everyone), &base);
+  REQUIRE(all.findings.size() == 1);
+  CHECK(all.findings[0].kind == "void");
+  CHECK(all.findings[0].ranks == std::vector<int>{0, 1, 2, 3});
+
+  // One rank past the baseline threshold but not apart from the others of its run: a note.
+  auto one = healthyJob();
+  for (auto& p : one) p.void_ns = static_cast<int64_t>(2.2 * kSecond);
+  one[0].void_ns = static_cast<int64_t>(2.8 * kSecond);
+  SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(one), &base);
+  CHECK(kinds(a).empty());
+  CHECK(std::any_of(a.notes.begin(), a.notes.end(),
+                    [](const std::string& n) { return n.find("idle more than in the baseline") != std::string::npos; }));
+}
+
 TEST_CASE("HealthyRunAgainstItsBaselineGivesNoFindings") {
   auto base = JobProfile::fromProfiles(healthyJob());
   SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(healthyJob()), &base);
