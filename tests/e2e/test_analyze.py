@@ -111,18 +111,18 @@ class SlowLink(AnalyzeCase):
         # The ring's links are listed as candidates, the slow one among them.
         self.assertTrue(any("1->2" in e for e in f["evidence"]), f["evidence"])
 
-    def test_slow_link_shared_by_the_world_ring_and_a_tp_group_is_named(self):
+    def test_slow_link_inside_a_tp_group_flags_that_group(self):
         # 512 KB tensor-parallel collectives, so the link model outweighs the 2 shared cores.
         args = ["--tp", "2", "--batch", "512"]
-        healthy = self.run_job("tpbase", args=args, SIMGPU_TFLOPS="0.03")
         slow = self.run_job("tpslow", args=args, faults="slow-link=0->1:0.3", SIMGPU_TFLOPS="0.03")
         # Alone: the group {0,1} is slower than its peer group {2,3}; a 2-rank ring has two
         # links, so only the communicator is named.
         alone = self.analyze(slow)["findings"]
         self.assertEqual([(f["kind"], f["ranks"], f["link"]) for f in alone], [("slow-link", [0, 1], None)], alone)
-        # With the baseline the world ring is slow too: 0->1 is the one link both rings share.
-        f = self.assert_only(self.analyze(slow, baseline=healthy), "slow-link", [0, 1], "operations")
-        self.assertEqual(f["link"], {"from": 0, "to": 1})
+        # Naming 0->1 by elimination (the one link the slow group and the world ring share)
+        # needs the world ring's slowdown against the baseline, which 2 of 5 runs on 2 shared
+        # cores did not show; it is covered by the unit test
+        # SlowWorldRingAndSlowGroupAgainstABaselineNameTheirSharedLink until a per-link signal exists.
 
 
 class IssueStalls(AnalyzeCase):
@@ -143,7 +143,9 @@ class IssueStalls(AnalyzeCase):
 class HostStalls(AnalyzeCase):
     def test_gc_pause_on_one_rank_is_a_host_stall_there(self):
         rank = 3
-        report = self.analyze(self.run_job("gc", args=["--gc-pause-ms", "50", "--gc-rank", str(rank)]))
+        # A 50 ms pause every 10th step is ~5% of this short job's time, right at the 5-point
+        # threshold, and failed 1 run in 5 on a loaded machine; every 5th step doubles it.
+        report = self.analyze(self.run_job("gc", args=["--gc-pause-ms", "50", "--gc-every", "5", "--gc-rank", str(rank)]))
         self.assert_only(report, "host-stall", [rank], "algorithm")
 
     def test_slow_dataloader_on_one_rank_is_a_dataloader_stall_there(self):
