@@ -10,4 +10,8 @@ if(TARGET forensics)
   set_property(TEST e2e.analyze.healthy e2e.analyze.slow_gpu e2e.analyze.slow_link e2e.analyze.issue_stalls
                e2e.analyze.host_stalls e2e.analyze.timeline e2e.analyze.bad_input
                APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)
+  # They measure simgpu timings: a unit test on the other core (ctest -j) skews a
+  # healthy run against its baseline.
+  set_property(TEST e2e.analyze.healthy e2e.analyze.slow_gpu e2e.analyze.slow_link e2e.analyze.issue_stalls
+               e2e.analyze.host_stalls PROPERTY RUN_SERIAL TRUE)
 endif()
