@@ -129,6 +129,13 @@ nlohmann::json toJson(const MetricsWindow& w) {
     j["step"] = nullptr;
   }
   j["drop"] = w.dropped;
+  if (!w.links.empty()) {
+    json lk = json::array();
+    for (const LinkWindowStats& l : w.links)
+      lk.push_back({{"nc", l.comm}, {"np", l.comm_size}, {"cr", l.comm_rank}, {"peer", l.peer}, {"b", l.bytes},
+                    {"cnt", l.steps}, {"ns", l.busy_ns}});
+    j["lk"] = std::move(lk);
+  }
   return j;
 }
 
@@ -184,6 +191,13 @@ Expected<MetricsWindow> metricsWindowFromJson(const nlohmann::json& j) {
       w.step = s;
     }
     w.dropped = getOr<uint64_t>(j, "drop", 0);
+    if (const json* lk = arrayAt(j, "lk")) {
+      for (const json& l : *lk) {
+        if (!l.is_object()) throw std::runtime_error("lk entry is not an object");
+        w.links.push_back({getOr<std::string>(l, "nc", ""), getOr(l, "np", 0), getOr(l, "cr", 0), getOr(l, "peer", 0),
+                           getOr<uint64_t>(l, "b", 0), getOr<uint64_t>(l, "cnt", 0), getOr<int64_t>(l, "ns", 0)});
+      }
+    }
     return w;
   } catch (const std::exception& e) {
     return Error{std::string("metrics window: ") + e.what()};

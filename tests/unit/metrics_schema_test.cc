@@ -64,6 +64,7 @@ MetricsWindow fullWindow() {
   w.syncs = {{"cudaDeviceSynchronize", 1, 77}, {"cudaStreamSynchronize", 10, 700}};
   w.step = hangwatch::StepStats{"anchor", "ncclAllReduce 0xabc 1048576", 9, 9000000000, 1e9, 1100000000};
   w.dropped = 2;
+  w.links = {{"0x1234abcd", 4, 3, 0, 8u << 20, 128, 16000000}, {"0x99", 2, 1, 0, 4096, 1, 2000}};
   return w;
 }
 
@@ -128,6 +129,25 @@ TEST_CASE("MetricsWindowRoundTripsThroughOneJsonLine") {
   CHECK(back->step->p50_ns == 1e9);
   CHECK(back->step->max_ns == 1100000000);
   CHECK(back->dropped == 2);
+  REQUIRE(back->links.size() == 2);
+  CHECK(back->links[0].comm == "0x1234abcd");
+  CHECK(back->links[0].comm_size == 4);
+  CHECK(back->links[0].comm_rank == 3);
+  CHECK(back->links[0].peer == 0);
+  CHECK(back->links[0].bytes == (8u << 20));
+  CHECK(back->links[0].steps == 128);
+  CHECK(back->links[0].busy_ns == 16000000);
+  CHECK(back->links[1].comm == "0x99");
+}
+
+TEST_CASE("WindowWithoutLinksWritesNoLinkKey") {
+  MetricsWindow w;
+  CHECK_FALSE(hangwatch::toJson(w).contains("lk"));
+  auto back = hangwatch::metricsWindowFromJson(hangwatch::toJson(w));
+  REQUIRE(back.ok());
+  CHECK(back->links.empty());
+  auto bad = hangwatch::metricsWindowFromLine(R"({"lk": [3]})");
+  CHECK_FALSE(bad.ok());
 }
 
 TEST_CASE("WindowWithoutStepsWritesNullsAndReadsBackUnset") {

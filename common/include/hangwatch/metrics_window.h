@@ -62,6 +62,19 @@ struct StepStats {
   int64_t max_ns = 0;     // "max"
 };
 
+// One connection this rank sends on over the network, from NCCL's profiler plugin
+// (proxy steps): `busy_ns` is the union of its steps' [handed to the network, done]
+// intervals, so bytes / busy is what the link achieved while it had data to move.
+struct LinkWindowStats {
+  std::string comm;     // "nc": NCCL's communicator id as hex, the same on every member
+  int comm_size = 0;    // "np"
+  int comm_rank = 0;    // "cr": this rank in the communicator
+  int peer = 0;         // "peer": the receiver's rank in the communicator
+  uint64_t bytes = 0;   // "b"
+  uint64_t steps = 0;   // "cnt"
+  int64_t busy_ns = 0;  // "ns"
+};
+
 struct MetricsWindow {
   int schema_version = 1;          // "v"
   int rank = -1;                   // "rank"
@@ -88,6 +101,7 @@ struct MetricsWindow {
   int64_t sync_ns = 0;
   std::vector<HostSyncStats> syncs;
   std::optional<StepStats> step;   // "step": null when not known
+  std::vector<LinkWindowStats> links;  // "lk": absent when NCCL reported no proxy steps
   uint64_t dropped = 0;            // "drop": ops the watchdog could not time or keep
 };
 
