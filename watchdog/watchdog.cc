@@ -183,6 +183,7 @@ void Watchdog::pollLoop() {
     mc.interval_s = config_.metrics_interval_s;
     mc.timeline_path = timelinePath(config_.job_dir, *rank);
     mc.host = hostName();
+    mc.links = &linkMeter();
     mc.log_failure = [&log](const std::string& m) { log.failureOnce("metrics-write", m); };
     metrics = std::make_unique<MetricsWindows>(mc);
   };

@@ -107,6 +107,7 @@ void MetricsWindows::flush(int64_t now_ns) {
   BusyTimeline::WindowTotals totals = timeline_.closeWindow(now_ns);
   try {
     last_ = build(now_ns, totals);
+    if (config_.links != nullptr) last_.links = config_.links->drain();
     std::string line =
         toJson(last_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';

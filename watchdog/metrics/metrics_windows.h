@@ -15,6 +15,7 @@
 #include "busy_timeline.h"
 #include "hangwatch/log_histogram.h"
 #include "hangwatch/metrics_window.h"
+#include "link_meter.h"
 #include "metrics_file_writer.h"
 #include "op_key_table.h"
 #include "op_record.h"
@@ -35,6 +36,8 @@ struct MetricsConfig {
   std::string timeline_path;
   size_t timeline_ops = 4096;
   size_t timeline_syncs = 1024;
+  // Network transfers per connection (NCCL's profiler plugin), drained into each window; may be null.
+  LinkMeter* links = nullptr;
   // Called once when writing fails (then metrics stop); default: a line on stderr.
   std::function<void(const std::string&)> log_failure;
 };

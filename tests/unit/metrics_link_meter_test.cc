@@ -1,0 +1,104 @@
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "hangwatch/nccl_profiler_v5.h"
+#include "link_meter.h"
+#include "link_profiler.h"
+
+using hangwatch::watchdog::LinkKey;
+using hangwatch::watchdog::LinkMeter;
+namespace np = hangwatch::nccl_profiler;
+
+TEST_CASE("LinkBusyTimeIsTheUnionOfItsStepsOnTheWire") {
+  LinkMeter m;
+  LinkKey k{0xabc, 4, 1, 2};
+  m.add(k, 100, 1000, 2000);
+  m.add(k, 100, 1500, 2500);  // another channel, overlapping: 500 ns more
+  m.add(k, 100, 4000, 4000);  // done at once: bytes and a step, no wire time
+  m.add(k, 100, 5000, 5300);
+  auto w = m.drain();
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].comm == "0xabc");
+  CHECK(w[0].comm_size == 4);
+  CHECK(w[0].comm_rank == 1);
+  CHECK(w[0].peer == 2);
+  CHECK(w[0].bytes == 400);
+  CHECK(w[0].steps == 4);
+  CHECK(w[0].busy_ns == 1000 + 500 + 300);
+}
+
+TEST_CASE("DrainResetsTheWindowAndForgetsIdleLinks") {
+  LinkMeter m;
+  m.add({1, 2, 0, 1}, 10, 0, 10);
+  m.add({2, 2, 0, 1}, 10, 0, 10);
+  CHECK(m.drain().size() == 2);
+  m.add({1, 2, 0, 1}, 10, 5, 20);  // overlaps the last window's interval: only 10..20 is new
+  auto w = m.drain();
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].bytes == 10);
+  CHECK(w[0].busy_ns == 10);
+  CHECK(m.drain().empty());
+}
+
+TEST_CASE("LinkTableIsBoundedAndCountsWhatItDrops") {
+  LinkMeter m;
+  for (int peer = 0; peer < static_cast<int>(LinkMeter::kMaxLinks) + 5; ++peer) m.add({1, 1000, 0, peer}, 1, 0, 1);
+  CHECK(m.drain().size() == LinkMeter::kMaxLinks);
+  CHECK(m.dropped() == 5);
+}
+
+TEST_CASE("ProfilerPluginTurnsSendProxyStepsIntoLinkTotals") {
+  const np::ProfilerV5& p = hangwatch::watchdog::linkProfiler();
+  hangwatch::watchdog::linkMeter().drain();
+  void* ctx = nullptr;
+  int mask = 0;
+  REQUIRE(p.init(&ctx, 0x5eed, &mask, "", 1, 4, 3, nullptr) == ncclSuccess);
+  CHECK((mask & np::kProxyStep) != 0);
+  CHECK((mask & np::kColl) == 0);  // nothing but what names links
+
+  np::EventDescr op{};
+  op.type = np::kProxyOp;
+  op.proxyOp.peer = 0;
+  op.proxyOp.isSend = 1;
+  void* op_handle = nullptr;
+  p.startEvent(ctx, &op_handle, &op);
+  REQUIRE(op_handle != nullptr);
+  np::EventDescr recv = op;
+  recv.proxyOp.isSend = 0;
+  void* recv_handle = reinterpret_cast<void*>(1);
+  p.startEvent(ctx, &recv_handle, &recv);
+  CHECK(recv_handle == nullptr);  // receives wait on upstream too: not a link measure
+
+  for (int s = 0; s < 3; ++s) {
+    np::EventDescr step{};
+    step.type = np::kProxyStep;
+    step.parentObj = op_handle;
+    step.proxyStep.step = s;
+    void* h = nullptr;
+    p.startEvent(ctx, &h, &step);
+    REQUIRE(h != nullptr);
+    p.recordEventState(h, np::kProxyStepSendGPUWait, nullptr);
+    np::EventStateArgs args{};
+    args.proxyStep.transSize = 65536;
+    p.recordEventState(h, np::kProxyStepSendWait, &args);
+    p.stopEvent(h);
+  }
+  // A step stopped before it reached the wire moved nothing.
+  np::EventDescr early{};
+  early.type = np::kProxyStep;
+  early.parentObj = op_handle;
+  void* h = nullptr;
+  p.startEvent(ctx, &h, &early);
+  p.stopEvent(h);
+  p.stopEvent(op_handle);
+  p.finalize(ctx);
+
+  auto w = hangwatch::watchdog::linkMeter().drain();
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].comm == "0x5eed");
+  CHECK(w[0].comm_rank == 3);
+  CHECK(w[0].peer == 0);
+  CHECK(w[0].steps == 3);
+  CHECK(w[0].bytes == 3 * 65536);
+}
