@@ -23,7 +23,7 @@ class CollectiveRunner {
         r_(comm.rank_),
         esize_(dtypeSize(op.dtype)),
         chunk_(comm.segment_->shape().slot_bytes / esize_),
-        transport_(*comm.segment_, comm.aborted_, comm.rank_, op) {
+        transport_(*comm.segment_, comm.aborted_, comm.rank_, op, comm.profiler_.get()) {
     int next = (r_ + 1) % n_;
     int prev = (r_ + n_ - 1) % n_;
     Communicator::ChannelState& cs = comm.channels_[channel];

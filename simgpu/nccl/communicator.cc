@@ -55,6 +55,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
     for (int r : comm->launcher_ranks_) world = std::max(world, r + 1);
   }
   if (auto ok = faults->checkRanksBelow(world); !ok) return hangwatch::Error{"SIMGPU_FAULTS: " + ok.error()};
+  comm->profiler_ = ProfilerHooks::attach(communicatorId(name->c_str()), nranks, rank);
   comm->startChannels();
   return comm;
 }
@@ -201,7 +202,7 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     size_t esize = dtypeSize(op.dtype);
     size_t bytes = op.count * esize;
     PeerState& ps = peers_[op.peer];
-    StepTransport transport(*segment_, aborted_, rank_, op);
+    StepTransport transport(*segment_, aborted_, rank_, op, profiler_.get());
     if (op.kind == OpKind::Send) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
                   linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0)};

@@ -14,6 +14,7 @@
 
 #include "hangwatch/expected.h"
 #include "op.h"
+#include "profiler_hooks.h"
 #include "ring_channel.h"
 #include "shared_segment.h"
 #include "simgpu/faults.h"
@@ -103,6 +104,7 @@ class Communicator {
   std::vector<ChannelState> channels_;
   std::vector<PeerState> peers_;
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
+  std::unique_ptr<ProfilerHooks> profiler_;  // null without a profiler plugin
 
   friend class CollectiveRunner;
 };

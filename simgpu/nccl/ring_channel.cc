@@ -43,21 +43,36 @@ WaitSite StepTransport::siteFor(int direction, int peer, int channel, uint64_t t
   return site;
 }
 
+StepTransport::~StepTransport() {
+  if (profiler_ != nullptr) profiler_->stopOp(profiler_op_);
+}
+
 bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   uint64_t step = *end.step;
   if (send_end_ != &end) {
     send_end_ = &end;
     send_base_ = step;
+    if (profiler_ != nullptr) {
+      profiler_->stopOp(profiler_op_);
+      profiler_op_ = profiler_->startSendOp(end.channel, end.peer, segment_.shape().slot_bytes);
+    }
   }
+  void* profiler_step = profiler_ ? profiler_->startStep(profiler_op_, static_cast<int>(step - send_base_)) : nullptr;
   if (step + 1 > static_cast<uint64_t>(kSteps)) {
     WaitSite site = siteFor(kWaitSend, end.peer, end.channel, step + 1 - kSteps);
-    if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) return false;
+    if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) {
+      if (profiler_step != nullptr) profiler_->stopStep(profiler_step);
+      return false;
+    }
   }
   char* slot = segment_.slotData(*end.conn, step);
   if (bytes > 0) std::memcpy(slot, src, bytes);
   end.conn->slot_header[step % kSteps] = SlotHeader{op_.seq, static_cast<uint32_t>(op_.kind), static_cast<uint32_t>(bytes)};
   *end.step = step + 1;
+  if (profiler_step != nullptr) profiler_->stepOnWire(profiler_step, bytes);
   end.pacer->pace(bytes, end.gbps);
+  // A dead link never completes its steps; the step is dropped unreported.
+  if (profiler_step != nullptr && !end.dead) profiler_->stopStep(profiler_step);
   if (!end.dead) publishStep(end.conn->tail, step + 1);
   return true;
 }

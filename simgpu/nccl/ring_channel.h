@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "op.h"
+#include "profiler_hooks.h"
 #include "shared_segment.h"
 
 namespace simnccl {
@@ -64,8 +65,12 @@ struct RecvEnd {
 
 class StepTransport {
  public:
-  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op)
-      : segment_(segment), abort_(abort), rank_(rank), op_(op) {}
+  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op,
+                ProfilerHooks* profiler = nullptr)
+      : segment_(segment), abort_(abort), rank_(rank), op_(op), profiler_(profiler) {}
+  ~StepTransport();
+  StepTransport(const StepTransport&) = delete;
+  StepTransport& operator=(const StepTransport&) = delete;
 
   // False when the communicator was aborted while waiting.
   bool send(SendEnd& end, const void* src, size_t bytes);
@@ -97,6 +102,8 @@ class StepTransport {
   const RecvEnd* recv_end_ = nullptr;
   uint64_t send_base_ = 0;
   uint64_t recv_base_ = 0;
+  ProfilerHooks* profiler_;
+  void* profiler_op_ = nullptr;  // this operation's send ProxyOp on send_end_
 };
 
 }  // namespace simnccl

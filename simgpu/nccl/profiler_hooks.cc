@@ -1,0 +1,98 @@
+#include "profiler_hooks.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace simnccl {
+namespace {
+
+namespace np = hangwatch::nccl_profiler;
+
+// Loaded once per process, as NCCL does; never unloaded.
+const np::ProfilerV5* loadPlugin() {
+  static const np::ProfilerV5* plugin = [] () -> const np::ProfilerV5* {
+    const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
+    if (name == nullptr || *name == '\0') return nullptr;
+    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      std::fprintf(stderr, "simnccl: NCCL_PROFILER_PLUGIN %s: %s\n", name, dlerror());
+      return nullptr;
+    }
+    return static_cast<const np::ProfilerV5*>(dlsym(lib, np::kSymbolV5));
+  }();
+  return plugin;
+}
+
+}  // namespace
+
+uint64_t communicatorId(const char* segment_name) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char* p = segment_name; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  return h;
+}
+
+std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, int nranks, int rank) {
+  const np::ProfilerV5* plugin = loadPlugin();
+  if (plugin == nullptr || plugin->init == nullptr) return nullptr;
+  void* context = nullptr;
+  int mask = 0;
+  if (plugin->init(&context, comm_id, &mask, "", 1, nranks, rank, nullptr) != ncclSuccess) return nullptr;
+  if ((mask & (np::kProxyOp | np::kProxyStep)) == 0) {
+    plugin->finalize(context);
+    return nullptr;
+  }
+  return std::unique_ptr<ProfilerHooks>(new ProfilerHooks(plugin, context, mask, rank));
+}
+
+ProfilerHooks::ProfilerHooks(const np::ProfilerV5* plugin, void* context, int mask, int rank)
+    : plugin_(plugin), context_(context), mask_(mask), rank_(rank) {}
+
+ProfilerHooks::~ProfilerHooks() { plugin_->finalize(context_); }
+
+void* ProfilerHooks::startSendOp(int channel, int peer, size_t chunk_bytes) {
+  np::EventDescr d{};
+  d.type = np::kProxyOp;
+  d.rank = rank_;
+  d.proxyOp.pid = ::getpid();
+  d.proxyOp.channelId = static_cast<uint8_t>(channel);
+  d.proxyOp.peer = peer;
+  d.proxyOp.nSteps = 0;  // not known up front here
+  d.proxyOp.chunkSize = static_cast<int>(chunk_bytes);
+  d.proxyOp.isSend = 1;
+  void* handle = nullptr;
+  plugin_->startEvent(context_, &handle, &d);
+  return handle;
+}
+
+void ProfilerHooks::stopOp(void* op) {
+  if (op != nullptr) plugin_->stopEvent(op);
+}
+
+void* ProfilerHooks::startStep(void* op, int step) {
+  if (op == nullptr || (mask_ & np::kProxyStep) == 0) return nullptr;
+  np::EventDescr d{};
+  d.type = np::kProxyStep;
+  d.parentObj = op;
+  d.rank = rank_;
+  d.proxyStep.step = step;
+  void* handle = nullptr;
+  plugin_->startEvent(context_, &handle, &d);
+  if (handle != nullptr) plugin_->recordEventState(handle, np::kProxyStepSendGPUWait, nullptr);
+  return handle;
+}
+
+void ProfilerHooks::stepOnWire(void* step, size_t bytes) {
+  if (step == nullptr) return;
+  np::EventStateArgs args{};
+  args.proxyStep.transSize = bytes;
+  plugin_->recordEventState(step, np::kProxyStepSendWait, &args);
+}
+
+void ProfilerHooks::stopStep(void* step) {
+  if (step != nullptr) plugin_->stopEvent(step);
+}
+
+}  // namespace simnccl
