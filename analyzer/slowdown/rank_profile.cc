@@ -133,6 +133,16 @@ RankProfile profileRank(const MetricsFile& metrics, const TimelineWindow* timeli
         c.ns += o.total_ns;
       }
     }
+    for (const LinkWindowStats& l : w.links) {
+      LinkTotals& t = p.links[l.comm + " " + std::to_string(l.comm_rank) + " " + std::to_string(l.peer)];
+      t.nccl_comm = l.comm;
+      t.comm_size = l.comm_size;
+      t.comm_rank = l.comm_rank;
+      t.peer = l.peer;
+      t.bytes += l.bytes;
+      t.steps += l.steps;
+      t.busy_ns += l.busy_ns;
+    }
     for (const auto& [cls, h] : w.issue_latency)
       if (!isCommunication(cls)) p.issue_latency.merge(h);
     p.busy_ns += w.busy_ns;

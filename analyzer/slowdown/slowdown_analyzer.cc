@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -126,6 +127,7 @@ SlowdownAnalysis SlowdownAnalyzer::analyze(const JobProfile& job, const JobProfi
   issueStalls(job, out);
   hostAndDataloaderStalls(job, out);
   intraStepVoid(job, out);
+  bottleneckLinks(job, out);
   slowLinks(job, baseline, out);
   if (baseline != nullptr) baselineShifts(job, *baseline, out);
   for (SlowdownFinding& f : out.findings) std::sort(f.ranks.begin(), f.ranks.end());
@@ -288,6 +290,89 @@ void SlowdownAnalyzer::intraStepVoid(const JobProfile& job, SlowdownAnalysis& ou
   }
 }
 
+void SlowdownAnalyzer::bottleneckLinks(const JobProfile& job, SlowdownAnalysis& out) const {
+  // Each member names itself in its own link records: comm rank -> global rank.
+  std::map<std::string, std::map<int, int>> global_of;
+  for (const auto& [rank, p] : job.ranks())
+    for (const auto& [key, l] : p.links) global_of[l.nccl_comm][l.comm_rank] = rank;
+  struct Wire {
+    int from;
+    int to;
+    int comm_size;
+    double share;  // of the sender's measured time with data on the wire
+    uint64_t bytes;
+    int64_t busy_ns;
+  };
+  std::map<std::string, std::vector<Wire>> by_comm;
+  for (const auto& [rank, p] : job.ranks()) {
+    if (p.window_ns <= 0) continue;
+    for (const auto& [key, l] : p.links) {
+      const std::map<int, int>& members = global_of[l.nccl_comm];
+      auto to = members.find(l.peer);
+      if (to == members.end()) continue;  // the receiver sent nothing on this communicator
+      by_comm[l.nccl_comm].push_back({rank, to->second, l.comm_size,
+                                      static_cast<double>(l.busy_ns) / static_cast<double>(p.window_ns), l.bytes,
+                                      l.busy_ns});
+    }
+  }
+  auto hostOf = [&](int rank) {
+    auto it = job.ranks().find(rank);
+    return it == job.ranks().end() || it->second.host.empty() ? std::string() : " (" + it->second.host + ")";
+  };
+  // The watchdog's hash of the same communicator: the one with the same members.
+  auto watchdogHash = [&](const std::string& nccl_comm, int size) {
+    std::vector<int> members;
+    for (const auto& [cr, g] : global_of[nccl_comm]) members.push_back(g);
+    std::sort(members.begin(), members.end());
+    std::string found;
+    for (const auto& [hash, c] : job.communicators()) {
+      if (c.size != size || c.members() != members) continue;
+      if (!found.empty()) return std::string();  // two alike: do not guess
+      found = hash;
+    }
+    return found;
+  };
+  std::map<std::pair<int, int>, SlowdownFinding> named;
+  for (const auto& [nccl_comm, wires] : by_comm) {
+    if (wires.size() < 2) continue;
+    for (size_t i = 0; i < wires.size(); ++i) {
+      std::vector<double> others;
+      for (size_t j = 0; j < wires.size(); ++j)
+        if (j != i) others.push_back(wires[j].share);
+      const double ref = median(others);
+      const Wire& w = wires[i];
+      if (w.share < t_.link_wire_ratio * ref || w.share - ref < t_.link_wire_points) continue;
+      const std::string hash = watchdogHash(nccl_comm, w.comm_size);
+      const std::string comm_name = "communicator " + (hash.empty() ? "(NCCL id " + nccl_comm + ")" : hash) + " (" +
+                                    std::to_string(w.comm_size) + " ranks)";
+      const std::string line = "link " + std::to_string(w.from) + "->" + std::to_string(w.to) + " has data on the wire " +
+                               fmt("%.1f", 100 * w.share) + "% of the time, the other " + std::to_string(others.size()) +
+                               " link(s) of " + comm_name + " " + fmt("%.1f", 100 * ref) + "% (median)";
+      auto [it, fresh] = named.try_emplace({w.from, w.to});
+      SlowdownFinding& f = it->second;
+      if (!fresh) {
+        f.evidence.push_back("it is the bottleneck of " + comm_name + " too: " + line);
+        continue;
+      }
+      f.kind = "slow-link";
+      f.ranks = {w.from, w.to};
+      f.link = RingLink{w.from, w.to};
+      f.communicator = hash;
+      f.metric = "link_wire_pct";
+      f.value = 100 * w.share;
+      f.group_median = 100 * ref;
+      f.owner = "operations";
+      f.evidence.push_back(line + ": the ring waits on it (NCCL proxy steps, SendWait until done)");
+      f.evidence.push_back("it moved " + fmt("%.1f", static_cast<double>(w.bytes) / 1e6) + " MB at " +
+                           fmt("%.3g", w.busy_ns > 0 ? static_cast<double>(w.bytes) / static_cast<double>(w.busy_ns) : 0.0) +
+                           " GB/s while busy; the senders upstream of it wait for credits instead");
+      f.evidence.push_back("check the NIC, cable and switch ports between rank " + std::to_string(w.from) + hostOf(w.from) +
+                           " and rank " + std::to_string(w.to) + hostOf(w.to));
+    }
+  }
+  for (auto& [link, f] : named) out.findings.push_back(std::move(f));
+}
+
 void SlowdownAnalyzer::slowLinks(const JobProfile& job, const JobProfile* baseline, SlowdownAnalysis& out) const {
   const std::vector<CommBandwidth> bws = communicatorBandwidth(job);
   const std::vector<CommBandwidth> base = baseline ? communicatorBandwidth(*baseline) : std::vector<CommBandwidth>{};
@@ -358,8 +443,27 @@ void SlowdownAnalyzer::slowLinks(const JobProfile& job, const JobProfile* baseli
     return a.bw->busbw_gbps / a.reference < b.bw->busbw_gbps / b.reference;
   });
   std::set<std::string> reported;
+  // A slow communicator whose ring holds a link already named from its wire time is
+  // explained by it: one finding per link, the communicator's slowdown as its evidence.
+  auto namedOnRing = [&](const std::string& comm) -> SlowdownFinding* {
+    auto c = job.communicators().find(comm);
+    if (c == job.communicators().end()) return nullptr;
+    const std::vector<std::pair<int, int>> ring = c->second.ringLinks();
+    for (SlowdownFinding& f : out.findings)
+      if (f.kind == "slow-link" && f.link &&
+          std::find(ring.begin(), ring.end(), std::make_pair(f.link->from, f.link->to)) != ring.end())
+        return &f;
+    return nullptr;
+  };
   for (const Slow& s : slow) {
     if (!reported.insert(s.bw->key.comm).second) continue;
+    if (SlowdownFinding* link = namedOnRing(s.bw->key.comm)) {
+      link->evidence.push_back("communicator " + s.bw->key.comm + " (" + std::to_string(s.bw->comm_size) +
+                               " ranks), whose ring holds it, moves " + s.bw->key.name + " at " +
+                               fmt("%.3g", s.bw->busbw_gbps) + " GB/s bus bandwidth against " +
+                               fmt("%.3g", s.reference) + " GB/s for " + s.against);
+      continue;
+    }
     SlowdownFinding f;
     f.kind = "slow-link";
     f.ranks = s.bw->members;

@@ -104,30 +104,48 @@ class SlowGpu(AnalyzeCase):
 
 
 class SlowLink(AnalyzeCase):
-    def test_slow_link_is_flagged_on_its_communicator_against_a_healthy_baseline(self):
-        healthy = self.run_job("linkbase")
+    def assert_link(self, finding, a, b):
+        self.assertEqual(finding["link"], {"from": a, "to": b}, finding)
+        self.assertEqual(finding["ranks"], [a, b])
+        self.assertEqual(finding["owner"], "operations")
+        self.assertGreater(finding["value"], 3 * finding["group_median"], finding)
+        self.assertIn(f"link {a}->{b}", finding["evidence"][0])
+
+    def test_slow_link_on_a_single_ring_is_named_from_the_proxy_steps(self):
+        # Every member of a ring sees the same collective time; only the link's time on
+        # the wire (NCCL profiler proxy steps, which the watchdog collects) singles it out.
         slow = self.run_job("slowlink", faults="slow-link=1->2:0.3")
-        # Every member of a ring sees the same (slowest-link) bandwidth: no rank stands out alone.
+        report = self.analyze(slow)
+        self.assertEqual([f["kind"] for f in report["findings"]], ["slow-link"], json.dumps(report, indent=1))
+        self.assert_link(report["findings"][0], 1, 2)
+        self.assertIsNotNone(report["findings"][0]["communicator"])
+        self.assertIn("[slow-link]", self.text(slow))
+        # Against a healthy baseline too, still one finding: the ring's slowdown is its evidence.
+        healthy = self.run_job("linkbase")
+        self.assertEqual(self.analyze(healthy)["findings"], [])
+        report = self.analyze(slow, baseline=healthy)
+        self.assertEqual([f["kind"] for f in report["findings"]], ["slow-link"], json.dumps(report, indent=1))
+        self.assert_link(report["findings"][0], 1, 2)
+
+    def test_without_the_link_profiler_the_ring_is_flagged_against_a_baseline(self):
+        off = {"HANGWATCH_LINK_PROFILER": "0"}
+        healthy = self.run_job("linkbase", **off)
+        # A tenth of the bandwidth: the whole-ring comparison with a baseline has 2 shared cores of noise.
+        slow = self.run_job("slowlink", faults="slow-link=1->2:0.1", **off)
         self.assertEqual(self.analyze(slow)["findings"], [])
         report = self.analyze(slow, baseline=healthy)
         f = self.assert_only(report, "slow-link", list(range(NRANKS)), "operations")
         self.assertIsNotNone(f["communicator"])
         self.assertLess(f["value"], 0.7 * f["group_median"])
-        # The ring's links are listed as candidates, the slow one among them.
         self.assertTrue(any("1->2" in e for e in f["evidence"]), f["evidence"])
 
-    def test_slow_link_inside_a_tp_group_flags_that_group(self):
+    def test_slow_link_inside_a_tp_group_is_named(self):
         # 512 KB tensor-parallel collectives, so the link model outweighs the 2 shared cores.
         args = ["--tp", "2", "--batch", "512"]
         slow = self.run_job("tpslow", args=args, faults="slow-link=0->1:0.3", SIMGPU_TFLOPS="0.03")
-        # Alone: the group {0,1} is slower than its peer group {2,3}; a 2-rank ring has two
-        # links, so only the communicator is named.
-        alone = self.analyze(slow)["findings"]
-        self.assertEqual([(f["kind"], f["ranks"], f["link"]) for f in alone], [("slow-link", [0, 1], None)], alone)
-        # Naming 0->1 by elimination (the one link the slow group and the world ring share)
-        # needs the world ring's slowdown against the baseline, which 2 of 5 runs on 2 shared
-        # cores did not show; it is covered by the unit test
-        # SlowWorldRingAndSlowGroupAgainstABaselineNameTheirSharedLink until a per-link signal exists.
+        report = self.analyze(slow)
+        self.assertEqual([f["kind"] for f in report["findings"]], ["slow-link"], json.dumps(report, indent=1))
+        self.assert_link(report["findings"][0], 0, 1)
 
 
 class IssueStalls(AnalyzeCase):

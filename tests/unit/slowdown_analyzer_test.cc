@@ -272,3 +272,80 @@ TEST_CASE("TwoRanksAreNotComparedWithEachOther") {
   CHECK(a.findings.empty());
   CHECK_FALSE(a.notes.empty());
 }
+
+namespace {
+
+// NCCL proxy-step totals of ring `nccl_comm` over `members` (comm rank = position):
+// each sender has data on the wire `shares[i]` of its time.
+void addWireTimes(std::vector<RankProfile>& ranks, const std::string& nccl_comm, const std::vector<int>& members,
+                  const std::vector<double>& shares) {
+  const int n = static_cast<int>(members.size());
+  for (int cr = 0; cr < n; ++cr) {
+    RankProfile& p = ranks[static_cast<size_t>(members[static_cast<size_t>(cr)])];
+    LinkTotals l;
+    l.nccl_comm = nccl_comm;
+    l.comm_size = n;
+    l.comm_rank = cr;
+    l.peer = (cr + 1) % n;
+    l.bytes = 180u << 20;
+    l.steps = 2880;
+    l.busy_ns = static_cast<int64_t>(shares[static_cast<size_t>(cr)] * static_cast<double>(p.window_ns));
+    p.links[nccl_comm + " " + std::to_string(cr) + " " + std::to_string(l.peer)] = l;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ALinkThatHoldsItsDataFarLongerThanTheRingsOthersIsNamedWithoutABaseline") {
+  auto ranks = healthyJob();
+  addInstances(ranks, "0xw", {0, 1, 2, 3}, "ncclAllReduce", 15 * kMs);
+  addWireTimes(ranks, "0x77", {0, 1, 2, 3}, {0.006, 0.424, 0.004, 0.003});
+  SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks));
+  REQUIRE(kinds(a) == std::vector<std::string>{"slow-link"});
+  const SlowdownFinding& f = a.findings[0];
+  REQUIRE(f.link.has_value());
+  CHECK(f.link->from == 1);
+  CHECK(f.link->to == 2);
+  CHECK(f.ranks == std::vector<int>{1, 2});
+  CHECK(f.owner == "operations");
+  CHECK(f.metric == "link_wire_pct");
+  CHECK(f.value == Approx(42.4));
+  CHECK(f.group_median == Approx(0.4));
+  // The watchdog's hash of the ring with the same members, so text and JSON name one communicator.
+  CHECK(f.communicator == "0xw");
+  REQUIRE(f.evidence.size() >= 3);
+  CHECK(f.evidence[2].find("host0") != std::string::npos);
+  CHECK(f.evidence[2].find("host1") != std::string::npos);
+}
+
+TEST_CASE("ARingWhoseLinksShareTheWireAlikeNamesNoLink") {
+  auto ranks = healthyJob();
+  addWireTimes(ranks, "0x77", {0, 1, 2, 3}, {0.096, 0.095, 0.114, 0.093});
+  CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks))).empty());
+  // Mostly idle links are not compared by ratio alone: 4% against 0.5% is no bottleneck.
+  auto idle = healthyJob();
+  addWireTimes(idle, "0x77", {0, 1, 2, 3}, {0.005, 0.04, 0.004, 0.006});
+  CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(idle))).empty());
+}
+
+TEST_CASE("ABottleneckOnTwoRingsIsOneFindingThatExplainsTheSlowGroup") {
+  auto ranks = healthyJob();
+  for (auto& p : ranks) p.collectives.clear();
+  addInstances(ranks, "0xg0", {0, 1}, "ncclAllGather", 6 * kMs);
+  addInstances(ranks, "0xg1", {2, 3}, "ncclAllGather", 2 * kMs);
+  addWireTimes(ranks, "0x10", {0, 1}, {0.40, 0.01});
+  addWireTimes(ranks, "0x11", {2, 3}, {0.05, 0.05});
+  addWireTimes(ranks, "0x12", {0, 1, 2, 3}, {0.45, 0.01, 0.02, 0.01});
+  SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks));
+  REQUIRE(kinds(a) == std::vector<std::string>{"slow-link"});
+  const SlowdownFinding& f = a.findings[0];
+  REQUIRE(f.link.has_value());
+  CHECK(f.link->from == 0);
+  CHECK(f.link->to == 1);
+  CHECK(f.value == Approx(40).margin(5.1));
+  auto mentions = [&](const std::string& s) {
+    return std::any_of(f.evidence.begin(), f.evidence.end(), [&](const std::string& e) { return e.find(s) != std::string::npos; });
+  };
+  CHECK(mentions("too"));    // the second ring it slows
+  CHECK(mentions("0xg0"));   // the slow group's bandwidth, as evidence of the same link
+}

@@ -33,6 +33,17 @@ struct CollectiveTotals {
   std::optional<double> busbw_gbps() const;
 };
 
+// One connection this rank sends on over the network (NCCL profiler proxy steps).
+struct LinkTotals {
+  std::string nccl_comm;  // NCCL's communicator id: the same on every member
+  int comm_size = 0;
+  int comm_rank = 0;
+  int peer = 0;           // the receiver's rank in the communicator
+  uint64_t bytes = 0;
+  uint64_t steps = 0;
+  int64_t busy_ns = 0;    // time with data on the wire (union of steps' SendWait..done)
+};
+
 // One collective instance as the timeline saw it, for lining up across ranks.
 struct CollectiveInstance {
   std::string comm;
@@ -52,6 +63,7 @@ struct RankProfile {
   int64_t window_ns = 0;      // their total length
   std::map<std::string, GemmShapeTotals> gemms;  // by shape, from the metrics windows
   std::map<std::string, CollectiveTotals> collectives;  // by "name comm bytes"
+  std::map<std::string, LinkTotals> links;  // by "nccl_comm comm_rank peer"
   LogHistogram issue_latency;  // compute and copies: gemm, kernel, memcpy
   int64_t busy_ns = 0;
   int64_t void_ns = 0;

@@ -25,6 +25,11 @@ struct SlowdownThresholds {
   double link_ratio = 0.6;           // communicator busbw below this x its peers'
   double baseline_link_ratio = 0.45;  // or below this x the baseline's: healthy simgpu runs on 2 shared cores differ by up to 40%
   double baseline_void_points = 0.10;
+  // A network link is the bottleneck of its communicator when its data is on the wire
+  // at least 3x as long, and 15 points of the time more, as the median of the
+  // communicator's other links (healthy simgpu rings: within 2 points of each other).
+  double link_wire_ratio = 3.0;
+  double link_wire_points = 0.15;
   size_t min_ranks = 3;              // fewer ranks cannot say which one is odd
 };
 
@@ -45,6 +50,7 @@ class SlowdownAnalyzer {
   void issueStalls(const JobProfile& job, SlowdownAnalysis& out) const;
   void hostAndDataloaderStalls(const JobProfile& job, SlowdownAnalysis& out) const;
   void intraStepVoid(const JobProfile& job, SlowdownAnalysis& out) const;
+  void bottleneckLinks(const JobProfile& job, SlowdownAnalysis& out) const;
   void slowLinks(const JobProfile& job, const JobProfile* baseline, SlowdownAnalysis& out) const;
   void baselineShifts(const JobProfile& job, const JobProfile& baseline, SlowdownAnalysis& out) const;
   nlohmann::json measurements(const JobProfile& job) const;
