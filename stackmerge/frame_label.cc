@@ -4,27 +4,32 @@
 
 namespace hangwatch::stackmerge {
 
-void appendFrameLabel(const StackFrame& f, std::string& out) {
-  out += f.function.empty() ? std::string_view("??") : std::string_view(f.function);
-  if (f.kind == FrameKind::kPython) {
-    if (f.file.empty() && !f.line) return;
+void appendFrameLabel(FrameKind kind, std::string_view function, std::string_view file, std::optional<int> line,
+                      std::string_view module, std::string& out) {
+  out += function.empty() ? std::string_view("??") : function;
+  if (kind == FrameKind::kPython) {
+    if (file.empty() && !line) return;
     out += " (";
-    out += f.file;
-    if (f.line) {
+    out += file;
+    if (line) {
       char digits[16];
-      auto [end, ec] = std::to_chars(digits, digits + sizeof digits, *f.line);
+      auto [end, ec] = std::to_chars(digits, digits + sizeof digits, *line);
       out += ':';
       out.append(digits, end);
     }
     out += ')';
     return;
   }
-  if ((f.function.empty() || f.function == "??") && !f.module.empty()) {
-    const auto slash = f.module.rfind('/');
+  if ((function.empty() || function == "??") && !module.empty()) {
+    const auto slash = module.rfind('/');
     out += " [";
-    out += std::string_view(f.module).substr(slash == std::string::npos ? 0 : slash + 1);
+    out += module.substr(slash == std::string_view::npos ? 0 : slash + 1);
     out += ']';
   }
+}
+
+void appendFrameLabel(const StackFrame& f, std::string& out) {
+  appendFrameLabel(f.kind, f.function, f.file, f.line, f.module, out);
 }
 
 std::string frameLabel(const StackFrame& f) {

@@ -14,6 +14,20 @@ void StackClassifier::addRank(int rank, const std::vector<ThreadStack>& threads)
   ranks_.push_back(std::move(entry));
 }
 
+void StackClassifier::addRank(int rank, const std::vector<RankThread>& threads, const StackTable& table) {
+  RankEntry entry;
+  entry.rank = rank;
+  entry.threads.reserve(threads.size());
+  for (const RankThread& t : threads) {
+    if (t.stack >= node_of_table_stack_.size()) node_of_table_stack_.resize(t.stack + 1, UINT32_MAX);
+    uint32_t& node = node_of_table_stack_[t.stack];
+    if (node == UINT32_MAX) node = tree_.addPath(rank, table.frames(t.stack));
+    else tree_.addThreadAt(rank, node);
+    entry.threads.push_back({names_.intern(t.name), node});
+  }
+  ranks_.push_back(std::move(entry));
+}
+
 std::vector<StackClass> StackClassifier::classes() const {
   // A name whose threads show more than one stack anywhere is what tells ranks apart.
   constexpr uint32_t kUnseen = UINT32_MAX;
@@ -62,7 +76,7 @@ std::vector<StackClass> StackClassifier::classes() const {
     c.ranks = std::move(g.ranks);
     const auto& threads = g.representative->threads;
     const bool any_varies = std::any_of(threads.begin(), threads.end(),
-                                        [&](const RankThread& t) { return stack_of_name[t.name] == kVaries; });
+                                        [&](const ThreadEntry& t) { return stack_of_name[t.name] == kVaries; });
     for (const auto& t : threads) {
       if (any_varies && stack_of_name[t.name] != kVaries) continue;
       c.thread_names.emplace_back(names_.label(t.name));

@@ -64,6 +64,28 @@ uint32_t StackTree::addPath(int rank, const ThreadStack& thread) {
   return node;
 }
 
+uint32_t StackTree::addPath(int rank, std::span<const TableFrame> frames) {
+  uint32_t node = 0;
+  nodes_[0].ranks.insert(rank);
+  ++nodes_[0].threads;
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    node = childFor(node, it->label);
+    Node& n = nodes_[node];
+    n.ranks.insert(rank);
+    ++n.threads;
+  }
+  return node;
+}
+
+void StackTree::addThreadAt(int rank, uint32_t node) {
+  for (;; node = nodes_[node].parent) {
+    Node& n = nodes_[node];
+    n.ranks.insert(rank);
+    ++n.threads;
+    if (node == 0) return;
+  }
+}
+
 void StackTree::addThread(int rank, const ThreadStack& thread) { addPath(rank, thread); }
 
 const std::vector<StackTree::Node>& StackTree::nodes() const { return nodes_; }

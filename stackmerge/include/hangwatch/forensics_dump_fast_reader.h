@@ -3,10 +3,13 @@
 // document: the same ForensicsDump as hangwatch::forensicsDumpFromText gives for what the
 // collector writes, ~10x faster, which a report over 16,384 ranks needs (~2 GB of JSON).
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "hangwatch/expected.h"
 #include "hangwatch/forensics_dump.h"
+#include "hangwatch/stack_table.h"
 
 namespace hangwatch::stackmerge {
 
@@ -14,6 +17,11 @@ struct FastReadOptions {
   // Leaves ThreadStack::native_frames/python_frames empty without reading them: the report
   // uses only the merged frames, and the raw ones are most of a dump's bytes.
   bool skip_raw_frames = false;
+  // When both are set, each thread's merged frames are interned into `stacks` and not kept:
+  // ThreadStack::frames stays empty and thread i's stack is (*stack_ids)[i] (cleared first).
+  // A report over 16,384 ranks keeps a few hundred distinct stacks instead of 8 M frames.
+  StackTable* stacks = nullptr;
+  std::vector<uint32_t>* stack_ids = nullptr;
 };
 
 // Bytes that must be readable after the text given to forensicsDumpFromPaddedText

@@ -8,6 +8,7 @@
 #include "hangwatch/label_interner.h"
 #include "hangwatch/rank_set.h"
 #include "hangwatch/stack_frame.h"
+#include "hangwatch/stack_table.h"
 #include "hangwatch/stack_tree.h"
 
 namespace hangwatch::stackmerge {
@@ -27,6 +28,8 @@ struct StackClass {
 class StackClassifier {
  public:
   void addRank(int rank, const std::vector<ThreadStack>& threads);
+  // The same for threads whose stacks are ids in `table`; every call must pass the same table.
+  void addRank(int rank, const std::vector<RankThread>& threads, const StackTable& table);
   std::vector<StackClass> classes() const;
   // Ranks in classes whose size is small relative to the largest (the odd ones out):
   // at most a third of it. Two equal halves have no odd one out.
@@ -36,18 +39,19 @@ class StackClassifier {
   const StackTree& tree() const { return tree_; }
 
  private:
-  struct RankThread {
+  struct ThreadEntry {
     uint32_t name;
     uint32_t stack;
   };
   struct RankEntry {
     int rank = 0;
-    std::vector<RankThread> threads;  // in dump order
+    std::vector<ThreadEntry> threads;  // in dump order
   };
   // A stack is identified by the tree node its innermost frame ends at.
   StackTree tree_;
   LabelInterner names_;
   std::vector<RankEntry> ranks_;
+  std::vector<uint32_t> node_of_table_stack_;  // tree node per StackTable id; UINT32_MAX unseen
 };
 
 }  // namespace hangwatch::stackmerge

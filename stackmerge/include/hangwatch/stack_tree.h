@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "hangwatch/label_interner.h"
 #include "hangwatch/rank_set.h"
 #include "hangwatch/stack_frame.h"
+#include "hangwatch/stack_table.h"
 
 namespace hangwatch::stackmerge {
 
@@ -32,6 +34,11 @@ class StackTree {
   // The same, returning the node of the innermost frame: equal stacks end at the same node,
   // so it identifies the stack (0, the root, for a thread without frames).
   uint32_t addPath(int rank, const ThreadStack& thread);
+  // The same for a stack of a StackTable (frames innermost first, labels already made).
+  uint32_t addPath(int rank, std::span<const TableFrame> frames);
+  // One more thread of `rank` on the stack ending at `node`, which addPath returned before:
+  // a stack seen on many ranks is matched by label once, then counted by walking up.
+  void addThreadAt(int rank, uint32_t node);
   const std::vector<Node>& nodes() const;  // nodes()[0] is the root
   // Labels from `node` up to the root's child: the stack ending there, innermost first.
   std::vector<std::string> stackOf(uint32_t node) const;
