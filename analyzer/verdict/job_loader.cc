@@ -198,7 +198,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i = next.fetch_add(1); i < ranks.size(); i = next.fetch_add(1)) {
-      read[i] = RankDumpReader::read(job_dir, ranks[i]);
+      read[i] = RankDumpReader::read(job_dir, ranks[i], *job.stacks);
     }
   };
   std::vector<std::thread> pool;

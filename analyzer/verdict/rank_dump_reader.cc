@@ -1,64 +1,16 @@
 #include "hangwatch/verdict/rank_dump_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/forensics_dump_fast_reader.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/verdict/dump_file_text.h"
 
 namespace hangwatch::verdict {
 namespace {
-
-// One read() into a buffer each loader thread reuses: the stream-based copy took a third
-// of the report's time at 16,384 ranks. The text is out[0, size) and kFastReaderPadding
-// zero bytes follow it, so simdjson reads it in place.
-bool readWholeFile(const std::string& path, std::string& out, size_t& size) {
-  constexpr size_t kPad = stackmerge::kFastReaderPadding;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  const size_t expected = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
-  out.resize(expected + kPad);
-  size_t got = 0;
-  while (true) {
-    if (got + kPad >= out.size()) out.resize(out.size() + 4096);  // the file grew, or fstat said 0
-    ssize_t n = ::read(fd, out.data() + got, out.size() - kPad - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  std::fill(out.begin() + static_cast<std::ptrdiff_t>(got), out.end(), '\0');
-  size = got;
-  return true;
-}
-
-// Only what frame labels and the report use; drops raw native/Python frames and addresses.
-ThreadStack compactThread(ThreadStack&& t) {
-  ThreadStack c;
-  c.tid = t.tid;
-  c.name = std::move(t.name);
-  c.state = std::move(t.state);
-  c.frames.reserve(t.frames.size());
-  for (StackFrame& f : t.frames) {
-    StackFrame k;
-    k.kind = f.kind;
-    k.function = std::move(f.function);
-    k.file = std::move(f.file);
-    k.line = f.line;
-    // frameLabel names an unknown native frame by its module.
-    if (k.function.empty() || k.function == "??") k.module = std::move(f.module);
-    c.frames.push_back(std::move(k));
-  }
-  return c;
-}
 
 std::string parseProblem(const nlohmann::json& j, std::string_view text) {
   if (text.empty()) return "empty file";
@@ -67,9 +19,41 @@ std::string parseProblem(const nlohmann::json& j, std::string_view text) {
   return "";
 }
 
+void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
+  s.has_snapshot = true;
+  SnapshotIdentity& id = snap.identity;
+  s.host = std::move(id.host);
+  s.pid = id.pid;
+  s.device = id.device;
+  s.job_id = std::move(id.job_id);
+  s.world_size = id.world_size;
+  s.snapshot_time_unix_s = snap.time_unix_s;
+  s.timeout_s = snap.timeout_s;
+  s.detected_here = snap.detected_here;
+  s.comms = std::move(snap.comms);
+  for (SnapshotStream& st : snap.streams) {
+    for (SnapshotPendingOp& op : st.pending) s.pending.push_back(std::move(op));
+  }
+  s.host_calls = std::move(snap.host_calls);
+}
+
 }  // namespace
 
 void RankDumpReader::addSnapshotText(RankSummary& s, std::string_view text) {
+  std::string padded(text);
+  padded.resize(text.size() + stackmerge::kFastReaderPadding, '\0');
+  addPaddedSnapshotText(s, std::string_view(padded.data(), text.size()));
+}
+
+void RankDumpReader::addPaddedSnapshotText(RankSummary& s, std::string_view text) {
+  // simdjson first; anything it refuses (including what the common reader takes leniently)
+  // goes through the common reader, so odd files get exactly its result and problem notes.
+  Expected<WatchdogSnapshot> fast =
+      stackmerge::watchdogSnapshotFromPaddedText(text, stackmerge::SnapshotReadOptions{.require_identity = true});
+  if (fast) {
+    takeSnapshot(s, std::move(*fast));
+    return;
+  }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   s.snapshot_problem = parseProblem(j, text);
   if (!s.snapshot_problem.empty()) return;
@@ -84,38 +68,25 @@ void RankDumpReader::addSnapshotText(RankSummary& s, std::string_view text) {
     s.snapshot_problem = "unreadable snapshot: " + snap.error();
     return;
   }
-  s.has_snapshot = true;
-  SnapshotIdentity& id = snap->identity;
-  s.host = std::move(id.host);
-  s.pid = id.pid;
-  s.device = id.device;
-  s.job_id = std::move(id.job_id);
-  s.world_size = id.world_size;
-  s.snapshot_time_unix_s = snap->time_unix_s;
-  s.timeout_s = snap->timeout_s;
-  s.detected_here = snap->detected_here;
-  s.comms = std::move(snap->comms);
-  for (SnapshotStream& st : snap->streams) {
-    for (SnapshotPendingOp& op : st.pending) s.pending.push_back(std::move(op));
-  }
-  s.host_calls = std::move(snap->host_calls);
+  takeSnapshot(s, std::move(*snap));
 }
 
-void RankDumpReader::addForensicsText(RankSummary& s, const std::string& text) {
+void RankDumpReader::addForensicsText(RankSummary& s, const std::string& text, stackmerge::StackTable& stacks) {
   std::string padded = text;
   padded.resize(text.size() + stackmerge::kFastReaderPadding, '\0');
-  addPaddedForensicsText(s, std::string_view(padded.data(), text.size()));
+  addPaddedForensicsText(s, std::string_view(padded.data(), text.size()), stacks);
 }
 
-void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view text) {
+void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view text, stackmerge::StackTable& stacks) {
   if (text.empty()) {
     s.forensics_problem = "empty file";
     return;
   }
-  // No JSON document is built and the raw frames are skipped unread: 16,384 ranks' dumps
-  // are ~2 GB of JSON, most of it raw frames the report drops.
-  Expected<ForensicsDump> dump =
-      stackmerge::forensicsDumpFromPaddedText(text, stackmerge::FastReadOptions{.skip_raw_frames = true});
+  // No JSON document is built, the raw frames are skipped unread and the merged ones go
+  // straight into the job's stack table: 16,384 ranks' dumps are ~2 GB of JSON, mostly frames.
+  thread_local std::vector<uint32_t> stack_ids;
+  Expected<ForensicsDump> dump = stackmerge::forensicsDumpFromPaddedText(
+      text, stackmerge::FastReadOptions{.skip_raw_frames = true, .stacks = &stacks, .stack_ids = &stack_ids});
   if (!dump) {
     s.forensics_problem = "truncated or corrupt JSON (" + std::to_string(text.size()) + " bytes): " + dump.error();
     return;
@@ -124,21 +95,21 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   if (s.host.empty()) s.host = dump->host;
   if (s.pid == 0) s.pid = dump->pid;
   s.threads.reserve(dump->threads.size());
-  for (ThreadStack& t : dump->threads) s.threads.push_back(compactThread(std::move(t)));
+  for (size_t i = 0; i < dump->threads.size() && i < stack_ids.size(); ++i) {
+    ThreadStack& t = dump->threads[i];
+    s.threads.push_back({t.tid, std::move(t.name), stack_ids[i]});
+  }
   s.ring_progress = std::move(dump->ring_progress);
   s.collector_errors = std::move(dump->errors);
   s.process_state = std::move(dump->process_state);
 }
 
-RankSummary RankDumpReader::read(const std::string& job_dir, int rank) {
+RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks) {
   RankSummary s;
   s.rank = rank;
-  thread_local std::string buffer;
-  size_t size = 0;
-  if (readWholeFile(watchdogSnapshotPath(job_dir, rank), buffer, size))
-    addSnapshotText(s, std::string_view(buffer.data(), size));
-  if (readWholeFile(forensicsDumpPath(job_dir, rank), buffer, size))
-    addPaddedForensicsText(s, std::string_view(buffer.data(), size));
+  thread_local DumpFileText file;
+  if (file.open(watchdogSnapshotPath(job_dir, rank))) addPaddedSnapshotText(s, file.text());
+  if (file.open(forensicsDumpPath(job_dir, rank))) addPaddedForensicsText(s, file.text(), stacks);
   return s;
 }
 

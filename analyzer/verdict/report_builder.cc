@@ -47,7 +47,7 @@ Report ReportBuilder::build(JobData job) {
   r.job = std::move(job);
   stackmerge::StackClassifier classifier;
   for (const RankSummary& s : r.job.ranks) {
-    if (s.has_forensics && !s.threads.empty()) classifier.addRank(s.rank, s.threads);
+    if (s.has_forensics && !s.threads.empty()) classifier.addRank(s.rank, s.threads, *r.job.stacks);
   }
   r.stack_classes = classifier.classes();
   r.rank_class.assign(r.job.world_size, -1);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <span>
 
-#include "hangwatch/frame_label.h"
 #include "hangwatch/rank_set.h"
 #include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
@@ -49,20 +49,21 @@ bool isInfrastructureThread(const std::string& name) {
   return name.rfind("simnccl", 0) == 0 || name.rfind("simgpu", 0) == 0 || name.rfind("hangwatch", 0) == 0;
 }
 
-std::vector<std::string> whereFrames(const ThreadStack& t) {
+std::vector<std::string> whereFrames(std::span<const stackmerge::TableFrame> frames) {
+  using stackmerge::TableFrame;
   std::vector<std::string> out;
-  bool python = std::any_of(t.frames.begin(), t.frames.end(), [](const StackFrame& f) { return f.kind == FrameKind::kPython; });
+  bool python = std::any_of(frames.begin(), frames.end(), [](const TableFrame& f) { return f.kind == FrameKind::kPython; });
   if (python) {
     // The Python frames say where the program is; the innermost native frame says what it waits on.
-    if (!t.frames.empty() && t.frames.front().kind == FrameKind::kNative) out.push_back(stackmerge::frameLabel(t.frames.front()));
-    for (const StackFrame& f : t.frames) {
-      if (f.kind == FrameKind::kPython && out.size() < 8) out.push_back(stackmerge::frameLabel(f));
+    if (!frames.empty() && frames.front().kind == FrameKind::kNative) out.emplace_back(frames.front().label);
+    for (const TableFrame& f : frames) {
+      if (f.kind == FrameKind::kPython && out.size() < 8) out.emplace_back(f.label);
     }
     return out;
   }
-  for (const StackFrame& f : t.frames) {
+  for (const TableFrame& f : frames) {
     if (out.size() >= 8) break;
-    out.push_back(stackmerge::frameLabel(f));
+    out.emplace_back(f.label);
   }
   return out;
 }
@@ -402,13 +403,12 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
     if (!s || !s->has_forensics) continue;
     bool majority = !classes_.empty() && classes_.front().ranks.contains(r) && classes_.size() > 1;
     int shown = 0;
-    for (const ThreadStack& t : s->threads) {
-      if (isInfrastructureThread(t.name) || t.frames.empty()) continue;
-      std::vector<std::string> labels;
-      for (const StackFrame& f : t.frames) labels.push_back(stackmerge::frameLabel(f));
+    for (const stackmerge::RankThread& t : s->threads) {
+      std::span<const stackmerge::TableFrame> frames = job_.stacks->frames(t.stack);
+      if (isInfrastructureThread(t.name) || frames.empty()) continue;
       bool main_thread = t.tid == s->pid;
-      if (!main_thread && (majority || usual.count(labels))) continue;
-      v.where.push_back({r, t.name.empty() ? "tid " + std::to_string(t.tid) : t.name, whereFrames(t)});
+      if (!main_thread && (majority || usual.count(job_.stacks->labels(t.stack)))) continue;
+      v.where.push_back({r, t.name.empty() ? "tid " + std::to_string(t.tid) : t.name, whereFrames(frames)});
       if (++shown >= 3) break;
     }
   }

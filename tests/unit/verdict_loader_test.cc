@@ -126,7 +126,7 @@ TEST_CASE("ParallelLoadingGivesTheSameRanksAsOneThread") {
   }
 }
 
-TEST_CASE("CompactRankKeepsFramesButNotRawStacks") {
+TEST_CASE("LoadedRankKeepsItsStackLabelsButNotRawFrames") {
   verdict_test::TempDir dir;
   FakeRank r(0, 1, 1);
   r.dump.threads[0].native_frames = r.dump.threads[0].frames;
@@ -135,8 +135,20 @@ TEST_CASE("CompactRankKeepsFramesButNotRawStacks") {
   r.write(dir.path);
   Expected<JobData> job = JobLoader().load(dir.path);
   REQUIRE(job.ok());
-  const ThreadStack& t = job->ranks[0].threads[0];
-  CHECK(t.native_frames.empty());
-  CHECK(t.frames[0].function == "simcuda_stream_wait");
-  CHECK_FALSE(t.frames[0].pc);
+  const stackmerge::RankThread& t = job->ranks[0].threads[0];
+  CHECK(t.name == "ring_train");
+  REQUIRE_FALSE(job->stacks->frames(t.stack).empty());
+  CHECK(job->stacks->frames(t.stack)[0].label == "simcuda_stream_wait");
+}
+
+TEST_CASE("RanksWithTheSameStackShareOneTableEntry") {
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : deadLinkJob(8, 3)) r.write(dir.path);
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  REQUIRE(job->ranks.size() == 8);
+  // Two distinct stacks (main thread, channel thread) however many ranks have them.
+  CHECK(job->stacks->size() == 2);
+  CHECK(job->ranks[0].threads[0].stack == job->ranks[7].threads[0].stack);
+  CHECK(job->ranks[0].threads[0].stack != job->ranks[0].threads[1].stack);
 }

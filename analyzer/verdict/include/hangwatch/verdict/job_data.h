@@ -1,9 +1,11 @@
 #pragma once
 // Everything `forensics report` read from one job directory (DESIGN.md §4), rank by rank.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hangwatch/stack_table.h"
 #include "hangwatch/trigger_record.h"
 #include "hangwatch/verdict/rank_summary.h"
 
@@ -24,6 +26,9 @@ struct JobData {
   std::optional<TriggerRecord> trigger;
   std::string trigger_problem;  // TRIGGER.json exists but could not be read
   std::vector<RankSummary> ranks;  // ranks that answered (at least one usable file), ascending
+  // Every distinct thread stack of the job; RankSummary::threads hold ids into it. Shared so
+  // JobData moves without invalidating them.
+  std::shared_ptr<stackmerge::StackTable> stacks = std::make_shared<stackmerge::StackTable>();
   std::vector<int> ranks_missing;  // in [0, world_size): no usable file at all
   std::vector<PartialRank> ranks_partial;
   std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences

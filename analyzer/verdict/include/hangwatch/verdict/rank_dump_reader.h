@@ -10,13 +10,17 @@ namespace hangwatch::verdict {
 
 class RankDumpReader {
  public:
-  static RankSummary read(const std::string& job_dir, int rank);
+  // Thread stacks go into `stacks` (the job's table), shared by every loader thread.
+  static RankSummary read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks);
   // One file's text into `s`; what read() does per file, open to tests.
   static void addSnapshotText(RankSummary& s, std::string_view text);
-  static void addForensicsText(RankSummary& s, const std::string& text);
+  // addSnapshotText without its copy: stackmerge::kFastReaderPadding bytes must be
+  // readable after `text`.
+  static void addPaddedSnapshotText(RankSummary& s, std::string_view text);
+  static void addForensicsText(RankSummary& s, const std::string& text, stackmerge::StackTable& stacks);
   // addForensicsText without its copy: stackmerge::kFastReaderPadding bytes must be
   // readable after `text`.
-  static void addPaddedForensicsText(RankSummary& s, std::string_view text);
+  static void addPaddedForensicsText(RankSummary& s, std::string_view text, stackmerge::StackTable& stacks);
 };
 
 }  // namespace hangwatch::verdict

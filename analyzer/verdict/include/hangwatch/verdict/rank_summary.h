@@ -8,6 +8,7 @@
 
 #include "hangwatch/forensics_dump.h"
 #include "hangwatch/stack_frame.h"
+#include "hangwatch/stack_table.h"
 #include "hangwatch/watchdog_snapshot.h"
 
 namespace hangwatch::verdict {
@@ -32,8 +33,8 @@ struct RankSummary {
   std::vector<SnapshotPendingOp> pending;  // every stream's pending ops, oldest first per stream
   std::vector<SnapshotHostCall> host_calls;
 
-  // Frames keep only kind, function, file and line: what the cross-rank comparison and the report use.
-  std::vector<ThreadStack> threads;
+  // Each thread's stack is an id in JobData::stacks: ranks share a few hundred distinct stacks.
+  std::vector<stackmerge::RankThread> threads;
   std::vector<RingProgress> ring_progress;
   std::vector<std::string> collector_errors;
   std::string process_state;
