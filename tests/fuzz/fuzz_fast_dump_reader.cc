@@ -1,14 +1,18 @@
 // stackmerge's fast (simdjson) forensics dump reader: never crashes on arbitrary bytes, and on
 // any dump the common writer produces it reads exactly what the common (nlohmann) reader reads,
-// and with skip_raw_frames the same less the raw frames.
+// with skip_raw_frames the same less the raw frames, and when interning into a StackTable (what
+// the report does) each thread's stack has exactly the labels and kinds of its merged frames.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz_roundtrip.h"
 #include "hangwatch/forensics_dump.h"
 #include "hangwatch/forensics_dump_fast_reader.h"
+#include "hangwatch/frame_label.h"
+#include "hangwatch/stack_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -35,5 +39,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   hangwatch::fuzz::requireSame(hangwatch::toJson(without_raw), hangwatch::toJson(*summary),
                                "skip_raw_frames vs common reader");
+  hangwatch::stackmerge::StackTable table;
+  std::vector<uint32_t> ids;
+  auto interned = hangwatch::stackmerge::forensicsDumpFromTextFast(
+      canonical, {.skip_raw_frames = true, .stacks = &table, .stack_ids = &ids});
+  if (!interned || ids.size() != slow->threads.size()) {
+    std::fprintf(stderr, "interning reader disagrees with the common reader on the writer's output\n");
+    std::abort();
+  }
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const auto frames = table.frames(ids[t]);
+    const auto& expected = slow->threads[t].frames;
+    bool same = frames.size() == expected.size();
+    for (size_t f = 0; same && f < frames.size(); ++f)
+      same = frames[f].kind == expected[f].kind && frames[f].label == hangwatch::stackmerge::frameLabel(expected[f]);
+    if (!same || !interned->threads[t].frames.empty()) {
+      std::fprintf(stderr, "thread %zu: interned stack differs from the common reader's frames\n", t);
+      std::abort();
+    }
+  }
   return 0;
 }

@@ -11,7 +11,7 @@ root=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 shift || true
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-all_targets=(forensics_dump fast_dump_reader watchdog_snapshot trigger metrics_line rank_set)
+all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_reader trigger metrics_line rank_set)
 [ $# -gt 0 ] && targets=("$@") || targets=("${all_targets[@]}")
 
 cxx=${CXX_FUZZ:-clang++}
@@ -22,7 +22,7 @@ mkdir -p "$build/obj" "$build/bin"
 # The readers under test, compiled once with the sanitizers; an object is rebuilt when its
 # source or a header of its part changed (common/ sources see only common/ headers).
 common_sources=(forensics_dump dump_json watchdog_snapshot metrics_window log_histogram nccl_bandwidth)
-stackmerge_sources=(rank_set forensics_dump_fast_reader)
+stackmerge_sources=(rank_set forensics_dump_fast_reader watchdog_snapshot_fast_reader stack_table frame_label label_interner)
 objects=()
 stale=()
 for name in "${common_sources[@]}" "${stackmerge_sources[@]}"; do
@@ -62,7 +62,7 @@ for t in "${targets[@]}"; do
   for dir in "$synth" ${FUZZ_SEED_DIRS:-}; do
     case $t in
       forensics_dump | fast_dump_reader) cp -n "$dir"/ranks/*.forensics.json "$corpus/" 2>/dev/null || true ;;
-      watchdog_snapshot) cp -n "$dir"/ranks/*.watchdog.json "$corpus/" 2>/dev/null || true ;;
+      watchdog_snapshot | fast_snapshot_reader) cp -n "$dir"/ranks/*.watchdog.json "$corpus/" 2>/dev/null || true ;;
       trigger) [ -e "$dir/TRIGGER.json" ] && cp -n "$dir/TRIGGER.json" "$corpus/trigger-$(basename "$dir").json" || true ;;
       metrics_line) for m in "$dir"/metrics/*.jsonl; do [ -e "$m" ] && split -l 1 -a 3 "$m" "$corpus/$(basename "$m" .jsonl)-"; done ;;
       *) ;;
