@@ -1,7 +1,9 @@
 // What loading a job's dumps could cost in `forensics report`: every rank's two files read,
-// parsed (forensics dump with the fast or the common reader, snapshot with the common one)
-// and its stacks merged into one StackClassifier, on N threads, frames dropped after merging.
-//   dump_load_bench <job-dir> [--threads N] [--reader fast|common]
+// parsed and its stacks merged into one StackClassifier, on N threads. Readers: `table` (what
+// the report does: both files with the simdjson readers, frames interned into one StackTable
+// while parsing, ranks classified by stack id afterwards), `fast` (the simdjson dump reader
+// into ThreadStacks, merged under a lock) or `common` (the nlohmann readers).
+//   dump_load_bench <job-dir> [--threads N] [--reader table|fast|common]
 // Prints wall and CPU seconds, bytes and max RSS, so the report's own figure can be split
 // into "reading" and "everything else".
 #include <fcntl.h>
@@ -22,8 +24,10 @@
 #include "hangwatch/forensics_dump.h"
 #include "hangwatch/forensics_dump_fast_reader.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/stack_table.h"
 #include "hangwatch/stack_tree.h"
 #include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/watchdog_snapshot_fast_reader.h"
 
 namespace {
 
@@ -54,16 +58,18 @@ double cpuSeconds() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s <job-dir> [--threads N] [--reader fast|common]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <job-dir> [--threads N] [--reader table|fast|common]\n", argv[0]);
     return 2;
   }
   const std::string job = argv[1];
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  bool fast = true;
+  std::string reader = "table";
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--threads") == 0) threads = static_cast<unsigned>(std::stoi(argv[i + 1]));
-    else if (std::strcmp(argv[i], "--reader") == 0) fast = std::strcmp(argv[i + 1], "fast") == 0;
+    else if (std::strcmp(argv[i], "--reader") == 0) reader = argv[i + 1];
   }
+  const bool fast = reader != "common";
+  const bool table = reader == "table";
   std::vector<int> ranks;
   for (const auto& e : std::filesystem::directory_iterator(job + "/ranks")) {
     const std::string name = e.path().filename().string();
@@ -75,6 +81,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = cpuSeconds();
   hangwatch::stackmerge::StackClassifier classifier;
+  hangwatch::stackmerge::StackTable stacks;
+  std::vector<std::vector<hangwatch::stackmerge::RankThread>> rank_threads(ranks.size());
   std::mutex merge;
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes{0};
@@ -83,23 +91,37 @@ int main(int argc, char** argv) {
   for (unsigned w = 0; w < threads; ++w)
     pool.emplace_back([&] {
       std::string text;
+      std::vector<uint32_t> ids;
       for (size_t i; (i = next.fetch_add(1)) < ranks.size();) {
         const int rank = ranks[i];
         if (readFile(hangwatch::watchdogSnapshotPath(job, rank), text)) {
           bytes += text.size();
-          auto j = nlohmann::json::parse(text, nullptr, false);
-          if (j.is_discarded() || !hangwatch::watchdogSnapshotFromJson(j)) ++bad;
+          if (table) {
+            if (!hangwatch::stackmerge::watchdogSnapshotFromTextFast(text)) ++bad;
+          } else {
+            auto j = nlohmann::json::parse(text, nullptr, false);
+            if (j.is_discarded() || !hangwatch::watchdogSnapshotFromJson(j)) ++bad;
+          }
         }
         if (!readFile(hangwatch::forensicsDumpPath(job, rank), text)) continue;
         bytes += text.size();
         // As the report reads them: raw frames skipped, the text parsed in place.
         const size_t size = text.size();
         text.resize(size + hangwatch::stackmerge::kFastReaderPadding, '\0');
-        auto dump = fast ? hangwatch::stackmerge::forensicsDumpFromPaddedText(std::string_view(text.data(), size),
-                                                                              {.skip_raw_frames = true})
+        hangwatch::stackmerge::FastReadOptions options{.skip_raw_frames = true};
+        if (table) {
+          options.stacks = &stacks;
+          options.stack_ids = &ids;
+        }
+        auto dump = fast ? hangwatch::stackmerge::forensicsDumpFromPaddedText(std::string_view(text.data(), size), options)
                          : hangwatch::forensicsDumpFromText(text.substr(0, size));
         if (!dump) {
           ++bad;
+          continue;
+        }
+        if (table) {
+          for (size_t t = 0; t < dump->threads.size() && t < ids.size(); ++t)
+            rank_threads[i].push_back({dump->threads[t].tid, std::move(dump->threads[t].name), ids[t]});
           continue;
         }
         std::lock_guard<std::mutex> lock(merge);
@@ -107,13 +129,15 @@ int main(int argc, char** argv) {
       }
     });
   for (auto& t : pool) t.join();
+  if (table)
+    for (size_t i = 0; i < ranks.size(); ++i) classifier.addRank(ranks[i], rank_threads[i], stacks);
   const auto classes = classifier.classes();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf("ranks %zu, %.2f GB, reader %s, %u threads: wall %.2f s, cpu %.2f s, max rss %.0f MB, "
               "%zu stack classes, %zu tree nodes, %d unreadable\n",
-              ranks.size(), static_cast<double>(bytes.load()) / 1e9, fast ? "fast" : "common", threads, wall,
+              ranks.size(), static_cast<double>(bytes.load()) / 1e9, reader.c_str(), threads, wall,
               cpuSeconds() - cpu0, static_cast<double>(ru.ru_maxrss) / 1024.0, classes.size(),
               classifier.tree().nodes().size(), bad.load());
   return 0;
