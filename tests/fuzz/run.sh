@@ -18,6 +18,7 @@ cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$root/common/include" -I"$root/stackmerge/include" -I"$here")
 mkdir -p "$build/obj" "$build/bin"
+build=$(cd "$build" && pwd)  # the fuzzers run from inside it
 
 # The readers under test, compiled once with the sanitizers; an object is rebuilt when its
 # source or a header of its part changed (common/ sources see only common/ headers).
@@ -78,6 +79,11 @@ for t in "${targets[@]}"; do
   # Parallel jobs write their own fuzz-N.log files, so they run from the build dir.
   parallel=()
   [ "${FUZZ_JOBS:-1}" -gt 1 ] && parallel=(-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS")
+  if [ ! -x "$build/bin/fuzz_$t" ]; then
+    echo "   NOT BUILT: $build/bin/fuzz_$t"
+    status=1
+    continue
+  fi
   if ! (cd "$build" && "$build/bin/fuzz_$t" "$build/corpus/$t" -max_total_time="$seconds" -max_len=65536 \
        -timeout=10 -rss_limit_mb=2048 "${parallel[@]}" -artifact_prefix="$build/artifacts/$t/" \
        -print_final_stats=1) >"$log" 2>&1; then
