@@ -88,8 +88,10 @@ OpWindowStats opFromJson(const json& j) {
   o.bytes = getOr<uint64_t>(j, "b", 0);
   o.count = getOr<uint64_t>(j, "cnt", 0);
   o.total_ns = getOr<int64_t>(j, "ns", 0);
-  o.p50_ns = getOr(j, "p50", 0.0);
-  o.p99_ns = getOr(j, "p99", 0.0);
+  // Written as whole ns: read them as such, so a value no int64 holds is an error here,
+  // not an out-of-range cast when the window is written again.
+  o.p50_ns = static_cast<double>(getOr<int64_t>(j, "p50", 0));
+  o.p99_ns = static_cast<double>(getOr<int64_t>(j, "p99", 0));
   o.max_ns = getOr<int64_t>(j, "max", 0);
   o.durations = histogramAt(j, "h");
   o.tflops = getOptional<double>(j, "tf");
@@ -186,7 +188,7 @@ Expected<MetricsWindow> metricsWindowFromJson(const nlohmann::json& j) {
       s.anchor = getOr<std::string>(*step, "key", "");
       s.count = getOr<uint64_t>(*step, "cnt", 0);
       s.total_ns = getOr<int64_t>(*step, "ns", 0);
-      s.p50_ns = getOr(*step, "p50", 0.0);
+      s.p50_ns = static_cast<double>(getOr<int64_t>(*step, "p50", 0));
       s.max_ns = getOr<int64_t>(*step, "max", 0);
       w.step = s;
     }

@@ -213,3 +213,15 @@ TEST_CASE("MetricsFileReaderSkipsBadLinesAndCountsThem") {
   CHECK(f->bad_lines == 2);
   CHECK_FALSE(hangwatch::readMetricsFile("/nonexistent/dir/r00000.jsonl").ok());
 }
+
+TEST_CASE("PercentilesNoInt64HoldsAreErrorsNotCasts") {
+  // Found by tests/fuzz (metrics_line): a p50 of 6.7e127 went through a double and was
+  // cast to int64 when the window was written again.
+  CHECK_FALSE(hangwatch::metricsWindowFromLine(R"({"ops": [{"c": "gemm", "p50": 6.7e127}]})").ok());
+  CHECK_FALSE(hangwatch::metricsWindowFromLine(R"({"ops": [{"c": "gemm", "p99": -1e19}]})").ok());
+  CHECK_FALSE(hangwatch::metricsWindowFromLine(R"({"step": {"p50": 1e300}})").ok());
+  auto ok = hangwatch::metricsWindowFromLine(R"({"ops": [{"c": "gemm", "p50": 2286960}], "step": {"p50": 61539099}})");
+  REQUIRE(ok.ok());
+  CHECK(ok->ops[0].p50_ns == 2286960);
+  CHECK(ok->step->p50_ns == 61539099);
+}
