@@ -11,6 +11,7 @@ namespace hangwatch {
 namespace {
 
 using nlohmann::json;
+using json_fields::checkedGet;
 using json_fields::getOptional;
 using json_fields::getOr;
 using json_fields::putOptional;
@@ -178,7 +179,8 @@ Expected<MetricsWindow> metricsWindowFromJson(const nlohmann::json& j) {
       if (const json* by = objectAt(*sync, "by")) {
         for (auto it = by->begin(); it != by->end(); ++it) {
           if (!it->is_array() || it->size() != 2) throw std::runtime_error("sync.by entry is not [count, ns]");
-          w.syncs.push_back({it.key(), (*it)[0].get<uint64_t>(), (*it)[1].get<int64_t>()});
+          w.syncs.push_back({it.key(), checkedGet<uint64_t>((*it)[0], "sync.by count"),
+                             checkedGet<int64_t>((*it)[1], "sync.by ns")});
         }
       }
     }

@@ -15,7 +15,16 @@ namespace {
 
 using nlohmann::json;
 using json_fields::arrayOrEmpty;
+using json_fields::checkedGet;
 using json_fields::getOr;
+
+// base + offset from a file: an offset that would overflow is a damaged file.
+int64_t rebase(int64_t base, const json& offset) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(base, checkedGet<int64_t>(offset, "time offset"), &out))
+    throw std::out_of_range("time offset out of range");
+  return out;
+}
 
 // Interns strings into a JSON table so each op stores a small index.
 class StringTable {
@@ -33,7 +42,7 @@ class StringTable {
 };
 
 const std::string& tableAt(const std::vector<std::string>& table, const json& index, const char* what) {
-  int64_t i = index.get<int64_t>();
+  int64_t i = checkedGet<int64_t>(index, what);
   if (i < 0 || i >= static_cast<int64_t>(table.size())) throw std::runtime_error(std::string("bad ") + what + " index");
   return table[static_cast<size_t>(i)];
 }
@@ -82,23 +91,22 @@ Expected<TimelineWindow> timelineWindowFromJson(const nlohmann::json& j) {
       o.cls = row[0].get<std::string>();
       o.name = tableAt(names, row[1], "name");
       o.stream = tableAt(streams, row[2], "stream");
-      if (row[3].get<int64_t>() >= 0) o.comm = tableAt(comms, row[3], "comm");
-      o.comm_rank = row[4].get<int>();
-      o.comm_size = row[5].get<int>();
-      o.peer = row[6].get<int>();
-      o.seq = row[7].get<uint64_t>();
-      o.bytes = row[8].get<uint64_t>();
+      if (checkedGet<int64_t>(row[3], "comm") >= 0) o.comm = tableAt(comms, row[3], "comm");
+      o.comm_rank = checkedGet<int>(row[4], "comm rank");
+      o.comm_size = checkedGet<int>(row[5], "comm size");
+      o.peer = checkedGet<int>(row[6], "peer");
+      o.seq = checkedGet<uint64_t>(row[7], "seq");
+      o.bytes = checkedGet<uint64_t>(row[8], "bytes");
       o.flops = row[9].get<double>();
-      int64_t issue = row[10].get<int64_t>();
-      o.issue_ns = issue >= 0 ? base + issue : 0;
-      o.start_ns = base + row[11].get<int64_t>();
-      o.end_ns = base + row[12].get<int64_t>();
-      if (row.size() > 13 && row[13].get<int64_t>() >= 0) o.shape = tableAt(names, row[13], "shape");
+      o.issue_ns = checkedGet<int64_t>(row[10], "issue") >= 0 ? rebase(base, row[10]) : 0;
+      o.start_ns = rebase(base, row[11]);
+      o.end_ns = rebase(base, row[12]);
+      if (row.size() > 13 && checkedGet<int64_t>(row[13], "shape") >= 0) o.shape = tableAt(names, row[13], "shape");
       w.ops.push_back(std::move(o));
     }
     for (const json& row : arrayOrEmpty(j, "syncs")) {
       if (!row.is_array() || row.size() < 3) throw std::runtime_error("sync is not a 3-field array");
-      w.syncs.push_back({tableAt(names, row[0], "name"), base + row[1].get<int64_t>(), base + row[2].get<int64_t>()});
+      w.syncs.push_back({tableAt(names, row[0], "name"), rebase(base, row[1]), rebase(base, row[2])});
     }
     return w;
   } catch (const std::exception& e) {

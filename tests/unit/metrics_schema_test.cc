@@ -225,3 +225,12 @@ TEST_CASE("PercentilesNoInt64HoldsAreErrorsNotCasts") {
   CHECK(ok->ops[0].p50_ns == 2286960);
   CHECK(ok->step->p50_ns == 61539099);
 }
+
+TEST_CASE("SyncCountsAndTimesNoIntegerHoldsAreErrorsNotCasts") {
+  // Found by tests/fuzz (metrics_line): sync.by entries went through an unchecked get<int64_t>.
+  CHECK_FALSE(hangwatch::metricsWindowFromLine(R"({"sync": {"by": {"cudaStreamSynchronize": [10, 2.9e130]}}})").ok());
+  CHECK_FALSE(hangwatch::metricsWindowFromLine(R"({"sync": {"by": {"cudaStreamSynchronize": [-1, 5]}}})").ok());
+  auto ok = hangwatch::metricsWindowFromLine(R"({"sync": {"by": {"cudaStreamSynchronize": [10, 943070941]}}})");
+  REQUIRE(ok.ok());
+  CHECK(ok->syncs[0].total_ns == 943070941);
+}

@@ -112,3 +112,18 @@ TEST_CASE("NoTimelinePathWritesNoTimeline") {
   CHECK_FALSE(std::filesystem::exists(dir + "/timeline"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("TimelineNumbersNoIntegerHoldsAreErrorsNotCasts") {
+  auto parse = [](const char* text) { return hangwatch::timelineWindowFromJson(nlohmann::json::parse(text)); };
+  const char* good = R"({"base": 1000, "names": ["k"], "streams": ["0x1"], "comms": [],
+                         "ops": [["kernel", 0, 0, -1, 0, 0, 0, 1, 0, 0.0, 5, 10, 20]], "syncs": [[0, 1, 2]]})";
+  auto ok = parse(good);
+  REQUIRE(ok.ok());
+  CHECK(ok->ops[0].start_ns == 1010);
+  CHECK(ok->ops[0].issue_ns == 1005);
+  CHECK(ok->syncs[0].end_ns == 1002);
+  // A float no integer holds, a time offset that overflows the base, an index out of range.
+  CHECK_FALSE(parse(R"({"names": ["k"], "streams": ["s"], "ops": [["kernel", 0, 0, -1, 0, 0, 0, 1e300, 0, 0.0, 5, 10, 20]]})").ok());
+  CHECK_FALSE(parse(R"({"base": 9223372036854775000, "names": ["k"], "syncs": [[0, 1000, 2000]]})").ok());
+  CHECK_FALSE(parse(R"({"names": ["k"], "syncs": [[5e20, 1, 2]]})").ok());
+}
