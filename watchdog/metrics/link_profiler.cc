@@ -27,16 +27,24 @@ struct Context {
 
 enum class HandleKind : uint8_t { kSendOp, kSendStep };
 
-struct SendOp {
-  HandleKind kind = HandleKind::kSendOp;
-  LinkKey key;
-};
+// NCCL keeps at most NCCL_STEPS (8) steps of a connection in flight and indexes its own
+// step handles by step % NCCL_STEPS: a step's record lives in its operation's slot, so
+// the proxy thread allocates once per operation, never per step.
+constexpr int kStepSlots = 8;
+
+struct SendOp;
 
 struct SendStep {
   HandleKind kind = HandleKind::kSendStep;
-  const SendOp* op;
+  const SendOp* op = nullptr;
   int64_t wire_start_ns = 0;  // 0 until the step is handed to the network
   uint64_t bytes = 0;
+};
+
+struct SendOp {
+  HandleKind kind = HandleKind::kSendOp;
+  LinkKey key;
+  SendStep steps[kStepSlots];
 };
 
 ncclResult_t init(void** context, uint64_t comm_id, int* activation_mask, const char*, int, int nranks, int rank,
@@ -55,11 +63,18 @@ ncclResult_t startEvent(void* context, void** handle, np::EventDescr* descr) {
   if (ctx == nullptr || descr == nullptr) return ncclSuccess;
   if (descr->type == np::kProxyOp) {
     // Receives are left alone: their wait includes the sender's upstream, not just the wire.
-    if (descr->proxyOp.isSend)
-      *handle = new (std::nothrow) SendOp{HandleKind::kSendOp, {ctx->comm_id, ctx->nranks, ctx->rank, descr->proxyOp.peer}};
+    if (descr->proxyOp.isSend) {
+      auto* op = new (std::nothrow) SendOp;
+      if (op != nullptr) op->key = {ctx->comm_id, ctx->nranks, ctx->rank, descr->proxyOp.peer};
+      *handle = op;
+    }
   } else if (descr->type == np::kProxyStep) {
-    auto* op = static_cast<const SendOp*>(descr->parentObj);
-    if (op != nullptr && op->kind == HandleKind::kSendOp) *handle = new (std::nothrow) SendStep{HandleKind::kSendStep, op};
+    auto* op = static_cast<SendOp*>(descr->parentObj);
+    if (op != nullptr && op->kind == HandleKind::kSendOp) {
+      SendStep& step = op->steps[static_cast<unsigned>(descr->proxyStep.step) % kStepSlots];
+      step = SendStep{HandleKind::kSendStep, op};
+      *handle = &step;
+    }
   }
   return ncclSuccess;
 }
@@ -82,7 +97,7 @@ ncclResult_t stopEvent(void* handle) {
   }
   auto* step = static_cast<SendStep*>(handle);
   if (step->wire_start_ns != 0) linkMeter().add(step->op->key, step->bytes, step->wire_start_ns, monotonicNs());
-  delete step;
+  step->wire_start_ns = 0;  // the slot is free for step + kStepSlots
   return ncclSuccess;
 }
 
