@@ -17,9 +17,11 @@ class Stream;
 
 class Event {
  public:
-  explicit Event(unsigned flags) : flags_(flags) {}
+  Event(unsigned flags, int device) : flags_(flags), device_(device) {}
 
   unsigned flags() const { return flags_; }
+  // The device current when it was created: it can be recorded only on that device's streams.
+  int device() const { return device_; }
   bool timingDisabled() const { return (flags_ & cudaEventDisableTiming) != 0; }
 
   // `self` is this event; the queued marker keeps it alive past cudaEventDestroy.
@@ -38,6 +40,7 @@ class Event {
   void stamp(uint64_t generation);
 
   const unsigned flags_;
+  const int device_;
   std::mutex mutex_;
   uint64_t generation_ = 0;
   std::optional<Milestone> record_;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "last_error.h"
+#include "per_thread_stream.h"
 #include "runtime.h"
 
 using simgpu::recordError;
@@ -32,6 +33,8 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
   std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
   if (!e || !s) return recordError(cudaErrorInvalidResourceHandle);
   if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0) return recordError(cudaErrorInvalidValue);
+  // "event and stream must be on the same CUDA context" (cuda_runtime_api.h, cudaEventRecord).
+  if (e->device() != s->device()) return recordError(cudaErrorInvalidResourceHandle);
   e->record(e, rt.device(s->device()), *s);
   return cudaSuccess;
 }
@@ -58,13 +61,22 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   Runtime& rt = Runtime::current();
   std::shared_ptr<simgpu::Event> a = rt.resolveEvent(start);
   std::shared_ptr<simgpu::Event> b = rt.resolveEvent(end);
-  if (!a || !b || a->timingDisabled() || b->timingDisabled()) return recordError(cudaErrorInvalidResourceHandle);
+  if (!a || !b || a->timingDisabled() || b->timingDisabled() || a->device() != b->device())
+    return recordError(cudaErrorInvalidResourceHandle);
   if (!a->lastRecord() || !b->lastRecord()) return recordError(cudaErrorInvalidResourceHandle);
   auto t0 = a->completedAt();
   auto t1 = b->completedAt();
   if (!t0 || !t1) return cudaErrorNotReady;
   *ms = std::chrono::duration<float, std::milli>(*t1 - *t0).count();
   return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+  return cudaEventRecord(event, simgpu::perThreadDefault(stream));
+}
+
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  return cudaEventRecordWithFlags(event, simgpu::perThreadDefault(stream), flags);
 }
 
 }  // extern "C"

@@ -1,16 +1,20 @@
 // Kernel launches: a sim kernel is a registered host function `void(void**)` run on
 // the stream's worker. Argument values are copied at launch, as real CUDA does, so
 // the caller may change its variables right after the launch returns.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "kernel_registry.h"
 #include "last_error.h"
+#include "per_thread_stream.h"
 #include "runtime.h"
 #include "simgpu/kernel.h"
+#include "simgpu/runtime.h"
 
 using simgpu::recordError;
 using simgpu::Runtime;
@@ -43,22 +47,115 @@ struct ArgumentPack {
 
 bool validDim(dim3 d) { return d.x > 0 && d.y > 0 && d.z > 0; }
 
+// Runtime and driver launches share this; only the runtime records the error as the
+// thread's last error (driver calls leave it alone).
 cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, cudaStream_t stream) {
   std::optional<simgpu::KernelInfo> kernel = simgpu::KernelRegistry::instance().find(func);
-  if (!kernel) return recordError(cudaErrorInvalidDeviceFunction);
-  if (!validDim(grid) || !validDim(block) || block.x * block.y * block.z > 1024)
-    return recordError(cudaErrorInvalidConfiguration);
-  if (!kernel->arg_sizes.empty() && args == nullptr) return recordError(cudaErrorInvalidValue);
+  if (!kernel) return cudaErrorInvalidDeviceFunction;
+  if (!validDim(grid) || !validDim(block) || block.x * block.y * block.z > 1024) return cudaErrorInvalidConfiguration;
+  if (!kernel->arg_sizes.empty() && args == nullptr) return cudaErrorInvalidValue;
   Runtime& rt = Runtime::current();
   std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
-  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  if (!s) return cudaErrorInvalidResourceHandle;
   auto pack = std::make_shared<ArgumentPack>(kernel->arg_sizes, args);
   auto entry = reinterpret_cast<KernelEntry>(const_cast<void*>(func));
   simgpu::DeviceWork work = [pack, entry] {
+    auto start = std::chrono::steady_clock::now();
     std::vector<void*> pointers = pack->pointers();
     entry(pointers.data());
+    simgpu::occupyDevice(start, std::chrono::nanoseconds(0));  // a slow-rank device runs it slower
   };
   rt.device(s->device()).enqueue(*s, simgpu::StreamTask{std::move(kernel->name), std::move(work), {}});
+  return cudaSuccess;
+}
+
+// A sim CUfunction / cudaKernel_t is the registered host function itself.
+const void* kernelEntry(const void* handle) { return handle; }
+
+CUresult driverResult(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return CUDA_SUCCESS;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidConfiguration: return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_HANDLE;
+  }
+}
+
+// The driver's stream handles: CU_STREAM_LEGACY / CU_STREAM_PER_THREAD are the runtime's
+// cudaStreamLegacy / cudaStreamPerThread; 0 depends on the entry point's flavour.
+cudaStream_t driverStream(CUstream s, bool per_thread) {
+  auto stream = reinterpret_cast<cudaStream_t>(s);
+  return per_thread ? simgpu::perThreadDefault(stream) : stream;
+}
+
+CUresult launchDriver(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                      CUstream stream, void** params, void** extra, bool per_thread) {
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (extra != nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // packed argument buffers are not modeled
+  return driverResult(launch(kernelEntry(f), dim3(gx, gy, gz), dim3(bx, by, bz), params, driverStream(stream, per_thread)));
+}
+
+CUresult CUDAAPI simLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                 unsigned bz, unsigned, CUstream stream, void** params, void** extra) {
+  return launchDriver(f, gx, gy, gz, bx, by, bz, stream, params, extra, false);
+}
+
+CUresult CUDAAPI simLaunchKernelPtsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                     unsigned bz, unsigned, CUstream stream, void** params, void** extra) {
+  return launchDriver(f, gx, gy, gz, bx, by, bz, stream, params, extra, true);
+}
+
+CUresult launchDriverEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool per_thread) {
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return launchDriver(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream,
+                      params, extra, per_thread);
+}
+
+CUresult CUDAAPI simLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  return launchDriverEx(c, f, params, extra, false);
+}
+
+CUresult CUDAAPI simLaunchKernelExPtsz(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  return launchDriverEx(c, f, params, extra, true);
+}
+
+// cuFuncGetName / cuKernelGetName: a sim CUfunction or CUkernel is the registered function.
+CUresult CUDAAPI simFuncGetName(const char** name, const void* f) {
+  if (name == nullptr || f == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const char* registered = simgpu::KernelRegistry::instance().name(f);
+  if (registered == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = registered;
+  return CUDA_SUCCESS;
+}
+
+// The driver entry points simgpu models, reached as real programs reach them: through
+// cudaGetDriverEntryPoint (libcuda itself is not emulated).
+struct DriverEntry {
+  const char* name;
+  void* legacy;
+  void* per_thread;
+};
+const DriverEntry kDriverEntries[] = {
+    {"cuLaunchKernel", reinterpret_cast<void*>(&simLaunchKernel), reinterpret_cast<void*>(&simLaunchKernelPtsz)},
+    {"cuLaunchKernelEx", reinterpret_cast<void*>(&simLaunchKernelEx), reinterpret_cast<void*>(&simLaunchKernelExPtsz)},
+    {"cuFuncGetName", reinterpret_cast<void*>(&simFuncGetName), reinterpret_cast<void*>(&simFuncGetName)},
+    {"cuKernelGetName", reinterpret_cast<void*>(&simFuncGetName), reinterpret_cast<void*>(&simFuncGetName)},
+};
+
+// cudaEnableDefault means per-thread in the _ptsz flavour of the query, legacy otherwise.
+cudaError_t driverEntryPoint(const char* symbol, void** fn, unsigned long long flags,
+                             cudaDriverEntryPointQueryResult* status, bool ptsz_query) {
+  constexpr unsigned long long kKnown = cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream;
+  if (symbol == nullptr || fn == nullptr || (flags & ~kKnown) != 0) return recordError(cudaErrorInvalidValue);
+  const bool per_thread = (flags & cudaEnablePerThreadDefaultStream) != 0 ||
+                          (ptsz_query && (flags & cudaEnableLegacyStream) == 0);
+  *fn = nullptr;
+  if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
+  for (const DriverEntry& e : kDriverEntries) {
+    if (std::strcmp(e.name, symbol) != 0) continue;
+    *fn = per_thread ? e.per_thread : e.legacy;
+    if (status != nullptr) *status = cudaDriverEntryPointSuccess;
+  }
   return cudaSuccess;
 }
 
@@ -83,12 +180,71 @@ cudaError_t cudaFuncGetName(const char** name, const void* func) {
 
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
-  return launch(func, gridDim, blockDim, args, stream);
+  return recordError(launch(func, gridDim, blockDim, args, stream));
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                  cudaStream_t stream) {
+  return recordError(launch(func, gridDim, blockDim, args, simgpu::perThreadDefault(stream)));
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   if (config == nullptr) return recordError(cudaErrorInvalidValue);
-  return launch(func, config->gridDim, config->blockDim, args, config->stream);
+  return recordError(launch(func, config->gridDim, config->blockDim, args, config->stream));
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (config == nullptr) return recordError(cudaErrorInvalidValue);
+  return recordError(launch(func, config->gridDim, config->blockDim, args, simgpu::perThreadDefault(config->stream)));
+}
+
+// What nvcc's <<<>>> compiles to since CUDA 12: a cudaKernel_t from __cudaGetKernel,
+// launched by __cudaLaunchKernel (__cudaLaunchKernel_ptsz in per-thread builds).
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* func) {
+  if (kernel == nullptr) return recordError(cudaErrorInvalidValue);
+  if (!simgpu::KernelRegistry::instance().find(func)) return recordError(cudaErrorInvalidDeviceFunction);
+  *kernel = reinterpret_cast<cudaKernel_t>(const_cast<void*>(func));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* func) { return __cudaGetKernel(kernel, func); }
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                               cudaStream_t stream) {
+  return recordError(launch(kernelEntry(kernel), gridDim, blockDim, args, stream));
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                    cudaStream_t stream) {
+  return recordError(launch(kernelEntry(kernel), gridDim, blockDim, args, simgpu::perThreadDefault(stream)));
+}
+
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t* function, const void* func) {
+  if (function == nullptr) return recordError(cudaErrorInvalidValue);
+  if (!simgpu::KernelRegistry::instance().find(func)) return recordError(cudaErrorInvalidDeviceFunction);
+  *function = reinterpret_cast<cudaFunction_t>(const_cast<void*>(func));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+                                    cudaDriverEntryPointQueryResult* driverStatus) {
+  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, false);
+}
+
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long flags,
+                                         cudaDriverEntryPointQueryResult* driverStatus) {
+  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, true);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
+  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, false);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                                  unsigned long long flags,
+                                                  cudaDriverEntryPointQueryResult* driverStatus) {
+  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, true);
 }
 
 }  // extern "C"

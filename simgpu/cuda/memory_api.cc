@@ -7,6 +7,7 @@
 
 #include "allocation_table.h"
 #include "last_error.h"
+#include "per_thread_stream.h"
 #include "runtime.h"
 #include "simgpu/config.h"
 
@@ -130,6 +131,24 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   return queueSet(devPtr, value, count, stream, false);
+}
+
+// Per-thread-default-stream builds: the synchronous calls order against the thread's
+// stream, and stream 0 of the async ones is that stream (per_thread_stream.h).
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return queueCopy(dst, src, count, kind, cudaStreamPerThread, true);
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  return queueCopy(dst, src, count, kind, simgpu::perThreadDefault(stream), false);
+}
+
+cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  return queueSet(devPtr, value, count, cudaStreamPerThread, true);
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return queueSet(devPtr, value, count, simgpu::perThreadDefault(stream), false);
 }
 
 }  // extern "C"

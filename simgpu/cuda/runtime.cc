@@ -133,7 +133,7 @@ bool Runtime::destroyStream(cudaStream_t handle) {
 cudaEvent_t Runtime::createEvent(unsigned flags) {
   std::lock_guard lock(mutex_);
   uint64_t id = kHandleBase + kHandleStride * next_id_++;
-  events_.emplace(id, std::make_shared<Event>(flags));
+  events_.emplace(id, std::make_shared<Event>(flags, t_device));
   return reinterpret_cast<cudaEvent_t>(id);
 }
 

@@ -1,6 +1,7 @@
 // simgpu/runtime.h: what the other sim libraries build on.
 #include "simgpu/runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -52,7 +53,11 @@ const char* runningKernelName() { return Runtime::runningKernel(); }
 
 void occupyDevice(std::chrono::steady_clock::time_point start, std::chrono::nanoseconds modeled) {
   using namespace std::chrono;
-  auto scaled = duration_cast<nanoseconds>(duration<double, std::nano>(modeled.count() / deviceSpeed()));
+  // A slow device stretches the whole duration, the CPU time the emulation really spent
+  // (a computed GEMM, a kernel's host function) as well as the modeled time.
+  const nanoseconds spent = duration_cast<nanoseconds>(steady_clock::now() - start);
+  const nanoseconds healthy = std::max(spent, modeled);
+  auto scaled = duration_cast<nanoseconds>(duration<double, std::nano>(healthy.count() / deviceSpeed()));
   auto deadline = start + scaled;
   // Sleep most of the way; spin the last stretch so short copies keep their modeled time.
   constexpr auto kSpin = microseconds(200);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "last_error.h"
+#include "per_thread_stream.h"
 #include "runtime.h"
 
 using simgpu::recordError;
@@ -102,6 +103,27 @@ cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
   *device = s->device();
   return cudaSuccess;
+}
+
+// Per-thread-default-stream builds: stream 0 is the thread's stream (per_thread_stream.h).
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  return cudaStreamSynchronize(simgpu::perThreadDefault(stream));
+}
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return cudaStreamQuery(simgpu::perThreadDefault(stream)); }
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return cudaStreamWaitEvent(simgpu::perThreadDefault(stream), event, flags);
+}
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t stream, unsigned int* flags) {
+  return cudaStreamGetFlags(simgpu::perThreadDefault(stream), flags);
+}
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t stream, int* priority) {
+  return cudaStreamGetPriority(simgpu::perThreadDefault(stream), priority);
+}
+cudaError_t cudaStreamGetId_ptsz(cudaStream_t stream, unsigned long long* id) {
+  return cudaStreamGetId(simgpu::perThreadDefault(stream), id);
+}
+cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t stream, int* device) {
+  return cudaStreamGetDevice(simgpu::perThreadDefault(stream), device);
 }
 
 }  // extern "C"

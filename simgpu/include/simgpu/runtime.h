@@ -27,8 +27,9 @@ int processRank();
 // Fraction of normal speed of this process's device (slow-rank faults), 1.0 when healthy.
 double deviceSpeed();
 
-// Keeps the calling (stream) thread busy until `start + modeled / deviceSpeed()`:
-// how emulated device work takes its modeled time.
+// Keeps the calling (stream) thread busy until `start + max(time spent since start,
+// modeled) / deviceSpeed()`: how emulated device work takes its modeled time, and how
+// a slow-rank fault stretches all of it, at any size.
 void occupyDevice(std::chrono::steady_clock::time_point start, std::chrono::nanoseconds modeled);
 
 // Name of the device work the calling stream thread is running (a kernel's
