@@ -10,9 +10,9 @@ CommEntry* CommTable::add(uintptr_t handle, uint64_t hash, int rank, int size, i
   if (n == kCapacity) return nullptr;
   CommEntry& e = entries_[n];
   e.hash = hash;
-  e.rank = rank;
-  e.size = size;
-  e.device = device;
+  e.rank.store(rank, std::memory_order_relaxed);
+  e.size.store(size, std::memory_order_relaxed);
+  e.device.store(device, std::memory_order_relaxed);
   e.handle.store(handle, std::memory_order_relaxed);
   count_.store(n + 1, std::memory_order_release);
   return &e;
@@ -33,7 +33,8 @@ std::vector<CommView> CommTable::view() const {
   size_t n = count_.load(std::memory_order_acquire);
   for (size_t i = 0; i < n; ++i) {
     const CommEntry& e = entries_[i];
-    out.push_back({e.handle.load(std::memory_order_relaxed), e.hash, e.rank, e.size, e.device,
+    out.push_back({e.handle.load(std::memory_order_relaxed), e.hash, e.rank.load(std::memory_order_relaxed),
+                   e.size.load(std::memory_order_relaxed), e.device.load(std::memory_order_relaxed),
                    e.state.load(std::memory_order_acquire), e.issued.load(std::memory_order_acquire),
                    e.completed_plus1.load(std::memory_order_acquire)});
   }

@@ -15,9 +15,12 @@ enum class CommState : uint8_t { kLive, kDestroyed, kAborted };
 struct CommEntry {
   std::atomic<uintptr_t> handle{0};
   uint64_t hash = 0;
-  int rank = -1;
-  int size = 0;
-  int device = -1;
+  // Known at creation, or filled in at the next operation on a communicator that was
+  // still initializing when it was registered (identity_pending; comm_identity.h).
+  std::atomic<int> rank{-1};
+  std::atomic<int> size{0};
+  std::atomic<int> device{-1};
+  std::atomic<bool> identity_pending{false};
   std::atomic<CommState> state{CommState::kLive};
   std::atomic<uint64_t> issued{0};          // collectives issued; the next one gets this seq
   std::atomic<uint64_t> completed_plus1{0}; // last completed seq + 1, 0 when none

@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "monotonic_clock.h"
+#include "comm_identity.h"
+#include "last_error_guard.h"
 #include "next_symbol.h"
 #include "real_api.h"
 #include "reentry_guard.h"
@@ -34,6 +36,7 @@ NextSymbol<decltype(&ncclSend)> next_send{"ncclSend"};
 NextSymbol<decltype(&ncclRecv)> next_recv{"ncclRecv"};
 NextSymbol<decltype(&ncclGroupStart)> next_group_start{"ncclGroupStart"};
 NextSymbol<decltype(&ncclGroupEnd)> next_group_end{"ncclGroupEnd"};
+NextSymbol<decltype(&ncclGroupSimulateEnd)> next_group_simulate_end{"ncclGroupSimulateEnd"};
 NextSymbol<decltype(&ncclCommInitRank)> next_init_rank{"ncclCommInitRank"};
 NextSymbol<decltype(&ncclCommInitRankConfig)> next_init_rank_config{"ncclCommInitRankConfig"};
 NextSymbol<decltype(&ncclCommInitRankScalable)> next_init_scalable{"ncclCommInitRankScalable"};
@@ -62,26 +65,25 @@ GroupedOps& groupedOps() {
 uintptr_t commKey(const ncclComm_t comm) { return reinterpret_cast<uintptr_t>(comm); }
 
 int currentDevice() {
+  LastErrorGuard keep;
   int dev = -1;
   if (auto get = RealApi::instance().getDevice.get()) get(&dev);
   return dev;
 }
 
+// Registers a communicator. What the creating call did not tell (split and shrink
+// children) is asked of NCCL only once the communicator is ready: NCCL answers a
+// communicator still initializing (non-blocking, or created inside a group) with a
+// WARN line in the user's log (ncclCommEnsureReady), so the poller asks later.
 void registerComm(Watchdog* w, ncclComm_t comm, uint64_t hash, int rank, int size, int device) {
   if (comm == nullptr) return;
-  auto& api = RealApi::instance();
-  // Split/shrink children: ask the communicator (fails for a grouped, not yet initialized comm).
-  if (rank < 0) {
-    if (auto f = api.commUserRank.get()) f(comm, &rank);
-  }
-  if (size <= 0) {
-    if (auto f = api.commCount.get()) f(comm, &size);
-  }
-  if (device < 0) {
-    if (auto f = api.commCuDevice.get(); !f || f(comm, &device) != ncclSuccess) device = currentDevice();
-  }
-  if (w->comms().add(commKey(comm), hash, rank, size, device) == nullptr)
+  CommEntry* entry = w->comms().add(commKey(comm), hash, rank, size, device);
+  if (entry == nullptr) {
     WatchdogLog::instance().failureOnce("comm-table", "too many communicators; later ones are not tracked");
+    return;
+  }
+  if (rank >= 0 && size > 0 && device >= 0) return;
+  if (groupedOps().depth > 0 || !completeCommIdentity(*entry)) entry->identity_pending.store(true, std::memory_order_release);
 }
 
 // Child communicators hash from what every member agrees on: the parent, the kind
@@ -107,6 +109,8 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return call();
   CommEntry* entry = w->comms().find(commKey(a.comm));
+  if (entry && entry->identity_pending.load(std::memory_order_acquire) && completeCommIdentity(*entry))
+    entry->identity_pending.store(false, std::memory_order_release);
   const bool collective = a.cls == OpClass::kCollective;
   const int64_t issued = monotonicNs();
   PendingOp op;
@@ -117,12 +121,13 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   op.op.peer = a.peer;
   op.op.bytes = a.count * ncclDtypeSize(a.dtype);
   op.comm = commKey(a.comm);
+  op.stream_handle = a.stream;
   op.dtype = a.dtype;
   op.count = a.count;
   if (entry) {
     op.op.comm_hash = entry->hash;
-    op.op.comm_size = entry->size;
-    op.op.comm_rank = entry->rank;
+    op.op.comm_size = entry->size.load(std::memory_order_relaxed);
+    op.op.comm_rank = entry->rank.load(std::memory_order_relaxed);
   }
   // The seq this call will get if it is accepted: what a host blocked in it is stuck at.
   const uint64_t next_seq = entry ? entry->issued.load(std::memory_order_relaxed) : 0;
@@ -131,7 +136,9 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   GroupedOps& grouped = groupedOps();
   const bool in_group = grouped.depth > 0;
   Watchdog::Timing t;
+  const int entry_errno = errno;
   const bool timed = !in_group && w->beginTiming(a.stream, &t);
+  errno = entry_errno;
   ncclResult_t rc;
   {
     ReentryGuard guard;
@@ -281,8 +288,9 @@ ncclResult_t ncclGroupEnd() {
   Watchdog::Timing timings[GroupedOps::kMax];
   bool timed[GroupedOps::kMax];
   const int n = grouped.count;
-  for (int i = 0; i < n; ++i)
-    timed[i] = w->beginTiming(reinterpret_cast<cudaStream_t>(grouped.ops[i].op.stream), &timings[i]);
+  const int entry_errno = errno;
+  for (int i = 0; i < n; ++i) timed[i] = w->beginTiming(grouped.ops[i].stream_handle, &timings[i]);
+  errno = entry_errno;
   ncclResult_t rc;
   {
     HostCallScope inside(&w->hostCalls(), "ncclGroupEnd", n > 0 ? grouped.ops[0].comm : 0, 0, monotonicNs());
@@ -293,11 +301,38 @@ ncclResult_t ncclGroupEnd() {
   for (int i = 0; i < n; ++i) {
     if (!timed[i]) continue;
     if (rc == ncclSuccess)
-      w->endTiming(timings[i], reinterpret_cast<cudaStream_t>(grouped.ops[i].op.stream), grouped.ops[i]);
+      w->endTiming(timings[i], grouped.ops[i].stream_handle, grouped.ops[i]);
     else
       w->abandonTiming(timings[i]);
   }
   grouped.count = 0;
+  errno = saved;
+  return rc;
+}
+
+// Ends the group like ncclGroupEnd but runs nothing (NCCL's group.cc skips the launches):
+// the grouped operations are dropped untimed, and the seqs their collectives took are
+// given back (NCCL forbids using one communicator from two threads at once).
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  auto real = next_group_simulate_end.get();
+  if (!real) return missing();
+  Watchdog* w = Watchdog::get();
+  if (w == nullptr || ReentryGuard::nested()) return real(simInfo);
+  GroupedOps& grouped = groupedOps();
+  ncclResult_t rc;
+  {
+    ReentryGuard guard;
+    rc = real(simInfo);
+  }
+  const int saved = errno;
+  if (grouped.depth > 0 && --grouped.depth == 0) {
+    for (int i = grouped.count; i-- > 0;) {
+      const PendingOp& op = grouped.ops[i];
+      if (op.op.cls != OpClass::kCollective) continue;
+      if (CommEntry* entry = w->comms().find(op.comm)) entry->issued.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    grouped.count = 0;
+  }
   errno = saved;
   return rc;
 }

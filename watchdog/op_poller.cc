@@ -4,9 +4,8 @@
 
 namespace hangwatch::watchdog {
 
-OpPoller::OpPoller(EventApi& api, EventPool& pool, GpuClock& clock, CommTable& comms, CompletionSink sink,
-                   KernelNamer namer)
-    : api_(api), pool_(pool), clock_(clock), comms_(comms), sink_(std::move(sink)), namer_(std::move(namer)) {}
+OpPoller::OpPoller(EventApi& api, DeviceTimers& timers, CommTable& comms, CompletionSink sink, KernelNamer namer)
+    : api_(api), timers_(timers), comms_(comms), sink_(std::move(sink)), namer_(std::move(namer)) {}
 
 size_t OpPoller::poll(int64_t now_ns) {
   size_t done = 0;
@@ -29,7 +28,8 @@ size_t OpPoller::poll(int64_t now_ns) {
 void OpPoller::complete(PendingOp& op, int64_t now_ns) {
   CompletedOp& c = op.op;
   float ms = 0;
-  auto start = clock_.hostNs(op.start_event);
+  DeviceTimer* timer = timers_.find(op.device);
+  auto start = timer ? timer->clock().hostNs(op.start_event) : std::nullopt;
   if (start) {
     c.gpu_start_ns = *start;
     c.gpu_end_ns = api_.elapsedMs(&ms, op.start_event, op.end_event) == cudaSuccess
@@ -43,7 +43,7 @@ void OpPoller::complete(PendingOp& op, int64_t now_ns) {
     c.gpu_start_ns = c.gpu_end_ns = now_ns;
   }
   if (op.kernel_func && namer_) {
-    if (const char* name = namer_(op.kernel_func)) c.name = name;
+    if (const char* name = namer_(op)) c.name = name;
   }
   if (c.cls == OpClass::kCollective && op.comm) {
     if (CommEntry* e = comms_.find(op.comm)) {
@@ -51,8 +51,10 @@ void OpPoller::complete(PendingOp& op, int64_t now_ns) {
       if (c.seq + 1 > seen) e->completed_plus1.store(c.seq + 1, std::memory_order_release);
     }
   }
-  pool_.release(op.start_event);
-  pool_.release(op.end_event);
+  if (timer) {
+    timer->pool().release(op.start_event);
+    timer->pool().release(op.end_event);
+  }
   ++completed_;
   if (sink_) sink_(c);
 }

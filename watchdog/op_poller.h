@@ -1,14 +1,14 @@
 #pragma once
 // The poller's per-pass work: take issued operations into the per-stream queues,
 // query the oldest of each stream with cudaEventQuery (never a blocking call),
-// turn finished ones into CompletedOp records and give their events back.
+// turn finished ones into CompletedOp records and give their events back to the
+// pool of the device they were recorded on.
 #include <cstdint>
 #include <functional>
 
 #include "comm_table.h"
 #include "event_api.h"
-#include "event_pool.h"
-#include "gpu_clock.h"
+#include "device_timers.h"
 #include "stream_queues.h"
 
 namespace hangwatch::watchdog {
@@ -16,9 +16,9 @@ namespace hangwatch::watchdog {
 class OpPoller {
  public:
   using CompletionSink = std::function<void(const CompletedOp&)>;
-  using KernelNamer = std::function<const char*(const void* func)>;
+  using KernelNamer = std::function<const char*(const PendingOp& op)>;  // a generic kernel's name
 
-  OpPoller(EventApi& api, EventPool& pool, GpuClock& clock, CommTable& comms, CompletionSink sink,
+  OpPoller(EventApi& api, DeviceTimers& timers, CommTable& comms, CompletionSink sink,
            KernelNamer namer = nullptr);
 
   void accept(const PendingOp& op) { queues_.push(op); }
@@ -32,8 +32,7 @@ class OpPoller {
   void complete(PendingOp& op, int64_t now_ns);
 
   EventApi& api_;
-  EventPool& pool_;
-  GpuClock& clock_;
+  DeviceTimers& timers_;
   CommTable& comms_;
   CompletionSink sink_;
   KernelNamer namer_;

@@ -19,8 +19,12 @@ struct RealApi {
   NextSymbol<cudaError_t (*)(int*)> getDevice{"cudaGetDevice"};
   NextSymbol<cudaError_t (*)(int)> setDevice{"cudaSetDevice"};
   NextSymbol<cudaError_t (*)()> getLastError{"cudaGetLastError"};
+  NextSymbol<cudaError_t (*)()> peekAtLastError{"cudaPeekAtLastError"};
+  NextSymbol<cudaError_t (*)(cudaStream_t, int*)> streamGetDevice{"cudaStreamGetDevice"};
   NextSymbol<cudaError_t (*)(cudaStream_t*, unsigned)> streamCreateWithFlags{"cudaStreamCreateWithFlags"};
   NextSymbol<cudaError_t (*)(const char**, const void*)> funcGetName{"cudaFuncGetName"};
+  NextSymbol<cudaError_t (*)(const char*, void**, unsigned, unsigned long long, cudaDriverEntryPointQueryResult*)>
+      getDriverEntryPointByVersion{"cudaGetDriverEntryPointByVersion"};
   NextSymbol<cublasStatus_t (*)(cublasHandle_t, cudaStream_t*)> cublasGetStream{"cublasGetStream_v2"};
   NextSymbol<cublasStatus_t (*)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t, void*, size_t, size_t*)>
       ltLayoutGetAttribute{"cublasLtMatrixLayoutGetAttribute"};
@@ -30,6 +34,7 @@ struct RealApi {
   NextSymbol<ncclResult_t (*)(const ncclComm_t, int*)> commUserRank{"ncclCommUserRank"};
   NextSymbol<ncclResult_t (*)(const ncclComm_t, int*)> commCount{"ncclCommCount"};
   NextSymbol<ncclResult_t (*)(const ncclComm_t, int*)> commCuDevice{"ncclCommCuDevice"};
+  NextSymbol<ncclResult_t (*)(ncclComm_t, ncclResult_t*)> commGetAsyncError{"ncclCommGetAsyncError"};
 
   static RealApi& instance();
 };

@@ -81,7 +81,7 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
       SnapshotPendingOp p;
       p.op = op.op.name;
       if (op.kernel_func && in.kernel_namer) {
-        if (const char* n = in.kernel_namer(op.kernel_func)) p.op = std::string("kernel:") + n;
+        if (const char* n = in.kernel_namer(op)) p.op = std::string("kernel:") + n;
       }
       p.op_class = pendingOpClassName(op.op.cls);
       if (op.op.comm_hash) p.comm = CommTable::hashHex(op.op.comm_hash);

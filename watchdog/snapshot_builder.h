@@ -24,7 +24,7 @@ struct SnapshotInputs {
   double timeout_s = 0;
   WatchdogHealth health;
   int64_t now_ns = 0;
-  std::function<const char*(const void*)> kernel_namer;
+  std::function<const char*(const PendingOp&)> kernel_namer;
 };
 
 WatchdogSnapshot buildSnapshot(const SnapshotInputs& in);

@@ -14,10 +14,12 @@
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
 #include "hangwatch/timeline_window.h"
+#include "last_error_guard.h"
 #include "monotonic_clock.h"
 #include "op_poller.h"
 #include "real_api.h"
 #include "snapshot_builder.h"
+#include "stream_identity.h"
 #include "trigger_watcher.h"
 #include "watchdog_log.h"
 #ifdef HANGWATCH_WITH_METRICS
@@ -27,18 +29,42 @@
 namespace hangwatch::watchdog {
 namespace {
 
-// 2 events per timed op: up to 2048 timed ops in flight per process.
-constexpr size_t kEventPoolSize = 4096;
+// 2 events per timed op: up to 2048 timed ops in flight per device.
+constexpr size_t kEventsPerDevice = 4096;
 constexpr size_t kIssueQueueSize = 4096;
 constexpr size_t kHostSyncQueueSize = 4096;
 constexpr int64_t kTriggerCheckNs = 250'000'000;
 constexpr int64_t kRecalibrateNs = 60'000'000'000;
 
-const char* kernelName(const void* func) {
-  auto fn = RealApi::instance().funcGetName.get();
+// Driver functions the poller uses to name generic kernels launched as cudaKernel_t or
+// CUfunction, looked up once through the runtime (libcuda is not linked).
+template <typename Fn>
+Fn driverFunction(const char* symbol) {
+  auto lookup = RealApi::instance().getDriverEntryPointByVersion.get();
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (lookup == nullptr || lookup(symbol, &fn, 12030, cudaEnableDefault, &status) != cudaSuccess) return nullptr;
+  return reinterpret_cast<Fn>(fn);
+}
+
+const char* kernelName(const PendingOp& op) {
+  using NameFn = int (*)(const char**, const void*);  // cuKernelGetName / cuFuncGetName: CUresult, 0 = success
   const char* name = nullptr;
-  if (fn == nullptr || fn(&name, func) != cudaSuccess) return nullptr;
-  return name;
+  switch (op.kernel_kind) {
+    case KernelHandle::kFunction: {
+      auto fn = RealApi::instance().funcGetName.get();
+      return fn != nullptr && fn(&name, op.kernel_func) == cudaSuccess ? name : nullptr;
+    }
+    case KernelHandle::kKernel: {
+      static const NameFn fn = driverFunction<NameFn>("cuKernelGetName");
+      return fn != nullptr && fn(&name, op.kernel_func) == 0 ? name : nullptr;
+    }
+    case KernelHandle::kDriverFunction: {
+      static const NameFn fn = driverFunction<NameFn>("cuFuncGetName");
+      return fn != nullptr && fn(&name, op.kernel_func) == 0 ? name : nullptr;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -61,6 +87,8 @@ Watchdog* Watchdog::startSlow() {
       if (!warnings.empty()) WatchdogLog::instance().failureOnce("config", "ignoring " + warnings);
       pthread_atfork(nullptr, nullptr, &Watchdog::onForkChild);
       instance_->poller_ = std::thread([] { instance_->pollLoop(); });
+      // Named here, not by the thread itself: whoever looks right after start sees the name.
+      pthread_setname_np(instance_->poller_.native_handle(), "hangwatch-poll");
       instance_->poller_.detach();
       state_.store(kActive, std::memory_order_release);
     }
@@ -85,40 +113,42 @@ Watchdog::Watchdog(WatchdogConfig config)
     : config_(std::move(config)),
       launcher_(detectRankIdentity()),
       kernel_sample_(config_.kernel_sample),
-      pool_(event_api_, kEventPoolSize),
+      timers_(event_api_, kEventsPerDevice),
       issued_(kIssueQueueSize),
       host_syncs_(kHostSyncQueueSize),
       responder_(std::make_unique<HangResponder>([this] { abortCommunicators(); },
                                                  [](int code) { ::_exit(code); })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
-}
-
-bool Watchdog::ensurePool() {
-  if (__builtin_expect(pool_ready_.load(std::memory_order_acquire), 1)) return true;
-  std::call_once(pool_once_, [this] {
-    int dev = -1;
-    if (auto get_device = RealApi::instance().getDevice.get(); get_device && get_device(&dev) == cudaSuccess)
-      device_.store(dev, std::memory_order_relaxed);
-    auto filled = pool_.fill();
-    if (!filled) {
-      WatchdogLog::instance().failureOnce("event-pool", "timing with fewer events: " + filled.error());
-      if (auto clear = RealApi::instance().getLastError.get()) clear();
-    }
-    pool_ready_.store(pool_.created() > 2, std::memory_order_release);
-    // Registered after the runtime made its first events, so it runs before the
-    // runtime's own teardown: the poller stops querying events that are going away.
-    std::atexit(&Watchdog::onExit);
-  });
-  return pool_ready_.load(std::memory_order_acquire);
+  timers_.on_fill_failure = [](int device, const std::string& why) {
+    WatchdogLog::instance().failureOnce("event-pool:" + std::to_string(device),
+                                        "device " + std::to_string(device) + ": timing with fewer events: " + why);
+  };
+  // Registered after the runtime made its first events, so it runs before the runtime's
+  // own teardown: the poller stops querying events that are going away.
+  timers_.on_first_timer = [] { std::atexit(&Watchdog::onExit); };
 }
 
 bool Watchdog::beginTiming(cudaStream_t stream, Timing* t) {
-  if (!ensurePool()) return false;
-  if (!pool_.acquire(&t->start)) return false;
-  if (!pool_.acquire(&t->end)) {
-    pool_.release(t->start);
+  LastErrorGuard keep;
+  RealApi& api = RealApi::instance();
+  int current = -1;
+  auto get_device = api.getDevice.get();
+  if (get_device == nullptr || get_device(&current) != cudaSuccess) return false;
+  // Stream 0 and cudaStreamPerThread are the current device's; a created stream knows its own.
+  int device = current;
+  if (!isPerDeviceStream(stream)) {
+    auto stream_device = api.streamGetDevice.get();
+    if (stream_device == nullptr || stream_device(stream, &device) != cudaSuccess) device = current;
+  }
+  DeviceTimer* timer = timers_.forDevice(device, current);
+  if (timer == nullptr) return false;
+  if (!timer->pool().acquire(&t->start)) return false;
+  if (!timer->pool().acquire(&t->end)) {
+    timer->pool().release(t->start);
     return false;
   }
+  t->timer = timer;
+  t->stream_id = streamIdentity(stream, device);
   if (!recordOn(t->start, stream)) {
     abandonTiming(*t);
     return false;
@@ -127,9 +157,8 @@ bool Watchdog::beginTiming(cudaStream_t stream, Timing* t) {
 }
 
 bool Watchdog::recordOn(cudaEvent_t event, cudaStream_t stream) {
+  LastErrorGuard keep;  // our failed record must not become the job's "last error"
   if (event_api_.record(event, stream) == cudaSuccess) return true;
-  // Our failed record must not become the job's sticky "last error".
-  if (auto clear = RealApi::instance().getLastError.get()) clear();
   WatchdogLog::instance().failureOnce("event-record", "cudaEventRecord failed; some operations go untimed");
   return false;
 }
@@ -141,7 +170,8 @@ void Watchdog::endTiming(const Timing& t, cudaStream_t stream, PendingOp& op) {
   }
   op.start_event = t.start;
   op.end_event = t.end;
-  op.op.stream = reinterpret_cast<uint64_t>(stream);
+  op.device = t.timer->device();
+  op.op.stream = t.stream_id;
   if (!issued_.tryPush(op)) {
     ops_dropped_.fetch_add(1, std::memory_order_relaxed);
     abandonTiming(t);
@@ -151,12 +181,19 @@ void Watchdog::endTiming(const Timing& t, cudaStream_t stream, PendingOp& op) {
 }
 
 void Watchdog::abandonTiming(const Timing& t) {
-  pool_.release(t.start);
-  pool_.release(t.end);
+  t.timer->pool().release(t.start);
+  t.timer->pool().release(t.end);
 }
 
 void Watchdog::recordHostSync(const HostSync& sync) {
   if (!host_syncs_.tryPush(sync)) syncs_dropped_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The rank's device: its first communicator's, else the first device it timed work on.
+int Watchdog::snapshotDevice() {
+  for (const CommView& c : comms_.view())
+    if (c.device >= 0) return c.device;
+  return timers_.firstDevice();
 }
 
 void Watchdog::abortCommunicators() {
@@ -169,9 +206,7 @@ void Watchdog::abortCommunicators() {
 }
 
 void Watchdog::pollLoop() {
-  pthread_setname_np(pthread_self(), "hangwatch-poll");
   WatchdogLog& log = WatchdogLog::instance();
-  GpuClock clock(event_api_);
 #ifdef HANGWATCH_WITH_METRICS
   std::unique_ptr<MetricsWindows> metrics;
   auto startMetrics = [&] {
@@ -188,7 +223,7 @@ void Watchdog::pollLoop() {
     metrics = std::make_unique<MetricsWindows>(mc);
   };
   bool late_exit_hook = false;
-  OpPoller poller(event_api_, pool_, clock, comms_, [&](const CompletedOp& op) {
+  OpPoller poller(event_api_, timers_, comms_, [&](const CompletedOp& op) {
     startMetrics();
     if (!metrics) return;
     metrics->record(op);
@@ -200,13 +235,10 @@ void Watchdog::pollLoop() {
     }
   }, &kernelName);
 #else
-  OpPoller poller(event_api_, pool_, clock, comms_, nullptr, &kernelName);
+  OpPoller poller(event_api_, timers_, comms_, nullptr, &kernelName);
 #endif
   HangDetector detector(config_.timeoutNs());
   TriggerWatcher trigger(config_.job_dir, kTriggerCheckNs);
-  bool device_bound = false;
-  cudaStream_t calibration_stream = nullptr;
-  cudaEvent_t spare_ref = nullptr;
   bool dumped = false;
 
   auto dump = [&](bool detected_here, const std::optional<HangFinding>& finding, int64_t now_ns) {
@@ -217,12 +249,12 @@ void Watchdog::pollLoop() {
     in.host_calls = &host_calls_;
     in.launcher = launcher_;
     in.job_id = jobIdFromEnv();
-    if (device_.load() >= 0) in.device = device_.load();
+    if (int device = snapshotDevice(); device >= 0) in.device = device;
     in.detected_here = detected_here;
     in.timeout_s = config_.timeout_s;
     in.now_ns = now_ns;
     in.kernel_namer = &kernelName;
-    in.health = {log.failures(), ops_timed_.load(), poller.completed(), pool_.exhausted(), ops_dropped_.load()};
+    in.health = {log.failures(), ops_timed_.load(), poller.completed(), timers_.exhausted(), ops_dropped_.load()};
     in.trigger = trigger.read();
     WatchdogSnapshot snapshot = buildSnapshot(in);
     std::optional<int> rank = snapshot.identity.rank;
@@ -266,28 +298,14 @@ void Watchdog::pollLoop() {
         if (metrics) metrics->recordHostSync(sync);
 #endif
       }
-      if (pool_ready_.load(std::memory_order_acquire)) {
-        if (!device_bound) {
-          device_bound = true;
-          if (auto set_device = RealApi::instance().setDevice.get(); set_device && device_.load() >= 0)
-            set_device(device_.load());
-          auto create = RealApi::instance().streamCreateWithFlags.get();
-          if (!create || create(&calibration_stream, cudaStreamNonBlocking) != cudaSuccess) {
-            calibration_stream = nullptr;
-            log.failureOnce("calibration", "no calibration stream: GPU times are placed approximately");
-          }
-        }
-        if (calibration_stream && !clock.calibrating() &&
-            (!clock.ready() || now - clock.calibratedAtNs() > kRecalibrateNs)) {
-          cudaEvent_t ref = spare_ref;
-          if (ref != nullptr || pool_.acquire(&ref)) {
-            spare_ref = nullptr;
-            clock.calibrate(ref, calibration_stream, monotonicNs());
-            if (!clock.calibrating()) spare_ref = ref;
-          }
-        }
-        if (cudaEvent_t old = clock.poll()) spare_ref = old;
-      }
+      timers_.createRequested();
+      timers_.forEach([&](DeviceTimer& t) {
+        t.keepCalibrated(now, kRecalibrateNs);
+        if (t.calibrationFailed())
+          log.failureOnce("calibration:" + std::to_string(t.device()),
+                          "no calibration stream on device " + std::to_string(t.device()) +
+                              ": GPU times are placed approximately");
+      });
       poller.poll(now);
       ops_completed_.store(poller.completed(), std::memory_order_relaxed);
       if (!dumped) {

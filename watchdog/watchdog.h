@@ -14,7 +14,7 @@
 #include "bounded_queue.h"
 #include "comm_table.h"
 #include "cuda_event_api.h"
-#include "event_pool.h"
+#include "device_timers.h"
 #include "hangwatch/rank_identity.h"
 #include "host_call_slots.h"
 #include "pending_op.h"
@@ -45,21 +45,22 @@ class Watchdog {
   struct Timing {
     cudaEvent_t start = nullptr;
     cudaEvent_t end = nullptr;
+    DeviceTimer* timer = nullptr;  // the device of `stream`: its events, its clock
+    uint64_t stream_id = 0;        // stream_identity.h
   };
-  // Takes two events and records the start on `stream`; false: leave it untimed.
+  // Takes two events of the stream's device and records the start on `stream`;
+  // false: leave it untimed. Never changes the thread's CUDA last error.
   bool beginTiming(cudaStream_t stream, Timing* t);
   // Records the end event and queues the operation for the poller.
   void endTiming(const Timing& t, cudaStream_t stream, PendingOp& op);
   // The timed call failed: give the events back.
   void abandonTiming(const Timing& t);
-  // Records a start and an end event without a call in between issued yet (grouped NCCL ops).
   bool recordOn(cudaEvent_t event, cudaStream_t stream);
 
   void recordHostSync(const HostSync& sync);
 
   CommTable& comms() { return comms_; }
   HostCallSlots& hostCalls() { return host_calls_; }
-  int device() const { return device_.load(std::memory_order_relaxed); }
   uint64_t opsCompleted() const { return ops_completed_.load(std::memory_order_relaxed); }
   static bool active() { return state_.load(std::memory_order_acquire) == kActive; }
 
@@ -71,8 +72,8 @@ class Watchdog {
   static void onForkChild();
   static void onExit();
 
-  bool ensurePool();
   void pollLoop();
+  int snapshotDevice();
   void abortCommunicators();
 
   static std::atomic<int> state_;
@@ -82,10 +83,7 @@ class Watchdog {
   RankIdentity launcher_;
   uint32_t kernel_sample_;
   CudaEventApi event_api_;
-  EventPool pool_;
-  std::once_flag pool_once_;
-  std::atomic<bool> pool_ready_{false};
-  std::atomic<int> device_{-1};
+  DeviceTimers timers_;
   BoundedQueue<PendingOp> issued_;
   BoundedQueue<HostSync> host_syncs_;
   std::atomic<uint64_t> ops_timed_{0};

@@ -214,3 +214,81 @@ TEST_CASE("GroupedCollectivesAreTimedAroundTheGroupEndKernel") {
   CHECK(hangwatch_ops_completed() == before + 2);
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
 }
+
+TEST_CASE("GroupSimulateEndEndsTheGroupSoLaterCollectivesAreTimedAndCounted") {
+  const std::string job = useFreshJobDir("100");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* buf;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float)) == cudaSuccess);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  REQUIRE(ncclGroupSimulateEnd(&sim) == ncclSuccess);
+  CHECK(sim.estimatedTime >= 0.0f);
+  // The group is over: this collective runs on its own, is timed, and is seq 0.
+  REQUIRE(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 1; }, 5));
+  CHECK(hangwatch_ops_completed() == 1);
+  fs::create_directories(job);
+  {
+    std::ofstream trigger(hangwatch::triggerPath(job));
+    trigger << R"({"reason": "unit test", "pid": 1})" << "\n";
+  }
+  const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
+  REQUIRE(waitUntil([&] { return fs::exists(snapshot); }, 10));
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(snapshot));
+  REQUIRE(s["comms"].size() == 1);
+  CHECK(s["comms"][0]["last_issued_seq"] == 0);
+  CHECK(s["comms"][0]["last_completed_seq"] == 0);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("WorkOnEachDeviceIsTimedWithThatDevicesEvents") {
+  useFreshJobDir("100");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  int arg = 0;
+  void* args[] = {&arg};
+  const void* kernel = simgpu::kernel<&noop>("noop");
+  // An intercepted call before the program picks its device times nothing on device 0.
+  REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  cudaStream_t on1;
+  REQUIRE(cudaStreamCreate(&on1) == cudaSuccess);
+  REQUIRE(cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, on1) == cudaSuccess);
+  REQUIRE(cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr) == cudaSuccess);  // device 1's stream 0
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  REQUIRE(cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr) == cudaSuccess);  // device 0's stream 0
+  REQUIRE(cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, cudaStreamPerThread) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(on1) == cudaSuccess);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 4; }, 10));
+  CHECK(hangwatch_ops_completed() == 4);
+  // Device 2 was never current on this thread: its first operation issued from device 0
+  // is left untimed while the poller makes device 2's events, later ones are timed.
+  REQUIRE(cudaSetDevice(2) == cudaSuccess);
+  cudaStream_t on2;
+  REQUIRE(cudaStreamCreate(&on2) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  REQUIRE(cudaSetDevice(2) == cudaSuccess);
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  float* buf;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 256 * sizeof(float)) == cudaSuccess);
+  REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, on2) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(on2) == cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few poller passes
+  REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, on2) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(on2) == cudaSuccess);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 5; }, 10));
+  CHECK(hangwatch_ops_completed() == 5);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+}

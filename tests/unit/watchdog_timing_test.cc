@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "bounded_queue.h"
+#include "device_timers.h"
 #include "event_pool.h"
 #include "op_poller.h"
+#include "stream_identity.h"
 #include "stream_queues.h"
 #include "testing/fake_event_api.h"
 
@@ -19,10 +21,11 @@ namespace {
 
 cudaStream_t streamOf(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
 
-PendingOp issuedOn(EventPool& pool, EventApi& api, uintptr_t stream, int64_t issue_ns, const char* name = "op") {
+PendingOp issuedOn(DeviceTimer& timer, EventApi& api, uintptr_t stream, int64_t issue_ns, const char* name = "op") {
   PendingOp op;
-  REQUIRE(pool.acquire(&op.start_event));
-  REQUIRE(pool.acquire(&op.end_event));
+  REQUIRE(timer.pool().acquire(&op.start_event));
+  REQUIRE(timer.pool().acquire(&op.end_event));
+  op.device = timer.device();
   api.record(op.start_event, streamOf(stream));
   api.record(op.end_event, streamOf(stream));
   op.op.name = name;
@@ -119,14 +122,15 @@ TEST_CASE("OldestOpOfAStreamWaitsOnlySinceItsPredecessorCompleted") {
 
 TEST_CASE("PollerCompletesOpsInStreamOrderAndGivesTheirEventsBack") {
   FakeEventApi api;
-  EventPool pool(api, 8);
-  REQUIRE(pool.fill().ok());
-  GpuClock clock(api);
+  DeviceTimers timers(api, 8);
+  DeviceTimer* timer = timers.create(0);
+  REQUIRE(timer != nullptr);
+  EventPool& pool = timer->pool();
   CommTable comms;
   std::vector<CompletedOp> done;
-  OpPoller poller(api, pool, clock, comms, [&](const CompletedOp& op) { done.push_back(op); });
-  PendingOp first = issuedOn(pool, api, 1, 10, "first");
-  PendingOp second = issuedOn(pool, api, 1, 20, "second");
+  OpPoller poller(api, timers, comms, [&](const CompletedOp& op) { done.push_back(op); });
+  PendingOp first = issuedOn(*timer, api, 1, 10, "first");
+  PendingOp second = issuedOn(*timer, api, 1, 20, "second");
   poller.accept(first);
   poller.accept(second);
   // The second op's events completing first (impossible on one stream) must not let it jump the queue.
@@ -149,11 +153,12 @@ TEST_CASE("PollerCompletesOpsInStreamOrderAndGivesTheirEventsBack") {
 
 TEST_CASE("GpuTimesAreMappedOntoHostTimeThroughTheReferenceEvent") {
   FakeEventApi api;
-  EventPool pool(api, 8);
-  REQUIRE(pool.fill().ok());
-  GpuClock clock(api);
+  DeviceTimers timers(api, 8);
+  DeviceTimer* timer = timers.create(0);
+  REQUIRE(timer != nullptr);
+  GpuClock& clock = timer->clock();
   cudaEvent_t ref;
-  REQUIRE(pool.acquire(&ref));
+  REQUIRE(timer->pool().acquire(&ref));
   clock.calibrate(ref, streamOf(99), 1'000'000'000);
   CHECK_FALSE(clock.ready());
   api.complete(ref, 100.0);  // GPU clock 100 ms == host 1 s
@@ -161,8 +166,8 @@ TEST_CASE("GpuTimesAreMappedOntoHostTimeThroughTheReferenceEvent") {
   REQUIRE(clock.ready());
   CommTable comms;
   std::vector<CompletedOp> done;
-  OpPoller poller(api, pool, clock, comms, [&](const CompletedOp& op) { done.push_back(op); });
-  PendingOp op = issuedOn(pool, api, 1, 900'000'000);
+  OpPoller poller(api, timers, comms, [&](const CompletedOp& op) { done.push_back(op); });
+  PendingOp op = issuedOn(*timer, api, 1, 900'000'000);
   poller.accept(op);
   api.complete(op.start_event, 150.0);
   api.complete(op.end_event, 175.0);
@@ -176,14 +181,14 @@ TEST_CASE("GpuTimesAreMappedOntoHostTimeThroughTheReferenceEvent") {
 
 TEST_CASE("CompletedCollectivesAdvanceTheirCommunicatorsLastCompletedSeq") {
   FakeEventApi api;
-  EventPool pool(api, 8);
-  REQUIRE(pool.fill().ok());
-  GpuClock clock(api);
+  DeviceTimers timers(api, 8);
+  DeviceTimer* timer = timers.create(0);
+  REQUIRE(timer != nullptr);
   CommTable comms;
   CommEntry* entry = comms.add(0x1234, 42, 0, 4, 0);
   REQUIRE(entry != nullptr);
-  OpPoller poller(api, pool, clock, comms, nullptr);
-  PendingOp op = issuedOn(pool, api, 1, 10, "ncclAllReduce");
+  OpPoller poller(api, timers, comms, nullptr);
+  PendingOp op = issuedOn(*timer, api, 1, 10, "ncclAllReduce");
   op.op.cls = OpClass::kCollective;
   op.op.seq = 6;
   op.comm = 0x1234;
@@ -194,4 +199,64 @@ TEST_CASE("CompletedCollectivesAdvanceTheirCommunicatorsLastCompletedSeq") {
   api.complete(op.end_event, 2);
   poller.poll(30);
   CHECK(entry->completed_plus1.load() == 7);
+}
+
+TEST_CASE("EachDeviceTimesWithItsOwnEventsAndItsEventsGoBackToItsPool") {
+  FakeEventApi api;
+  DeviceTimers timers(api, 4);
+  // Device 1 is not current on this thread: its timer is left to the poller.
+  CHECK(timers.forDevice(1, 0) == nullptr);
+  DeviceTimer* dev0 = timers.forDevice(0, 0);
+  REQUIRE(dev0 != nullptr);
+  CHECK(timers.forDevice(0, 1) == dev0);
+  DeviceTimer* dev1 = timers.create(1);
+  REQUIRE(dev1 != nullptr);
+  CHECK(timers.forDevice(1, 0) == dev1);
+  CHECK(timers.firstDevice() == 0);
+  CHECK(timers.forDevice(DeviceTimers::kMaxDevices, 0) == nullptr);
+  CHECK(timers.forDevice(-1, 0) == nullptr);
+
+  CommTable comms;
+  OpPoller poller(api, timers, comms, nullptr);
+  PendingOp on1 = issuedOn(*dev1, api, 1, 10);
+  std::set<cudaEvent_t> dev0_events;
+  cudaEvent_t e;
+  while (dev0->pool().acquire(&e)) dev0_events.insert(e);
+  for (cudaEvent_t held : dev0_events) dev0->pool().release(held);
+  CHECK(dev0_events.count(on1.start_event) == 0);
+  poller.accept(on1);
+  api.complete(on1.start_event, 1);
+  api.complete(on1.end_event, 2);
+  CHECK(poller.poll(100) == 1);
+  int back = 0;
+  while (dev1->pool().acquire(&e)) ++back;
+  CHECK(back == 4);
+}
+
+TEST_CASE("ADeviceWhoseEventsCannotBeMadeIsNotRetriedOnEveryLaunch") {
+  FakeEventApi api;
+  api.fail_create_after = 0;
+  DeviceTimers timers(api, 4);
+  int failures = 0;
+  timers.on_fill_failure = [&](int, const std::string&) { ++failures; };
+  CHECK(timers.forDevice(0, 0) == nullptr);
+  CHECK(timers.forDevice(0, 0) == nullptr);
+  CHECK(failures == 1);
+  CHECK(api.created == 0);
+}
+
+TEST_CASE("StreamZeroAndThePerThreadStreamAreOneStreamPerDeviceAndThread") {
+  const auto user = reinterpret_cast<cudaStream_t>(0x7f0012345670);
+  CHECK(streamIdentity(user, 0) == streamIdentity(user, 3));
+  CHECK(streamIdentity(nullptr, 0) == 0);
+  CHECK(streamIdentity(cudaStreamLegacy, 0) == 0);
+  CHECK(streamIdentity(nullptr, 1) != streamIdentity(nullptr, 0));
+  CHECK(streamIdentity(cudaStreamLegacy, 1) == streamIdentity(nullptr, 1));
+  const uint64_t here = streamIdentity(cudaStreamPerThread, 0);
+  CHECK(here != streamIdentity(cudaStreamPerThread, 1));
+  CHECK(here != streamIdentity(nullptr, 0));
+  uint64_t there = 0;
+  std::thread([&] { there = streamIdentity(cudaStreamPerThread, 0); }).join();
+  CHECK(there != here);
+  CHECK(streamIdentity(cudaStreamPerThread, 0) == here);
 }

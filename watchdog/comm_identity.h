@@ -1,0 +1,16 @@
+#pragma once
+// A communicator's rank, size and device, asked of NCCL once it is ready. Split and
+// shrink children are registered before NCCL has them, and asking a communicator that
+// is still initializing (non-blocking, or created inside a group) makes NCCL print a
+// WARN line into the user's log (ncclCommEnsureReady in NCCL's init.cc).
+#include "comm_table.h"
+
+namespace hangwatch::watchdog {
+
+// Fills in what `entry` lacks; false while the communicator is still initializing.
+// Called on a thread that is using the communicator (its creation, or the next
+// operation on it), never from the poller: a communicator the program destroyed
+// must not be touched.
+bool completeCommIdentity(CommEntry& entry);
+
+}  // namespace hangwatch::watchdog

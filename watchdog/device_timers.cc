@@ -1,0 +1,49 @@
+#include "device_timers.h"
+
+#include "real_api.h"
+
+namespace hangwatch::watchdog {
+
+DeviceTimer* DeviceTimers::create(int device) {
+  std::lock_guard<std::mutex> lock(create_mutex_);
+  if (DeviceTimer* t = timers_[device].load(std::memory_order_acquire)) return t;
+  // Leaked on purpose, like the watchdog: events stay in use until the process ends.
+  auto* timer = new DeviceTimer(api_, device, events_per_device_);
+  auto filled = timer->pool().fill();
+  if (!filled && on_fill_failure) on_fill_failure(device, filled.error());
+  // Two events per timed op: a pool without a pair would only count exhaustion.
+  if (timer->pool().created() < 2) {
+    timer->pool().destroyIdle();
+    delete timer;
+    failed_[device].store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  int none = -1;
+  if (first_device_.compare_exchange_strong(none, device, std::memory_order_relaxed) && on_first_timer)
+    on_first_timer();
+  timers_[device].store(timer, std::memory_order_release);
+  return timer;
+}
+
+void DeviceTimers::createRequested() {
+  auto set_device = RealApi::instance().setDevice.get();
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (!requested_[d].exchange(false, std::memory_order_acq_rel)) continue;
+    if (timers_[d].load(std::memory_order_acquire) != nullptr) continue;
+    if (set_device != nullptr && set_device(d) == cudaSuccess) create(d);
+  }
+}
+
+void DeviceTimers::forEach(const std::function<void(DeviceTimer&)>& fn) const {
+  for (const auto& slot : timers_) {
+    if (DeviceTimer* t = slot.load(std::memory_order_acquire)) fn(*t);
+  }
+}
+
+uint64_t DeviceTimers::exhausted() const {
+  uint64_t n = 0;
+  forEach([&](DeviceTimer& t) { n += t.pool().exhausted(); });
+  return n;
+}
+
+}  // namespace hangwatch::watchdog
