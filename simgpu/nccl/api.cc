@@ -211,6 +211,7 @@ ncclResult_t ncclMemFree(void* ptr) { return cudaFree(ptr) == cudaSuccess ? nccl
 
 ncclResult_t ncclGroupStart() { return groupStart(); }
 ncclResult_t ncclGroupEnd() { return groupEnd(); }
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) { return groupSimulateEnd(simInfo); }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {

@@ -43,6 +43,8 @@ class Communicator {
   int nchannels() const { return nchannels_; }
 
   uint64_t nextCollectiveSeq() { return next_seq_++; }
+  // A collective that was issued but never runs (ncclGroupSimulateEnd) gives its seq back.
+  void returnCollectiveSeq() { --next_seq_; }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   void abort();
   // Finishes queued work and stops the channel threads.

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "communicator.h"
+#include "reduction.h"
+#include "simgpu/config.h"
 #include "simgpu/runtime.h"
 
 namespace simnccl {
@@ -192,12 +194,7 @@ ncclResult_t groupStart() {
 
 bool inGroup() { return group_depth > 0; }
 
-ncclResult_t groupEnd() {
-  if (group_depth == 0) {
-    setLastError("ncclGroupEnd without ncclGroupStart");
-    return ncclInvalidUsage;
-  }
-  if (--group_depth > 0) return ncclSuccess;
+ncclResult_t runGroupInits() {
   ncclResult_t result = ncclSuccess;
   auto inits = std::move(group_inits);
   group_inits.clear();
@@ -209,11 +206,58 @@ ncclResult_t groupEnd() {
     for (ncclResult_t r : results)
       if (r != ncclSuccess) result = r;
   }
+  return result;
+}
+
+// The ring time of one operation at the modeled link speed, in microseconds.
+double modeledMicroseconds(const Op& op) {
+  const Communicator& c = *op.comm;
+  const double bytes = static_cast<double>(op.count) * static_cast<double>(dtypeSize(op.dtype));
+  const int n = c.nranks();
+  double factor = 1.0;
+  if (op.kind == OpKind::AllReduce) factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;
+  if (op.kind == OpKind::AllGather || op.kind == OpKind::ReduceScatter) factor = n > 1 ? static_cast<double>(n - 1) : 0.0;
+  const double gbps = simgpu::simConfig().link_gbps * simgpu::simConfig().nchannels;
+  return gbps > 0 ? bytes * factor / (gbps * 1e9) * 1e6 : 0.0;
+}
+
+ncclResult_t groupEnd() {
+  if (group_depth == 0) {
+    setLastError("ncclGroupEnd without ncclGroupStart");
+    return ncclInvalidUsage;
+  }
+  if (--group_depth > 0) return ncclSuccess;
+  ncclResult_t result = runGroupInits();
   auto ops = std::move(group_ops);
   group_ops.clear();
   if (!ops.empty()) {
     ncclResult_t r = launch(std::move(ops));
     if (r != ncclSuccess) result = r;
+  }
+  return result;
+}
+
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim) {
+  if (group_depth == 0) {
+    setLastError("ncclGroupSimulateEnd: not in a group call");
+    return ncclInvalidUsage;
+  }
+  if (--group_depth > 0) return ncclSuccess;
+  auto ops = std::move(group_ops);
+  group_ops.clear();
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+    if (isCollective(it->kind)) it->comm->returnCollectiveSeq();
+  constexpr unsigned kSimInfoMagic = 0x74685283;  // NCCL_SIM_INFO_INITIALIZER
+  if (sim != nullptr && sim->magic != kSimInfoMagic) {
+    group_inits.clear();
+    setLastError("ncclSimInfo_t argument not initialized via NCCL_SIM_INFO_INITIALIZER");
+    return ncclInvalidArgument;
+  }
+  ncclResult_t result = runGroupInits();
+  if (sim != nullptr) {
+    double us = 0;
+    for (const Op& op : ops) us += modeledMicroseconds(op);
+    sim->estimatedTime = static_cast<float>(us);
   }
   return result;
 }

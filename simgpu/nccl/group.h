@@ -12,6 +12,10 @@ namespace simnccl {
 
 ncclResult_t groupStart();
 ncclResult_t groupEnd();
+// Ends the group as groupEnd does but runs none of its operations (their collective
+// seqs are given back); communicator inits in the group do run, as in NCCL's group.cc.
+// `sim` gets a modeled time in microseconds.
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim);
 bool inGroup();
 
 // Launches now, or at the end of the current group.

@@ -177,3 +177,35 @@ TEST_CASE("InvalidArgumentsReturnNcclErrorCodes") {
   INFO("child exit code (step that failed): " << res.exit_codes[0]);
   CHECK(testing::allZero(res));
 }
+
+TEST_CASE("GroupSimulateEndRunsNothingEstimatesATimeAndEndsTheGroup") {
+  // Two ranks: a simulated AllReduce must neither run nor count, so the real one after it
+  // pairs up with the other rank's first (and only) AllReduce.
+  const int nranks = 2;
+  testing::MultiRankJob job(nranks);
+  ncclUniqueId id = job.id();
+  job.start([&](int rank) {
+    ncclComm_t comm;
+    if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 100;
+    std::vector<float> buf(1 << 16, 1.0f);
+    if (rank == 0) {
+      ncclGroupStart();
+      ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+      ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+      if (ncclGroupSimulateEnd(&sim) != ncclSuccess) return 2;
+      if (!(sim.estimatedTime > 0.0f)) return 3;
+      cudaDeviceSynchronize();
+      if (buf[0] != 1.0f) return 4;  // nothing ran
+      ncclSimInfo_t garbage{};
+      ncclGroupStart();
+      if (ncclGroupSimulateEnd(&garbage) != ncclInvalidArgument) return 5;
+      if (ncclGroupSimulateEnd(nullptr) != ncclInvalidUsage) return 6;  // no group is open any more
+    }
+    if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess) return 7;
+    cudaDeviceSynchronize();
+    if (buf[0] != 2.0f) return 8;
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  CHECK(testing::allZero(job.wait()));
+}
