@@ -3,22 +3,48 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <strings.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include "hangwatch/nccl_conf.h"
 
 namespace simnccl {
 namespace {
 
 namespace np = hangwatch::nccl_profiler;
 
+// NCCL's initEnv (src/misc/param.cc): the conf files fill variables still unset.
+void applyConfFiles() {
+  const hangwatch::EnvLookup env = [](const char* name) { return std::getenv(name); };
+  for (const std::string& file : hangwatch::ncclConfFiles(env))
+    for (const auto& [name, value] : hangwatch::ncclConfEntries(file)) setenv(name.c_str(), value.c_str(), 0);
+}
+
+// NCCL's name rules (src/plugin/plugin_open.cc): no name is libnccl-profiler.so; a name
+// is tried as given, then a bare one (no '/', not lib*.so) as libnccl-profiler-<name>.so.
+void* openPluginLibrary(const std::string& name) {
+  if (name.empty()) return dlopen("libnccl-profiler.so", RTLD_NOW | RTLD_LOCAL);
+  if (void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
+  const bool bare = name.find('/') == std::string::npos &&
+                    !(name.rfind("lib", 0) == 0 && name.size() >= 3 && name.compare(name.size() - 3, 3, ".so") == 0);
+  return bare ? dlopen(("libnccl-profiler-" + name + ".so").c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+}
+
 // Loaded once per process, as NCCL does; never unloaded.
 const np::ProfilerV5* loadPlugin() {
   static const np::ProfilerV5* plugin = [] () -> const np::ProfilerV5* {
-    const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
-    if (name == nullptr || *name == '\0') return nullptr;
-    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    applyConfFiles();
+    const char* chosen = std::getenv("NCCL_PROFILER_PLUGIN");
+    const std::string name = chosen != nullptr ? chosen : "";
+    if (strcasecmp(name.c_str(), "none") == 0) return nullptr;
+    void* lib = openPluginLibrary(name);
     if (lib == nullptr) {
-      std::fprintf(stderr, "simnccl: NCCL_PROFILER_PLUGIN %s: %s\n", name, dlerror());
+      if (!name.empty()) std::fprintf(stderr, "simnccl: NCCL_PROFILER_PLUGIN %s: %s\n", name.c_str(), dlerror());
+      dlerror();
       return nullptr;
     }
     return static_cast<const np::ProfilerV5*>(dlsym(lib, np::kSymbolV5));

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <unistd.h>
 #include <cstdint>
 #include <vector>
 
@@ -59,6 +60,7 @@ TEST_CASE("ProfilerPluginTurnsSendProxyStepsIntoLinkTotals") {
 
   np::EventDescr op{};
   op.type = np::kProxyOp;
+  op.proxyOp.pid = ::getpid();
   op.proxyOp.peer = 0;
   op.proxyOp.isSend = 1;
   void* op_handle = nullptr;
@@ -101,4 +103,27 @@ TEST_CASE("ProfilerPluginTurnsSendProxyStepsIntoLinkTotals") {
   CHECK(w[0].peer == 0);
   CHECK(w[0].steps == 3);
   CHECK(w[0].bytes == 3 * 65536);
+}
+
+TEST_CASE("AnotherProcesssProxyOperationUnderPxnIsNeverDereferenced") {
+  // NCCL hands the originating process's context pointer to this process's plugin; here
+  // it points nowhere, as it would in this address space.
+  const np::ProfilerV5& p = hangwatch::watchdog::linkProfiler();
+  hangwatch::watchdog::linkMeter().drain();
+  void* foreign_context = reinterpret_cast<void*>(0x10);
+  np::EventDescr op{};
+  op.type = np::kProxyOp;
+  op.parentObj = reinterpret_cast<void*>(0x20);
+  op.proxyOp.pid = ::getpid() + 1;
+  op.proxyOp.peer = 1;
+  op.proxyOp.isSend = 1;
+  void* handle = reinterpret_cast<void*>(1);
+  CHECK(p.startEvent(foreign_context, &handle, &op) == ncclSuccess);
+  CHECK(handle == nullptr);
+  np::EventDescr step{};
+  step.type = np::kProxyStep;
+  step.parentObj = handle;
+  CHECK(p.startEvent(foreign_context, &handle, &step) == ncclSuccess);
+  CHECK(handle == nullptr);
+  CHECK(hangwatch::watchdog::linkMeter().drain().empty());
 }

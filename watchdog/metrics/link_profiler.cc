@@ -1,6 +1,8 @@
 #include "link_profiler.h"
 
+#include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <new>
@@ -24,6 +26,15 @@ struct Context {
   int nranks;
   int rank;
 };
+
+// This process's pid, kept current across fork (getpid() is a system call per event otherwise).
+pid_t ownPid() {
+  static pid_t pid = [] {
+    pthread_atfork(nullptr, nullptr, [] { pid = ::getpid(); });
+    return ::getpid();
+  }();
+  return pid;
+}
 
 enum class HandleKind : uint8_t { kSendOp, kSendStep };
 
@@ -49,6 +60,7 @@ struct SendOp {
 
 ncclResult_t init(void** context, uint64_t comm_id, int* activation_mask, const char*, int, int nranks, int rank,
                   np::DebugLogger) {
+  ownPid();
   *activation_mask = 0;
   *context = nullptr;
   if (const char* v = std::getenv("HANGWATCH_DISABLE"); v && std::string_view(v) == "1") return ncclSuccess;
@@ -62,6 +74,10 @@ ncclResult_t startEvent(void* context, void** handle, np::EventDescr* descr) {
   auto* ctx = static_cast<Context*>(context);
   if (ctx == nullptr || descr == nullptr) return ncclSuccess;
   if (descr->type == np::kProxyOp) {
+    // Under PXN this proxy thread runs another local rank's operations with that process's
+    // context pointer: never dereference it (NCCL's ext-profiler README, "PXN"). That
+    // rank's own watchdog does not see these steps; they are left out.
+    if (descr->proxyOp.pid != ownPid()) return ncclSuccess;
     // Receives are left alone: their wait includes the sender's upstream, not just the wire.
     if (descr->proxyOp.isSend) {
       auto* op = new (std::nothrow) SendOp;
