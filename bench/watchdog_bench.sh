@@ -35,7 +35,7 @@ echo "== per-launch cost over simgpu (median of 7 repetitions, ns per call)"
 plain=$(run_bench plain HANGWATCH_DISABLE=)
 untimed=$(run_bench untimed LD_PRELOAD="$lib" HANGWATCH_KERNEL_SAMPLE=0)
 sampled=$(run_bench sampled LD_PRELOAD="$lib")
-for name in BM_LaunchKernelRejected BM_LaunchKernel; do
+for name in BM_LaunchKernelRejected BM_NvccLaunchRejected BM_DriverEntryPointLaunchRejected BM_LaunchKernel; do
   p=$(median_ns "$plain" $name); u=$(median_ns "$untimed" $name); s=$(median_ns "$sampled" $name)
   python3 -c "
 p, u, s = $p, $u, $s
