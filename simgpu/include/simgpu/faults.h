@@ -2,7 +2,7 @@
 // SIMGPU_FAULTS (DESIGN.md §3, contract): ';'-separated faults.
 //   dead-rank=R@op=K                rank R's device stops inside its K-th collective
 //   dead-link=A->B@op=K[,channel=C] from op K on, connection A->B delivers nothing more
-//   slow-rank=R:F                   rank R's GEMMs and copies run at fraction F of normal speed
+//   slow-rank=R:F                   rank R's GEMMs, copies and kernels take 1/F of their whole time
 //   slow-link=A->B:F                link A->B runs at fraction F of its bandwidth
 // Ranks are launcher ranks (RANK, OMPI_COMM_WORLD_RANK, ...); a process started without
 // a launcher uses its communicator rank. Op indices count the collectives one rank issues
