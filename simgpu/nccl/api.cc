@@ -55,6 +55,16 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, in
   return r;
 }
 
+// ncclCommCount/CuDevice/UserRank as NCCL 2.28 checks them (init.cc: CommCheck, PtrCheck,
+// ncclCommEnsureReady): a communicator still initializing (created in a group that has
+// not ended) is a WARN and ncclInvalidArgument.
+ncclResult_t checkQuery(const ncclComm* comm, const void* out, const char* fn, const char* out_name) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, std::string(fn) + " : comm argument is NULL");
+  if (out == nullptr) return fail(ncclInvalidArgument, std::string(fn) + " : " + out_name + " argument is NULL");
+  if (!comm->state) return fail(ncclInvalidArgument, "Attempt to use communicator before the previous operation returned ncclSuccess");
+  return ncclSuccess;
+}
+
 ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
   if (comm == nullptr) return fail(ncclInvalidArgument, std::string(fn) + ": comm is NULL");
   if (!comm->state) return fail(ncclInvalidUsage, std::string(fn) + ": communicator is not initialized");
@@ -169,19 +179,19 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  if (comm == nullptr || count == nullptr || !comm->state) return fail(ncclInvalidArgument, "ncclCommCount: bad argument");
+  if (ncclResult_t r = checkQuery(comm, count, "CommCount", "count"); r != ncclSuccess) return r;
   *count = comm->state->nranks();
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  if (comm == nullptr || device == nullptr || !comm->state) return fail(ncclInvalidArgument, "ncclCommCuDevice: bad argument");
+  if (ncclResult_t r = checkQuery(comm, device, "CommCuDevice", "devid"); r != ncclSuccess) return r;
   *device = comm->state->device();
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  if (comm == nullptr || rank == nullptr || !comm->state) return fail(ncclInvalidArgument, "ncclCommUserRank: bad argument");
+  if (ncclResult_t r = checkQuery(comm, rank, "CommUserRank", "rank"); r != ncclSuccess) return r;
   *rank = comm->state->rank();
   return ncclSuccess;
 }

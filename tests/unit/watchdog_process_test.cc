@@ -292,3 +292,38 @@ TEST_CASE("WorkOnEachDeviceIsTimedWithThatDevicesEvents") {
   CHECK(hangwatch_ops_completed() == 5);
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
 }
+
+TEST_CASE("AChildCommunicatorMadeInAGroupIsNotAskedAboutBeforeItIsReady") {
+  const std::string job = useFreshJobDir("100");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t parent;
+  REQUIRE(ncclCommInitRank(&parent, 1, id, 0) == ncclSuccess);
+  ncclComm_t child = nullptr;
+  // In a group the child is made at ncclGroupEnd: asking NCCL for its rank before that
+  // is a WARN in the user's log ("Attempt to use communicator before ...").
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclCommSplit(parent, 0, 0, &child, nullptr) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  REQUIRE(child != nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("Attempt to use communicator") == std::string::npos);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* buf;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)) == cudaSuccess);
+  REQUIRE(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, child, stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("Attempt to use communicator") == std::string::npos);
+  fs::create_directories(job);
+  std::ofstream(hangwatch::triggerPath(job)) << R"({"reason": "unit test", "pid": 1})" << "\n";
+  const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
+  REQUIRE(waitUntil([&] { return fs::exists(snapshot); }, 10));
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(snapshot));
+  REQUIRE(s["comms"].size() == 2);
+  // Known once the child was used: its first collective asked NCCL on the user's thread.
+  CHECK(s["comms"][1]["rank"] == 0);
+  CHECK(s["comms"][1]["size"] == 1);
+  CHECK(s["comms"][1]["device"] == 0);
+  REQUIRE(ncclCommDestroy(child) == ncclSuccess);
+  REQUIRE(ncclCommDestroy(parent) == ncclSuccess);
+}
