@@ -327,3 +327,29 @@ TEST_CASE("AChildCommunicatorMadeInAGroupIsNotAskedAboutBeforeItIsReady") {
   REQUIRE(ncclCommDestroy(child) == ncclSuccess);
   REQUIRE(ncclCommDestroy(parent) == ncclSuccess);
 }
+
+TEST_CASE("ThreadsOnSeveralDevicesMakeTheirTimersConcurrentlyAndEveryLaunchIsTimedOnce") {
+  useFreshJobDir("100");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  constexpr int kThreads = 4, kLaunches = 100;
+  std::atomic<int> failed_calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([t, &failed_calls] {
+      // Two threads per device: they race to make that device's timer.
+      if (cudaSetDevice(t % 2 + 1) != cudaSuccess) ++failed_calls;
+      cudaStream_t stream;
+      if (cudaStreamCreate(&stream) != cudaSuccess) ++failed_calls;
+      int arg = 0;
+      void* args[] = {&arg};
+      for (int i = 0; i < kLaunches; ++i)
+        if (cudaLaunchKernel(simgpu::kernel<&noop>("noop"), dim3(1), dim3(1), args, 0, stream) != cudaSuccess)
+          ++failed_calls;
+      if (cudaStreamSynchronize(stream) != cudaSuccess) ++failed_calls;
+      cudaStreamDestroy(stream);
+    });
+  for (auto& t : threads) t.join();
+  REQUIRE(failed_calls.load() == 0);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= kThreads * kLaunches; }, 20));
+  CHECK(hangwatch_ops_completed() == kThreads * kLaunches);
+}
