@@ -174,8 +174,23 @@ extern "C" __attribute__((visibility("default"))) int passthrough_run(FILE* out)
   CALL(ncclCommSplit(nullptr, 0, 0, &child, nullptr));
   if (comm != nullptr) CALL(ncclCommFinalize(comm));
   if (comm != nullptr) CALL(ncclCommDestroy(comm));
+  comm = nullptr;
   CALL(ncclCommAbort(nullptr));
   CALL(ncclCommInitRank(&comm, 2, id, 5));
+  CALL(ncclGroupStart());
+  CALL(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, stream));
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  CALL(ncclGroupSimulateEnd(&sim));
+  void* nccl_buf = nullptr;
+  CALL(ncclMemAlloc(&nccl_buf, 1 << 20));
+  if (nccl_buf != nullptr) CALL(ncclMemFree(nccl_buf));
+#ifndef PASSTHROUGH_SIMGPU
+  // Called by the program, never by the watchdog (not interposed): they must reach NCCL as they are.
+  void* reg = nullptr;
+  CALL(ncclCommRegister(comm, buf, 4096, &reg));
+  ncclComm_t scalable = nullptr;
+  CALL(ncclCommInitRankScalable(&scalable, 1, 0, 1, &id, nullptr));
+#endif
 
   CALL(cudaStreamSynchronize_ptsz(nullptr));
   float result[2] = {-1.0f, -1.0f};
