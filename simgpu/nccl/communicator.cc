@@ -84,7 +84,21 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
   for (ChannelState& c : channels_) c.scratch.resize(segment_->shape().slot_bytes);
 }
 
-Communicator::~Communicator() { shutdown(); }
+Communicator::~Communicator() {
+  shutdown();
+  if (kernel_stream_ != nullptr) cudaStreamDestroy(kernel_stream_);  // queued work still runs
+}
+
+cudaStream_t Communicator::kernelStream() {
+  std::call_once(kernel_stream_once_, [this] {
+    int saved = 0;
+    cudaGetDevice(&saved);
+    cudaSetDevice(device_);
+    if (cudaStreamCreateWithFlags(&kernel_stream_, cudaStreamNonBlocking) != cudaSuccess) kernel_stream_ = nullptr;
+    cudaSetDevice(saved);
+  });
+  return kernel_stream_;
+}
 
 void Communicator::startChannels() {
   // All workers exist before any thread starts: a running thread must never see workers_ grow.

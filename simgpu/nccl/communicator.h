@@ -3,6 +3,8 @@
 // threads (the sim's "blocks"), and the per-connection step counts that NCCL
 // keeps in conn.step. Handles given to the user (ncclComm_t) point at a
 // ncclComm that holds a shared_ptr to this, so work in flight outlives abort.
+#include <cuda_runtime_api.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -40,6 +42,9 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   int device() const { return device_; }
+  // The stream this communicator's kernels run on (made on first use, on its device,
+  // non-blocking), as NCCL runs its kernels on an internal stream of the communicator.
+  cudaStream_t kernelStream();
   int nchannels() const { return nchannels_; }
 
   uint64_t nextCollectiveSeq() { return next_seq_++; }
@@ -96,6 +101,8 @@ class Communicator {
   int rank_;
   int nranks_;
   int device_;
+  std::once_flag kernel_stream_once_;
+  cudaStream_t kernel_stream_ = nullptr;
   int nchannels_;
   std::unique_ptr<SharedSegment> segment_;
   const simgpu::FaultPlan& faults_;

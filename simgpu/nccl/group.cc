@@ -95,9 +95,28 @@ __attribute__((noinline)) ncclResult_t blockOnDeadDevice(const std::shared_ptr<C
   return ncclSystemError;
 }
 
-// Makes the other streams of a group join the kernel's stream, as NCCL does: the
-// kernel starts after every stream reached the group, and they resume after it.
-struct StreamJoin {
+// NCCL launches with the communicator's device current (cudaSetDevice(comm->cudaDev) in
+// group.cc, the caller's device restored after): stream 0 is that device's stream.
+class CommDeviceScope {
+ public:
+  explicit CommDeviceScope(int device) {
+    cudaGetDevice(&saved_);
+    if (device != saved_) cudaSetDevice(device);
+  }
+  ~CommDeviceScope() {
+    int now = -1;
+    cudaGetDevice(&now);
+    if (now != saved_) cudaSetDevice(saved_);
+  }
+
+ private:
+  int saved_ = 0;
+};
+
+// A communicator's kernel runs on its own stream, as NCCL's does (its internal device
+// stream, joined to the user's streams with events): it starts once every user stream
+// its operations name has reached the group, and those streams go on once it finished.
+struct KernelJoin {
   std::mutex mutex;
   std::condition_variable changed;
   size_t arrived = 0;
@@ -123,8 +142,16 @@ struct StreamJoin {
   }
 };
 
-// One kernel per communicator, on the stream of its first operation, so every
-// rank runs a communicator's operations in issue order whatever streams they name.
+struct UserStream {
+  int device;
+  cudaStream_t stream;
+  bool operator==(const UserStream& o) const { return device == o.device && stream == o.stream; }
+};
+
+// One kernel per communicator. Each user stream of the group gets one marker where the
+// group was issued: it lets every kernel that names the stream start, then waits until
+// they all finished. Kernels of different communicators thus run side by side even when
+// they share a user stream, and depend only on the work issued before the group.
 ncclResult_t launch(std::vector<Op> ops) {
   std::vector<std::pair<Communicator*, std::vector<Op>>> per_comm;
   for (Op& op : ops) {
@@ -134,35 +161,50 @@ ncclResult_t launch(std::vector<Op> ops) {
   }
   ncclResult_t result = ncclSuccess;
   std::shared_ptr<Communicator> dead;
+  std::vector<UserStream> user_streams;
+  std::vector<std::vector<std::shared_ptr<KernelJoin>>> joins_of;  // per user stream
   for (auto& [comm, kernel_ops] : per_comm) {
     for (const Op& op : kernel_ops)
       if (isCollective(op.kind) && op.comm->deviceDeadAt(op.seq)) dead = op.comm;
-    cudaStream_t stream = kernel_ops.front().stream;
-    std::vector<cudaStream_t> others;
-    for (const Op& op : kernel_ops)
-      if (op.stream != stream && std::find(others.begin(), others.end(), op.stream) == others.end())
-        others.push_back(op.stream);
-    auto join = std::make_shared<StreamJoin>();
-    for (cudaStream_t other : others) {
-      cudaError_t err = simgpu::enqueue(other, "ncclGroupStreamJoin", [join] {
-        join->arrive();
-        join->awaitFinish();
-      });
-      if (err != cudaSuccess) {
-        join->arrive();
-        setLastError(std::string("joining streams for a group: ") + cudaGetErrorString(err));
-        result = ncclUnhandledCudaError;
+    auto join = std::make_shared<KernelJoin>();
+    size_t streams = 0;
+    for (const Op& op : kernel_ops) {
+      // Stream 0 is the communicator's device's (NCCL sets that device to launch).
+      UserStream s{comm->device(), op.stream};
+      auto it = std::find(user_streams.begin(), user_streams.end(), s);
+      if (it == user_streams.end()) {
+        user_streams.push_back(s);
+        joins_of.emplace_back();
+        it = user_streams.end() - 1;
+      }
+      auto& joins = joins_of[static_cast<size_t>(it - user_streams.begin())];
+      if (std::find(joins.begin(), joins.end(), join) == joins.end()) {
+        joins.push_back(join);
+        ++streams;
       }
     }
     const char* name = kernelName(kernel_ops);
-    cudaError_t err = simgpu::enqueue(stream, name, [join, n = others.size(), ops = std::move(kernel_ops)] {
-      join->awaitArrivals(n);
+    CommDeviceScope on_device(comm->device());
+    cudaError_t err = simgpu::enqueue(comm->kernelStream(), name, [join, streams, ops = std::move(kernel_ops)] {
+      join->awaitArrivals(streams);
       executeKernel(ops);
       join->finish();
     });
     if (err != cudaSuccess) {
       join->finish();
       setLastError(std::string("launching ") + name + ": " + cudaGetErrorString(err));
+      result = ncclUnhandledCudaError;
+    }
+  }
+  for (size_t i = 0; i < user_streams.size(); ++i) {
+    CommDeviceScope on_device(user_streams[i].device);
+    cudaError_t err = simgpu::enqueue(user_streams[i].stream, "ncclGroupStreamJoin", [joins = joins_of[i]] {
+      for (const auto& j : joins) j->arrive();
+      for (const auto& j : joins) j->awaitFinish();
+    });
+    if (err != cudaSuccess) {
+      for (const auto& j : joins_of[i]) j->arrive();
+      setLastError(std::string("joining streams for a group: ") + cudaGetErrorString(err));
       result = ncclUnhandledCudaError;
     }
   }
