@@ -1,12 +1,13 @@
 #include "device_timers.h"
 
-#include "real_api.h"
+#include "device_scope.h"
 
 namespace hangwatch::watchdog {
 
 DeviceTimer* DeviceTimers::create(int device) {
   std::lock_guard<std::mutex> lock(create_mutex_);
   if (DeviceTimer* t = timers_[device].load(std::memory_order_acquire)) return t;
+  DeviceScope on_device(device);
   // Leaked on purpose, like the watchdog: events stay in use until the process ends.
   auto* timer = new DeviceTimer(api_, device, events_per_device_);
   auto filled = timer->pool().fill();
@@ -23,15 +24,6 @@ DeviceTimer* DeviceTimers::create(int device) {
     on_first_timer();
   timers_[device].store(timer, std::memory_order_release);
   return timer;
-}
-
-void DeviceTimers::createRequested() {
-  auto set_device = RealApi::instance().setDevice.get();
-  for (int d = 0; d < kMaxDevices; ++d) {
-    if (!requested_[d].exchange(false, std::memory_order_acq_rel)) continue;
-    if (timers_[d].load(std::memory_order_acquire) != nullptr) continue;
-    if (set_device != nullptr && set_device(d) == cudaSuccess) create(d);
-  }
 }
 
 void DeviceTimers::forEach(const std::function<void(DeviceTimer&)>& fn) const {

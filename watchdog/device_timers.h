@@ -1,9 +1,8 @@
 #pragma once
-// One DeviceTimer per CUDA device the process times work on, made when the first
-// timed operation on that device arrives. On the calling thread when that device is
-// current (its events must be made there); for another device the poller makes it
-// (it may switch its own thread's device; a user's thread is never switched), and
-// operations on that device go untimed until then.
+// One DeviceTimer per CUDA device the process times work on, made on the calling thread
+// when the first timed operation on that device arrives. Events are made on the current
+// device, so for another device the thread's device is switched for the creation and
+// restored, as NCCL itself does around its launches.
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -21,25 +20,20 @@ class DeviceTimers {
 
   DeviceTimers(EventApi& api, size_t events_per_device) : api_(api), events_per_device_(events_per_device) {}
 
-  // The timer of `device`, or nullptr while there is none (yet). `current_device` is
-  // the calling thread's current device.
-  DeviceTimer* forDevice(int device, int current_device) {
+  // The timer of `device`, nullptr when none could be made.
+  DeviceTimer* forDevice(int device) {
     if (__builtin_expect(device < 0 || device >= kMaxDevices, 0)) return nullptr;
     DeviceTimer* t = timers_[device].load(std::memory_order_acquire);
     if (__builtin_expect(t != nullptr, 1)) return t;
     if (failed_[device].load(std::memory_order_relaxed)) return nullptr;
-    if (device == current_device) return create(device);
-    requested_[device].store(true, std::memory_order_release);
-    return nullptr;
+    return create(device);
   }
   // The timer of `device` if it exists (the poller, for completed operations).
   DeviceTimer* find(int device) const {
     return device >= 0 && device < kMaxDevices ? timers_[device].load(std::memory_order_acquire) : nullptr;
   }
-  // Makes the timer of `device` with that device current on the calling thread.
+  // Makes the timer of `device` (with that device current for the creation).
   DeviceTimer* create(int device);
-  // Poller thread: makes the timers other threads asked for, switching its own device.
-  void createRequested();
   void forEach(const std::function<void(DeviceTimer&)>& fn) const;
   // The device of the first timer made, -1 when none.
   int firstDevice() const { return first_device_.load(std::memory_order_relaxed); }
@@ -55,7 +49,6 @@ class DeviceTimers {
   const size_t events_per_device_;
   std::mutex create_mutex_;
   std::atomic<DeviceTimer*> timers_[kMaxDevices] = {};
-  std::atomic<bool> requested_[kMaxDevices] = {};
   std::atomic<bool> failed_[kMaxDevices] = {};  // no events could be made: not retried
   std::atomic<int> first_device_{-1};
 };

@@ -137,7 +137,8 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   const bool in_group = grouped.depth > 0;
   Watchdog::Timing t;
   const int entry_errno = errno;
-  const bool timed = !in_group && w->beginTiming(a.stream, &t);
+  const int comm_device = entry ? entry->device.load(std::memory_order_relaxed) : -1;
+  const bool timed = !in_group && w->beginTiming(a.stream, &t, comm_device);
   errno = entry_errno;
   ncclResult_t rc;
   {
@@ -289,7 +290,11 @@ ncclResult_t ncclGroupEnd() {
   bool timed[GroupedOps::kMax];
   const int n = grouped.count;
   const int entry_errno = errno;
-  for (int i = 0; i < n; ++i) timed[i] = w->beginTiming(grouped.ops[i].stream_handle, &timings[i]);
+  for (int i = 0; i < n; ++i) {
+    CommEntry* entry = w->comms().find(grouped.ops[i].comm);
+    const int comm_device = entry ? entry->device.load(std::memory_order_relaxed) : -1;
+    timed[i] = w->beginTiming(grouped.ops[i].stream_handle, &timings[i], comm_device);
+  }
   errno = entry_errno;
   ncclResult_t rc;
   {

@@ -14,6 +14,7 @@
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
 #include "hangwatch/timeline_window.h"
+#include "device_scope.h"
 #include "last_error_guard.h"
 #include "monotonic_clock.h"
 #include "op_poller.h"
@@ -128,19 +129,24 @@ Watchdog::Watchdog(WatchdogConfig config)
   timers_.on_first_timer = [] { std::atexit(&Watchdog::onExit); };
 }
 
-bool Watchdog::beginTiming(cudaStream_t stream, Timing* t) {
+bool Watchdog::beginTiming(cudaStream_t stream, Timing* t, int device_hint) {
   LastErrorGuard keep;
   RealApi& api = RealApi::instance();
   int current = -1;
   auto get_device = api.getDevice.get();
   if (get_device == nullptr || get_device(&current) != cudaSuccess) return false;
-  // Stream 0 and cudaStreamPerThread are the current device's; a created stream knows its own.
+  // Stream 0 and cudaStreamPerThread are the current device's (or the one NCCL switches
+  // to); a created stream knows its own.
   int device = current;
   if (!isPerDeviceStream(stream)) {
     auto stream_device = api.streamGetDevice.get();
     if (stream_device == nullptr || stream_device(stream, &device) != cudaSuccess) device = current;
+  } else if (device_hint >= 0 && device_hint != current) {
+    device = device_hint;
+    t->switch_to = device;
   }
-  DeviceTimer* timer = timers_.forDevice(device, current);
+  DeviceScope on_device(t->switch_to);
+  DeviceTimer* timer = timers_.forDevice(device);
   if (timer == nullptr) return false;
   if (!timer->pool().acquire(&t->start)) return false;
   if (!timer->pool().acquire(&t->end)) {
@@ -164,7 +170,12 @@ bool Watchdog::recordOn(cudaEvent_t event, cudaStream_t stream) {
 }
 
 void Watchdog::endTiming(const Timing& t, cudaStream_t stream, PendingOp& op) {
-  if (!recordOn(t.end, stream)) {
+  bool recorded;
+  {
+    DeviceScope on_device(t.switch_to);
+    recorded = recordOn(t.end, stream);
+  }
+  if (!recorded) {
     abandonTiming(t);
     return;
   }
@@ -298,7 +309,6 @@ void Watchdog::pollLoop() {
         if (metrics) metrics->recordHostSync(sync);
 #endif
       }
-      timers_.createRequested();
       timers_.forEach([&](DeviceTimer& t) {
         t.keepCalibrated(now, kRecalibrateNs);
         if (t.calibrationFailed())

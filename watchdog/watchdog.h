@@ -47,10 +47,13 @@ class Watchdog {
     cudaEvent_t end = nullptr;
     DeviceTimer* timer = nullptr;  // the device of `stream`: its events, its clock
     uint64_t stream_id = 0;        // stream_identity.h
+    int switch_to = -1;            // stream 0 of a device that is not current: record there
   };
   // Takes two events of the stream's device and records the start on `stream`;
-  // false: leave it untimed. Never changes the thread's CUDA last error.
-  bool beginTiming(cudaStream_t stream, Timing* t);
+  // false: leave it untimed. Never changes the thread's CUDA last error. `device`: the
+  // device stream 0 means when the caller knows better than the current device (NCCL
+  // launches on its communicator's device), -1 otherwise.
+  bool beginTiming(cudaStream_t stream, Timing* t, int device = -1);
   // Records the end event and queues the operation for the poller.
   void endTiming(const Timing& t, cudaStream_t stream, PendingOp& op);
   // The timed call failed: give the events back.

@@ -269,8 +269,8 @@ TEST_CASE("WorkOnEachDeviceIsTimedWithThatDevicesEvents") {
   REQUIRE(cudaStreamSynchronize(on1) == cudaSuccess);
   CHECK(waitUntil([] { return hangwatch_ops_completed() >= 4; }, 10));
   CHECK(hangwatch_ops_completed() == 4);
-  // Device 2 was never current on this thread: its first operation issued from device 0
-  // is left untimed while the poller makes device 2's events, later ones are timed.
+  // An NCCL operation on device 2's stream while device 0 is current: device 2's events
+  // are made for it (device 2 current for the moment), and device 0 is current again after.
   REQUIRE(cudaSetDevice(2) == cudaSuccess);
   cudaStream_t on2;
   REQUIRE(cudaStreamCreate(&on2) == cudaSuccess);
@@ -284,12 +284,16 @@ TEST_CASE("WorkOnEachDeviceIsTimedWithThatDevicesEvents") {
   float* buf;
   REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 256 * sizeof(float)) == cudaSuccess);
   REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, on2) == ncclSuccess);
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);
+  REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);  // device 2's stream 0
   REQUIRE(cudaStreamSynchronize(on2) == cudaSuccess);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few poller passes
-  REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, on2) == ncclSuccess);
-  REQUIRE(cudaStreamSynchronize(on2) == cudaSuccess);
-  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 5; }, 10));
-  CHECK(hangwatch_ops_completed() == 5);
+  REQUIRE(cudaSetDevice(2) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 6; }, 10));
+  CHECK(hangwatch_ops_completed() == 6);
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
 }
 

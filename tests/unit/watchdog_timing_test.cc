@@ -204,17 +204,16 @@ TEST_CASE("CompletedCollectivesAdvanceTheirCommunicatorsLastCompletedSeq") {
 TEST_CASE("EachDeviceTimesWithItsOwnEventsAndItsEventsGoBackToItsPool") {
   FakeEventApi api;
   DeviceTimers timers(api, 4);
-  // Device 1 is not current on this thread: its timer is left to the poller.
-  CHECK(timers.forDevice(1, 0) == nullptr);
-  DeviceTimer* dev0 = timers.forDevice(0, 0);
+  DeviceTimer* dev0 = timers.forDevice(0);
   REQUIRE(dev0 != nullptr);
-  CHECK(timers.forDevice(0, 1) == dev0);
-  DeviceTimer* dev1 = timers.create(1);
+  CHECK(timers.forDevice(0) == dev0);
+  DeviceTimer* dev1 = timers.forDevice(1);
   REQUIRE(dev1 != nullptr);
-  CHECK(timers.forDevice(1, 0) == dev1);
+  CHECK(dev1 != dev0);
+  CHECK(timers.forDevice(1) == dev1);
   CHECK(timers.firstDevice() == 0);
-  CHECK(timers.forDevice(DeviceTimers::kMaxDevices, 0) == nullptr);
-  CHECK(timers.forDevice(-1, 0) == nullptr);
+  CHECK(timers.forDevice(DeviceTimers::kMaxDevices) == nullptr);
+  CHECK(timers.forDevice(-1) == nullptr);
 
   CommTable comms;
   OpPoller poller(api, timers, comms, nullptr);
@@ -239,8 +238,8 @@ TEST_CASE("ADeviceWhoseEventsCannotBeMadeIsNotRetriedOnEveryLaunch") {
   DeviceTimers timers(api, 4);
   int failures = 0;
   timers.on_fill_failure = [&](int, const std::string&) { ++failures; };
-  CHECK(timers.forDevice(0, 0) == nullptr);
-  CHECK(timers.forDevice(0, 0) == nullptr);
+  CHECK(timers.forDevice(0) == nullptr);
+  CHECK(timers.forDevice(0) == nullptr);
   CHECK(failures == 1);
   CHECK(api.created == 0);
 }
