@@ -150,4 +150,49 @@ cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
   return cudaSuccess;
 }
 
+// Peer access between the emulated devices: every pair can (they share host memory),
+// and enabling or disabling follows the runtime's error rules.
+cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  if (canAccessPeer == nullptr) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  if (!rt.validDevice(device) || !rt.validDevice(peerDevice)) return recordError(cudaErrorInvalidDevice);
+  *canAccessPeer = device != peerDevice ? 1 : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  if (flags != 0) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  const int device = Runtime::threadDevice();
+  if (!rt.validDevice(peerDevice) || peerDevice == device) return recordError(cudaErrorInvalidDevice);
+  if (!rt.setPeerAccess(device, peerDevice, true)) return recordError(cudaErrorPeerAccessAlreadyEnabled);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+  Runtime& rt = Runtime::current();
+  const int device = Runtime::threadDevice();
+  if (!rt.validDevice(peerDevice) || peerDevice == device) return recordError(cudaErrorInvalidDevice);
+  if (!rt.setPeerAccess(device, peerDevice, false)) return recordError(cudaErrorPeerAccessNotEnabled);
+  return cudaSuccess;
+}
+
+// "domain:bus:device.function"; the emulated device d sits on bus d.
+cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  if (pciBusId == nullptr || len <= 0) return recordError(cudaErrorInvalidValue);
+  if (!Runtime::current().validDevice(device)) return recordError(cudaErrorInvalidDevice);
+  std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  if (device == nullptr || pciBusId == nullptr) return recordError(cudaErrorInvalidValue);
+  unsigned domain = 0, bus = 0, dev = 0, function = 0;
+  if (std::sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &dev, &function) != 4 || domain != 0 || dev != 0 ||
+      !Runtime::current().validDevice(static_cast<int>(bus)))
+    return recordError(cudaErrorInvalidDevice);
+  *device = static_cast<int>(bus);
+  return cudaSuccess;
+}
+
 }  // extern "C"

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "allocation_table.h"
 #include "last_error.h"
@@ -11,6 +12,7 @@
 #include "runtime.h"
 #include "simgpu/config.h"
 
+using simgpu::Allocation;
 using simgpu::AllocationTable;
 using simgpu::MemoryKind;
 using simgpu::recordError;
@@ -149,6 +151,30 @@ cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
 
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
   return queueSet(devPtr, value, count, simgpu::perThreadDefault(stream), false);
+}
+
+// Copies between devices: device memory is host memory here, so a peer copy is a copy
+// queued like any other (synchronous on the legacy stream, or on `stream`).
+cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
+  Runtime& rt = Runtime::current();
+  if (!rt.validDevice(dstDevice) || !rt.validDevice(srcDevice)) return recordError(cudaErrorInvalidDevice);
+  return queueCopy(dst, src, count, cudaMemcpyDeviceToDevice, cudaStreamLegacy, true);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                                cudaStream_t stream) {
+  Runtime& rt = Runtime::current();
+  if (!rt.validDevice(dstDevice) || !rt.validDevice(srcDevice)) return recordError(cudaErrorInvalidDevice);
+  return queueCopy(dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
+}
+
+// Pinned host memory is mapped at the same address for the device (unified addressing).
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  if (pDevice == nullptr || flags != 0) return recordError(cudaErrorInvalidValue);
+  std::optional<Allocation> a = AllocationTable::instance().find(pHost);
+  if (!a || a->kind != MemoryKind::kHostPinned) return recordError(cudaErrorInvalidValue);
+  *pDevice = pHost;
+  return cudaSuccess;
 }
 
 }  // extern "C"

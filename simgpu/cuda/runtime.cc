@@ -148,6 +148,11 @@ bool Runtime::destroyEvent(cudaEvent_t handle) {
   return events_.erase(handleId(handle)) == 1;
 }
 
+bool Runtime::setPeerAccess(int device, int peer, bool enable) {
+  std::lock_guard lock(mutex_);
+  return enable ? peer_access_.insert({device, peer}).second : peer_access_.erase({device, peer}) == 1;
+}
+
 void Runtime::enterStreamThread(int device) { t_device = device; }
 void Runtime::setRunningKernel(const char* name) { t_running_kernel = name; }
 const char* Runtime::runningKernel() { return t_running_kernel; }

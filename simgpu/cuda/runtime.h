@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
+#include <utility>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -35,6 +37,10 @@ class Runtime {
   std::shared_ptr<Event> resolveEvent(cudaEvent_t handle);
   bool destroyEvent(cudaEvent_t handle);
 
+  // Peer access of `device` to `peer`; false when it already was (enable) or was not
+  // (disable) in that state.
+  bool setPeerAccess(int device, int peer, bool enable);
+
   // Stream worker threads run kernels on their stream's device.
   static void enterStreamThread(int device);
   static void setRunningKernel(const char* name);
@@ -52,6 +58,7 @@ class Runtime {
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;
+  std::set<std::pair<int, int>> peer_access_;
 };
 
 }  // namespace simgpu

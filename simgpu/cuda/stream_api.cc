@@ -126,4 +126,34 @@ cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t stream, int* device) {
   return cudaStreamGetDevice(simgpu::perThreadDefault(stream), device);
 }
 
+// Host functions on a stream: they run on the stream's worker in order with its work.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (fn == nullptr) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<Stream> s = rt.resolveStream(stream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"cudaLaunchHostFunc", [fn, userData] { fn(userData); }, {}});
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                  unsigned int flags) {
+  if (callback == nullptr || flags != 0) return recordError(cudaErrorInvalidValue);
+  Runtime& rt = Runtime::current();
+  std::shared_ptr<Stream> s = rt.resolveStream(stream);
+  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  rt.device(s->device()).enqueue(
+      *s, simgpu::StreamTask{"cudaStreamAddCallback", [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, {}});
+  return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  return cudaLaunchHostFunc(simgpu::perThreadDefault(stream), fn, userData);
+}
+
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                       unsigned int flags) {
+  return cudaStreamAddCallback(simgpu::perThreadDefault(stream), callback, userData, flags);
+}
+
 }  // extern "C"

@@ -6,17 +6,13 @@
 #include <mutex>
 #include <string>
 
+#include "comm_handle.h"
 #include "communicator.h"
 #include "group.h"
 #include "reduction.h"
 #include "simgpu/runtime.h"
 #include "unique_id.h"
 
-struct ncclComm {
-  std::shared_ptr<simnccl::Communicator> state;  // null until a deferred (grouped) init completed
-  std::string segment_name;
-  int split_count = 0;
-};
 
 namespace simnccl {
 namespace {
@@ -69,7 +65,35 @@ ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
   if (comm == nullptr) return fail(ncclInvalidArgument, std::string(fn) + ": comm is NULL");
   if (!comm->state) return fail(ncclInvalidUsage, std::string(fn) + ": communicator is not initialized");
   if (comm->state->aborted()) return fail(ncclInvalidUsage, std::string(fn) + ": communicator was aborted");
+  if (comm->revoked) return fail(ncclInvalidUsage, std::string(fn) + ": communicator was revoked");
   return ncclSuccess;
+}
+
+// NCCL refuses a config not made with NCCL_CONFIG_INITIALIZER (init.cc, parseCommConfig).
+// Non-blocking communicators are not modeled yet: refused rather than run blocking.
+ncclResult_t checkConfig(const ncclConfig_t* config, const char* fn) {
+  if (config == nullptr) return ncclSuccess;
+  constexpr unsigned kConfigMagic = 0xcafebeef;
+  if (config->magic != kConfigMagic)
+    return fail(ncclInvalidArgument, std::string(fn) + ": ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER");
+  if (config->blocking == 0)
+    return fail(ncclInvalidUsage, std::string(fn) + ": simnccl does not model non-blocking communicators (blocking = 0)");
+  return ncclSuccess;
+}
+
+ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
+                       ncclDataType_t dtype, ncclRedOp_t redop, int root, int peer, ncclComm_t comm,
+                       cudaStream_t stream);
+
+// Gather, Scatter and AlltoAll are point-to-point operations in one group, as NCCL 2.28
+// builds them; inside a caller's group they join it.
+template <typename Body>
+ncclResult_t asP2pGroup(ncclComm_t comm, const char* fn, Body&& body) {
+  if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
+  groupStart();
+  ncclResult_t r = body(comm->state->nranks(), comm->state->rank());
+  ncclResult_t end = groupEnd();
+  return r != ncclSuccess ? r : end;
 }
 
 ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
@@ -78,8 +102,14 @@ ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* 
   if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
   const Communicator& c = *comm->state;
   if (dtypeSize(dtype) == 0) return fail(ncclInvalidArgument, std::string(fn) + ": unsupported datatype " + std::to_string(dtype));
-  if (isCollective(kind) && kind != OpKind::AllGather && kind != OpKind::Broadcast && !supportedRedOp(redop))
-    return fail(ncclInvalidArgument, std::string(fn) + ": unsupported reduction op " + std::to_string(redop));
+  std::shared_ptr<const PreMulSum> premul;
+  if (isCollective(kind) && kind != OpKind::AllGather && kind != OpKind::Broadcast && !supportedRedOp(redop)) {
+    premul = comm->redops.find(redop);
+    if (!premul) return fail(ncclInvalidArgument, std::string(fn) + ": invalid reduction op " + std::to_string(redop));
+    if (premul->dtype != dtype)
+      return fail(ncclInvalidArgument, std::string(fn) + ": reduction op " + std::to_string(redop) +
+                                           " was made for another datatype");
+  }
   bool needs_send = kind != OpKind::Recv && !(kind == OpKind::Broadcast && c.rank() != root);
   bool needs_recv = kind != OpKind::Send && !(kind == OpKind::Reduce && c.rank() != root);
   if (count > 0 && ((needs_send && sendbuff == nullptr) || (needs_recv && recvbuff == nullptr)))
@@ -88,7 +118,7 @@ ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* 
     return fail(ncclInvalidArgument, std::string(fn) + ": invalid root " + std::to_string(root));
   if (!isCollective(kind) && (peer < 0 || peer >= c.nranks()))
     return fail(ncclInvalidArgument, std::string(fn) + ": invalid peer " + std::to_string(peer));
-  Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state};
+  Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
   if (isCollective(kind)) op.seq = comm->state->nextCollectiveSeq();
   return submit(std::move(op));
 }
@@ -116,8 +146,18 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   return initRank(comm, nranks, id, rank, simgpu::currentDevice());
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t*) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  if (ncclResult_t r = checkConfig(config, "ncclCommInitRankConfig"); r != ncclSuccess) return r;
   return initRank(comm, nranks, id, rank, simgpu::currentDevice());
+}
+
+// Several unique ids only speed NCCL's bootstrap up; every rank passes the same list.
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config) {
+  if (nId < 1 || commIds == nullptr)
+    return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId must be >= 1 and commIds not NULL");
+  if (ncclResult_t r = checkConfig(config, "ncclCommInitRankScalable"); r != ncclSuccess) return r;
+  return initRank(newcomm, nranks, commIds[0], myrank, simgpu::currentDevice());
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -135,8 +175,9 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return groupEnd();
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   if (ncclResult_t r = checkComm(comm, "ncclCommSplit"); r != ncclSuccess) return r;
+  if (ncclResult_t r = checkConfig(config, "ncclCommSplit"); r != ncclSuccess) return r;
   if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
   auto members = comm->state->exchangeSplit(color, key);
   if (!members) return fail(ncclSystemError, "ncclCommSplit: " + members.error());
@@ -151,6 +192,73 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   ncclUniqueId id =
       derivedUniqueId(comm->segment_name, ".s" + std::to_string(generation) + "c" + std::to_string(color));
   return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device());
+}
+
+// The ranks not excluded make the new communicator among themselves, in their old order;
+// the excluded ones (often dead) take no part. With NCCL_SHRINK_ABORT the parent's
+// operations in flight are stopped first.
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags) {
+  if (comm == nullptr || newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: comm or newcomm is NULL");
+  if (!comm->state) return fail(ncclInvalidArgument, "Attempt to use communicator before the previous operation returned ncclSuccess");
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
+    return fail(ncclInvalidArgument, "ncclCommShrink: invalid excludeRanksList");
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return fail(ncclInvalidArgument, "ncclCommShrink: invalid shrinkFlags " + std::to_string(shrinkFlags));
+  if (ncclResult_t r = checkConfig(config, "ncclCommShrink"); r != ncclSuccess) return r;
+  const Communicator& parent = *comm->state;
+  std::vector<bool> excluded(parent.nranks(), false);
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    const int r = excludeRanksList[i];
+    if (r < 0 || r >= parent.nranks()) return fail(ncclInvalidArgument, "ncclCommShrink: rank " + std::to_string(r) + " is not in the communicator");
+    excluded[r] = true;
+  }
+  if (excluded[parent.rank()]) return fail(ncclInvalidArgument, "ncclCommShrink: the calling rank is excluded");
+  int newrank = 0, remaining = 0;
+  for (int r = 0; r < parent.nranks(); ++r) {
+    if (excluded[r]) continue;
+    if (r == parent.rank()) newrank = remaining;
+    ++remaining;
+  }
+  if (shrinkFlags == NCCL_SHRINK_ABORT) comm->state->abort();
+  int generation = ++comm->split_count;
+  ncclUniqueId id = derivedUniqueId(comm->segment_name, ".k" + std::to_string(generation) + "n" + std::to_string(remaining));
+  return initRank(newcomm, remaining, id, newrank, parent.device());
+}
+
+// Stops what is in flight and leaves the communicator only to destroy (NCCL 2.28 init.cc).
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  if (comm == nullptr) return ncclSuccess;
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT");
+  if (comm->revoked) return fail(ncclInvalidArgument, "ncclCommRevoke: already revoked");
+  if (comm->state) comm->state->abort();
+  comm->revoked = true;
+  return ncclSuccess;
+}
+
+void ncclResetDebugInit() {}  // deprecated in nccl.h; NCCL re-reads NCCL_DEBUG*, simnccl has no debug state
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  if (ncclResult_t r = checkComm(comm, "ncclRedOpCreatePreMulSum"); r != ncclSuccess) return r;
+  if (op == nullptr || scalar == nullptr) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op or scalar is NULL");
+  if (dtypeSize(datatype) == 0) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unsupported datatype " + std::to_string(datatype));
+  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+    return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: invalid residence");
+  PreMulSum p{datatype, residence};
+  if (residence == ncclScalarDevice)
+    p.device_scalar = scalar;
+  else
+    p.immediate = loadElement(scalar, datatype);
+  *op = comm->redops.add(p);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, "ncclRedOpDestroy: comm is NULL");
+  if (static_cast<int>(op) < ncclNumOps) return fail(ncclInvalidArgument, "ncclRedOpDestroy: a built-in operator cannot be destroyed");
+  if (!comm->redops.remove(op)) return fail(ncclInvalidArgument, "ncclRedOpDestroy: unknown operator " + std::to_string(op));
+  return ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return checkComm(comm, "ncclCommFinalize"); }
@@ -264,6 +372,50 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   return enqueueOp("ncclRecv", OpKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, 0, peer, comm, stream);
+}
+
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
+  const size_t bytes = count * dtypeSize(datatype);
+  return asP2pGroup(comm, "ncclAlltoAll", [&](int nranks, int) {
+    for (int p = 0; p < nranks; ++p) {
+      const char* out = static_cast<const char*>(sendbuff) + p * bytes;
+      char* in = static_cast<char*>(recvbuff) + p * bytes;
+      if (ncclResult_t r = enqueueOp("ncclAlltoAll", OpKind::Send, out, nullptr, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+      if (ncclResult_t r = enqueueOp("ncclAlltoAll", OpKind::Recv, nullptr, in, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+    }
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  const size_t bytes = count * dtypeSize(datatype);
+  return asP2pGroup(comm, "ncclGather", [&](int nranks, int rank) {
+    if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, "ncclGather: invalid root " + std::to_string(root));
+    if (ncclResult_t r = enqueueOp("ncclGather", OpKind::Send, sendbuff, nullptr, count, datatype, ncclSum, 0, root, comm, stream); r != ncclSuccess) return r;
+    if (rank != root) return ncclSuccess;
+    for (int p = 0; p < nranks; ++p) {
+      char* in = static_cast<char*>(recvbuff) + p * bytes;
+      if (ncclResult_t r = enqueueOp("ncclGather", OpKind::Recv, nullptr, in, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+    }
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  const size_t bytes = count * dtypeSize(datatype);
+  return asP2pGroup(comm, "ncclScatter", [&](int nranks, int rank) {
+    if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, "ncclScatter: invalid root " + std::to_string(root));
+    if (rank == root) {
+      for (int p = 0; p < nranks; ++p) {
+        const char* out = static_cast<const char*>(sendbuff) + p * bytes;
+        if (ncclResult_t r = enqueueOp("ncclScatter", OpKind::Send, out, nullptr, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+      }
+    }
+    return enqueueOp("ncclScatter", OpKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, 0, root, comm, stream);
+  });
 }
 
 }  // extern "C"

@@ -7,12 +7,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "communicator.h"
+#include "custom_redop.h"
 #include "reduction.h"
 #include "simgpu/config.h"
 #include "simgpu/runtime.h"
@@ -73,11 +75,21 @@ void executeKernel(const std::vector<Op>& ops) {
   Communicator& comm = *ops.front().comm;
   std::vector<Op> collectives;
   std::map<std::pair<int, OpKind>, std::vector<Op>> peer_runs;
+  std::vector<std::unique_ptr<char[]>> scaled_inputs;  // user operators: each rank's input scaled first
   for (const Op& op : ops) {
-    if (isCollective(op.kind))
+    if (isCollective(op.kind)) {
       collectives.push_back(op);
-    else
+      if (op.premul) {
+        Op& c = collectives.back();
+        const size_t n = c.kind == OpKind::ReduceScatter ? c.count * static_cast<size_t>(comm.nranks()) : c.count;
+        scaled_inputs.push_back(std::make_unique<char[]>(n * dtypeSize(c.dtype) + 1));
+        c.premul->scale(scaled_inputs.back().get(), c.sendbuff, n);
+        c.sendbuff = scaled_inputs.back().get();
+        c.redop = ncclSum;
+      }
+    } else {
       peer_runs[{op.peer, op.kind}].push_back(op);
+    }
   }
   std::vector<std::thread> threads;
   for (auto& [key, run] : peer_runs)

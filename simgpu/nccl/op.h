@@ -9,6 +9,7 @@
 namespace simnccl {
 
 class Communicator;
+struct PreMulSum;
 
 enum class OpKind : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, Send, Recv };
 
@@ -27,6 +28,7 @@ struct Op {
   uint64_t seq;  // collective sequence number on the communicator (collectives only)
   cudaStream_t stream;
   std::shared_ptr<Communicator> comm;
+  std::shared_ptr<const PreMulSum> premul = nullptr;  // a user operator: scale, then ncclSum
 };
 
 }  // namespace simnccl
