@@ -8,22 +8,21 @@ DeviceTimer* DeviceTimers::create(int device) {
   std::lock_guard<std::mutex> lock(create_mutex_);
   if (DeviceTimer* t = timers_[device].load(std::memory_order_acquire)) return t;
   DeviceScope on_device(device);
-  // Leaked on purpose, like the watchdog: events stay in use until the process ends.
-  auto* timer = new DeviceTimer(api_, device, events_per_device_);
+  auto timer = std::make_unique<DeviceTimer>(api_, device, events_per_device_);
   auto filled = timer->pool().fill();
   if (!filled && on_fill_failure) on_fill_failure(device, filled.error());
   // Two events per timed op: a pool without a pair would only count exhaustion.
   if (timer->pool().created() < 2) {
     timer->pool().destroyIdle();
-    delete timer;
     failed_[device].store(true, std::memory_order_relaxed);
     return nullptr;
   }
   int none = -1;
   if (first_device_.compare_exchange_strong(none, device, std::memory_order_relaxed) && on_first_timer)
     on_first_timer();
-  timers_[device].store(timer, std::memory_order_release);
-  return timer;
+  owned_[device] = std::move(timer);
+  timers_[device].store(owned_[device].get(), std::memory_order_release);
+  return owned_[device].get();
 }
 
 void DeviceTimers::forEach(const std::function<void(DeviceTimer&)>& fn) const {

@@ -48,6 +48,7 @@ class DeviceTimers {
   EventApi& api_;
   const size_t events_per_device_;
   std::mutex create_mutex_;
+  std::unique_ptr<DeviceTimer> owned_[kMaxDevices];  // the process-wide watchdog is never destroyed
   std::atomic<DeviceTimer*> timers_[kMaxDevices] = {};
   std::atomic<bool> failed_[kMaxDevices] = {};  // no events could be made: not retried
   std::atomic<int> first_device_{-1};
