@@ -71,7 +71,7 @@ nlohmann::json toJson(const WatchdogSnapshot& s) {
   for (const SnapshotStream& st : s.streams) {
     json pending = json::array();
     for (const SnapshotPendingOp& p : st.pending) pending.push_back(toJson(p));
-    streams.push_back({{"stream", st.stream}, {"pending", pending}});
+    streams.push_back({{"stream", st.stream}, {"device", optionalJson(st.device)}, {"pending", pending}});
   }
   j["streams"] = streams;
   json calls = json::array();
@@ -130,6 +130,7 @@ Expected<WatchdogSnapshot> watchdogSnapshotFromJson(const nlohmann::json& j) {
     for (const json& st : arrayOrEmpty(j, "streams")) {
       SnapshotStream stream;
       stream.stream = getOr<std::string>(st, "stream", "");
+      stream.device = getOptional<int>(st, "device");
       for (const json& p : arrayOrEmpty(st, "pending")) stream.pending.push_back(pendingFromJson(p));
       s.streams.push_back(std::move(stream));
     }

@@ -110,6 +110,7 @@ class SnapshotFields : public OnDemandFields {
   bool stream(od::value v, SnapshotStream& st) {
     return object(v, "stream", [&](std::string_view k, od::value m) {
       if (is(k, "stream")) return str(m, st.stream, "stream handle");
+      if (is(k, "device")) return optionalInteger(m, st.device, "stream device");
       if (is(k, "pending")) {
         st.pending.clear();
         return array(m, "pending", [&](od::value e) { return pending(e, st.pending.emplace_back()); });

@@ -30,7 +30,7 @@ std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const
       if (op.op.cls == OpClass::kCollective) s.seq = op.op.seq;
       if (op.op.peer >= 0) s.peer = op.op.peer;
     }
-    worst = HangFinding{"timeout", s};
+    worst = HangFinding{"timeout", s, op.device, op.op.comm_rank};
   }
   host_calls.forEachBusy([&](const BusyHostCall& call) {
     int64_t age = now_ns - call.enter_ns;

@@ -17,6 +17,8 @@ namespace hangwatch::watchdog {
 struct HangFinding {
   std::string reason;  // "timeout" (a stream) or "host-call-timeout"
   StuckOp stuck;
+  int device = -1;     // the stuck stream's device, -1 for a host call
+  int comm_rank = -1;  // this process's rank in the stuck op's communicator, -1 when none
 };
 
 class HangDetector {

@@ -76,6 +76,7 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
   for (const auto& [stream, q] : in.queues->streams()) {
     SnapshotStream st;
     st.stream = streamHex(stream);
+    if (!q.empty() && q.front().device >= 0) st.device = q.front().device;
     bool front = true;
     for (const PendingOp& op : q) {
       SnapshotPendingOp p;

@@ -329,7 +329,12 @@ void Watchdog::pollLoop() {
           record.stuck_op = finding->stuck;
           auto won = trigger.fire(record);
           if (!won) log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
-          log.info("hang: " + finding->stuck.op + " stuck for " + std::to_string(finding->stuck.age_s) + " s" +
+          std::string where;
+          if (finding->device >= 0) where += " on device " + std::to_string(finding->device);
+          if (!finding->stuck.comm.empty())
+            where += " (communicator " + finding->stuck.comm +
+                     (finding->comm_rank >= 0 ? ", rank " + std::to_string(finding->comm_rank) : "") + ")";
+          log.info("hang: " + finding->stuck.op + where + " stuck for " + std::to_string(finding->stuck.age_s) + " s" +
                    (won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
           dump(true, finding, now);
         } else if (trigger.triggered(now)) {
@@ -344,6 +349,15 @@ void Watchdog::pollLoop() {
     }
     bool busy = poller.queues().pendingCount() > 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(busy ? 10 : 50));
+  }
+  // The job is exiting: what it issued since the last pass and what has completed
+  // meanwhile still goes into the last window (a short job may have no other).
+  try {
+    PendingOp op;
+    while (issued_.tryPop(&op)) poller.accept(op);
+    poller.poll(monotonicNs());
+  } catch (const std::exception& e) {
+    log.failureOnce(std::string("poller:") + e.what(), std::string("last poller pass failed: ") + e.what());
   }
 #ifdef HANGWATCH_WITH_METRICS
   if (metrics) metrics->flush(monotonicNs());

@@ -26,7 +26,9 @@ void WatchdogLog::failureOnce(const std::string& key, const std::string& message
 void WatchdogLog::write(const std::string& message) {
   int saved = errno;
   int rank = rank_.load(std::memory_order_relaxed);
-  std::string line = "hangwatch[rank " + (rank >= 0 ? std::to_string(rank) : std::string("?")) + "]: " + message + "\n";
+  // Without a launcher rank (a single process driving several devices), the process.
+  std::string who = rank >= 0 ? "rank " + std::to_string(rank) : "pid " + std::to_string(::getpid());
+  std::string line = "hangwatch[" + who + "]: " + message + "\n";
   // One write() per line keeps lines of concurrent ranks from interleaving.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -2,7 +2,8 @@
 // do: communicators from ncclCommInitAll, and every step a ring exchange (each device
 // sends its block to the next device and receives the previous one's), issued either
 // by one thread in one group for all devices or by one thread per device.
-//   device_ring [--devices N] [--steps S] [--count C] [--threads] [--stream0] [--log-every N]
+//   device_ring [--devices N] [--steps S] [--count C] [--threads] [--stream0] [--register|--window]
+//               [--log-every N]
 // Prints "device_ring step=S done" and, at the end, "device_ring OK"; exit 1 on a wrong result.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -22,6 +23,8 @@ struct Options {
   size_t count = 1 << 16;
   bool threads = false;
   bool stream0 = false;
+  bool register_buffers = false;  // ncclCommRegister the blocks
+  bool windows = false;           // ncclMemAlloc the blocks and register them as windows
   int log_every = 1;
 };
 
@@ -32,6 +35,8 @@ const char* kUsage =
     "  --count C      floats per block (default 65536)\n"
     "  --threads      one host thread per device instead of one thread and one group\n"
     "  --stream0      issue on stream 0 (each device's default stream) instead of own streams\n"
+    "  --register     register the blocks with ncclCommRegister\n"
+    "  --window       allocate the blocks with ncclMemAlloc and register them as windows\n"
     "  --log-every N  print \"device_ring step=S done\" every N steps (default 1)\n"
     "  --help         this text\n";
 
@@ -51,6 +56,8 @@ bool parse(int argc, char** argv, Options* o) {
     else if (a == "--log-every") o->log_every = static_cast<int>(value(1));
     else if (a == "--threads") o->threads = true;
     else if (a == "--stream0") o->stream0 = true;
+    else if (a == "--register") o->register_buffers = true;
+    else if (a == "--window") o->windows = true;
     else if (a == "--help") return false;
     else throw std::string("unknown option " + a);
   }
@@ -79,6 +86,8 @@ struct Device {
   cudaStream_t stream = nullptr;
   float* send = nullptr;
   float* recv = nullptr;
+  void* registrations[2] = {nullptr, nullptr};
+  ncclWindow_t windows[2] = {nullptr, nullptr};
 };
 
 float valueOf(int device, int step) { return static_cast<float>(device * 1000 + step); }
@@ -130,8 +139,29 @@ int main(int argc, char** argv) {
     dev.comm = comms[d];
     CHECK_CUDA(cudaSetDevice(d));
     if (!o.stream0) CHECK_CUDA(cudaStreamCreate(&dev.stream));
-    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
-    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
+    if (o.windows) {
+      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
+      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
+    } else {
+      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
+      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
+    }
+  }
+  // Registration is collective over the communicator's ranks: one group for all devices.
+  if (o.register_buffers || o.windows) {
+    CHECK_NCCL(ncclGroupStart());
+    for (int d = 0; d < o.devices; ++d) {
+      Device& dev = devs[d];
+      float* blocks[2] = {dev.send, dev.recv};
+      for (int b = 0; b < 2; ++b) {
+        if (o.windows)
+          CHECK_NCCL(ncclCommWindowRegister(dev.comm, blocks[b], o.count * sizeof(float), &dev.windows[b],
+                                            NCCL_WIN_COLL_SYMMETRIC));
+        else
+          CHECK_NCCL(ncclCommRegister(dev.comm, blocks[b], o.count * sizeof(float), &dev.registrations[b]));
+      }
+    }
+    CHECK_NCCL(ncclGroupEnd());
   }
   bool ok = true;
   for (int step = 0; step < o.steps && ok; ++step) {
@@ -165,8 +195,17 @@ int main(int argc, char** argv) {
   }
   for (int d = 0; d < o.devices; ++d) {
     CHECK_CUDA(cudaSetDevice(d));
-    cudaFree(devs[d].send);
-    cudaFree(devs[d].recv);
+    for (int b = 0; b < 2; ++b) {
+      if (devs[d].windows[b]) CHECK_NCCL(ncclCommWindowDeregister(devs[d].comm, devs[d].windows[b]));
+      if (devs[d].registrations[b]) CHECK_NCCL(ncclCommDeregister(devs[d].comm, devs[d].registrations[b]));
+    }
+    if (o.windows) {
+      ncclMemFree(devs[d].send);
+      ncclMemFree(devs[d].recv);
+    } else {
+      cudaFree(devs[d].send);
+      cudaFree(devs[d].recv);
+    }
     if (devs[d].stream) cudaStreamDestroy(devs[d].stream);
     ncclCommDestroy(devs[d].comm);
   }

@@ -27,6 +27,7 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   s.comms.push_back({"0000000000000001", 0, 2, 1, "destroyed", std::nullopt, std::nullopt});
   SnapshotStream st;
   st.stream = "0x10";
+  st.device = 3;
   st.pending.push_back({"ncclAllReduce", "collective", "00000000deadbeef", 10, 4096, "float32", 1024, std::nullopt,
                         3.5, 3.6, true});
   st.pending.push_back({"ncclSend", "p2p", "00000000deadbeef", std::nullopt, 64, "uint8", 64, 3, 0, 3.4, false});
@@ -38,6 +39,7 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   REQUIRE(back.ok());
   CHECK(toJson(*back) == toJson(s));
   CHECK(back->streams[0].pending[1].peer == std::optional<int>(3));
+  CHECK(back->streams[0].device == std::optional<int>(3));
   CHECK(back->trigger->stuck_op->seq == std::optional<uint64_t>(10));
 }
 

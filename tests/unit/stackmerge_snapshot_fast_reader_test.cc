@@ -37,11 +37,12 @@ WatchdogSnapshot richSnapshot() {
   s.comms.push_back({"0000000000000001", 0, 2, 3, "destroyed", std::nullopt, std::nullopt});
   hangwatch::SnapshotStream st;
   st.stream = "0x10";
+  st.device = 3;
   st.pending.push_back({"ncclAllReduce", "collective", "00000000deadbeef", 10, 4096, "float32", 1024, std::nullopt,
                         3.5, 3.6, true});
   st.pending.push_back({"ncclSend", "p2p", "00000000deadbeef", std::nullopt, 64, "uint8", 64, 3, 0, 3.4, false});
   s.streams.push_back(st);
-  s.streams.push_back({"0x20", {}});
+  s.streams.push_back({"0x20", std::nullopt, {}});
   s.host_calls.push_back({"ncclGroupEnd", 4243, "python", 4.0, "00000000deadbeef", 11});
   s.health = {1, 100, 98, 2, 5};
   return s;

@@ -50,7 +50,10 @@ struct SnapshotPendingOp {
 };
 
 struct SnapshotStream {
-  std::string stream;                // handle as hex
+  // As hex: a created stream's handle; stream 0 of device d is d << 8, and a per-thread
+  // stream (cudaStreamPerThread) has bit 63 set (watchdog/stream_identity.h).
+  std::string stream;
+  std::optional<int> device;         // the device the stream (and its events) belong to
   std::vector<SnapshotPendingOp> pending;  // oldest first
 };
 

@@ -1,0 +1,5 @@
+# One process driving several devices (issue 15).
+hangwatch_e2e_test(device_ring.correct_shapes test_device_ring.CorrectShapes 300)
+hangwatch_e2e_test(device_ring.dead_link test_device_ring.DeadLink 120)
+set_property(TEST e2e.device_ring.correct_shapes e2e.device_ring.dead_link APPEND PROPERTY ENVIRONMENT
+             DEVICE_RING=$<TARGET_FILE:device_ring>)

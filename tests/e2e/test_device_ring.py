@@ -1,0 +1,93 @@
+"""One process driving several devices (examples/device_ring), as NCCL's single-process
+examples do (issue 15): every correct program shape runs to success under the watchdog
+with no trigger, and a ring exchange with one link killed is detected with a log line
+that names the device and the communicator rank."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from harness import ring_train_binary
+
+
+def build_dir():
+    return Path(ring_train_binary()).resolve().parents[2]
+
+
+def device_ring():
+    return os.environ.get("DEVICE_RING", str(build_dir() / "examples" / "device_ring" / "device_ring"))
+
+
+def hangwatch_lib():
+    return os.environ.get("HANGWATCH_LIB", str(build_dir() / "watchdog" / "libhangwatch.so"))
+
+
+class DeviceRingCase(unittest.TestCase):
+    def setUp(self):
+        for path in (device_ring(), hangwatch_lib()):
+            if not Path(path).exists():
+                self.skipTest(f"{path} is not built")
+        self.dump_root = tempfile.mkdtemp(prefix="hangwatch-device-ring-")
+        self.addCleanup(shutil.rmtree, self.dump_root, True)
+
+    def env(self, job_id, **extra):
+        env = dict(os.environ, LD_PRELOAD=hangwatch_lib(), HANGWATCH_DUMP_DIR=self.dump_root,
+                   HANGWATCH_JOB_ID=job_id, HANGWATCH_TIMEOUT="2", HANGWATCH_METRICS_INTERVAL="1", **extra)
+        for launcher in ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"):
+            env.pop(launcher, None)
+        return env
+
+
+class CorrectShapes(DeviceRingCase):
+    SHAPES = {
+        "one-group": [],
+        "stream0": ["--stream0"],
+        "thread-per-device": ["--threads"],
+        "thread-per-device-stream0": ["--threads", "--stream0"],
+        "registered": ["--register"],
+        "windows": ["--window", "--threads"],
+    }
+
+    def test_every_shape_completes_under_the_watchdog_without_a_trigger(self):
+        for name, args in self.SHAPES.items():
+            with self.subTest(shape=name):
+                r = subprocess.run([device_ring(), "--steps", "30", "--log-every", "30", *args],
+                                   env=self.env(name, HANGWATCH_COLLECT="0"), capture_output=True, text=True,
+                                   timeout=120)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("device_ring OK", r.stdout)
+                job_dir = Path(self.dump_root) / name
+                self.assertFalse((job_dir / "TRIGGER.json").exists(), r.stderr)
+                # The watchdog saw the p2p traffic of all four devices.
+                windows = [json.loads(l) for f in (job_dir / "metrics").glob("*.jsonl") for l in f.read_text().splitlines()]
+                sends = sum(op["cnt"] for w in windows for op in w.get("ops", []) if op["n"] == "ncclSend")
+                self.assertEqual(sends, 30 * 4, f"{name}: {sends} ncclSend timed")
+
+
+class DeadLink(DeviceRingCase):
+    def test_a_dead_link_is_detected_and_the_log_names_the_device_and_rank(self):
+        env = self.env("dead", SIMGPU_FAULTS="dead-link=1->2@op=0", HANGWATCH_COLLECT="0")
+        proc = subprocess.Popen([device_ring(), "--steps", "30"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        job_dir = Path(self.dump_root) / "dead"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not list((job_dir / "ranks").glob("*.watchdog.json")):
+                time.sleep(0.5)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=30)
+        snapshots = list((job_dir / "ranks").glob("*.watchdog.json"))
+        self.assertEqual(len(snapshots), 1, err)
+        # Device 2 is the one whose receive never arrives; its stream is stuck at the group's first op.
+        self.assertRegex(err, rf"hangwatch\[pid {proc.pid}\]: hang: nccl(Send|Recv) on device 2 ")
+        self.assertIn(", rank 2)", err)
+        snap = json.loads(snapshots[0].read_text())
+        # Every device's communicator with its own rank, and the stuck stream's device.
+        self.assertEqual(sorted((c["rank"], c["device"]) for c in snap["comms"]), [(d, d) for d in range(4)])
+        self.assertIn(2, [s.get("device") for s in snap["streams"]])
