@@ -45,7 +45,17 @@ cublasStatus_t timedGemm(const char* name, cudaStream_t stream, const GemmShape&
   if (w == nullptr || ReentryGuard::nested()) return call();
   Watchdog::Timing t;
   const int64_t issued = monotonicNs();
-  if (!w->beginTiming(stream, &t)) return call();
+  const int entry_errno = errno;
+  const bool timing = w->beginTiming(stream, &t);
+  errno = entry_errno;
+  if (!timing) {
+    cublasStatus_t rc = call();
+    const int saved = errno;
+    if (rc == CUBLAS_STATUS_SUCCESS && t.capture_id != 0)
+      w->graphs().noteCaptured(t.capture_id, CapturedOp{name, false, 0, 0, shape.dtype, 0, -1});
+    errno = saved;
+    return rc;
+  }
   cublasStatus_t rc;
   {
     ReentryGuard guard;

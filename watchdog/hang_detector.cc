@@ -25,9 +25,10 @@ std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const
     s.bytes = op.op.bytes;
     s.stream = streamHex(stream);
     s.age_s = static_cast<double>(age) * 1e-9;
-    if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P) {
+    const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
+    if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {
       s.comm = CommTable::hashHex(op.op.comm_hash);
-      if (op.op.cls == OpClass::kCollective) s.seq = op.op.seq;
+      if (op.op.cls != OpClass::kP2P) s.seq = op.op.seq;
       if (op.op.peer >= 0) s.peer = op.op.peer;
     }
     worst = HangFinding{"timeout", s, op.device, op.op.comm_rank};

@@ -146,6 +146,13 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
     rc = call();
   }
   const int saved = errno;
+  // Captured into a graph, nothing runs now: no seq; each replay takes one (graph_interposers.cc).
+  if (rc == ncclSuccess && t.capture_id != 0) {
+    w->graphs().noteCaptured(t.capture_id, CapturedOp{a.name, collective, commKey(a.comm), op.op.bytes, a.dtype,
+                                                      a.count, a.peer});
+    errno = saved;
+    return rc;
+  }
   if (rc == ncclSuccess && collective && entry) op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
   if (in_group) {
     if (rc == ncclSuccess) {
@@ -304,9 +311,18 @@ ncclResult_t ncclGroupEnd() {
   }
   const int saved = errno;
   for (int i = 0; i < n; ++i) {
+    PendingOp& op = grouped.ops[i];
+    if (rc == ncclSuccess && timings[i].capture_id != 0) {
+      // The group was captured: its collectives give back the seqs they took when issued.
+      const bool collective = op.op.cls == OpClass::kCollective;
+      w->graphs().noteCaptured(timings[i].capture_id,
+                               CapturedOp{op.op.name, collective, op.comm, op.op.bytes, op.dtype, op.count, op.op.peer});
+      if (collective)
+        if (CommEntry* entry = w->comms().find(op.comm)) entry->issued.fetch_sub(1, std::memory_order_acq_rel);
+    }
     if (!timed[i]) continue;
     if (rc == ncclSuccess)
-      w->endTiming(timings[i], grouped.ops[i].stream_handle, grouped.ops[i]);
+      w->endTiming(timings[i], op.stream_handle, op);
     else
       w->abandonTiming(timings[i]);
   }

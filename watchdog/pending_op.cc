@@ -11,6 +11,7 @@ const char* pendingOpClassName(OpClass c) {
     case OpClass::kGemm: return "gemm";
     case OpClass::kKernel: return "kernel";
     case OpClass::kMemcpy: return "memcpy";
+    case OpClass::kGraph: return "graph";
   }
   return "kernel";
 }

@@ -21,6 +21,10 @@ struct RealApi {
   NextSymbol<cudaError_t (*)()> getLastError{"cudaGetLastError"};
   NextSymbol<cudaError_t (*)()> peekAtLastError{"cudaPeekAtLastError"};
   NextSymbol<cudaError_t (*)(cudaStream_t, int*)> streamGetDevice{"cudaStreamGetDevice"};
+  // CUDA 13's signature; CUDA 12's 3-argument one (stream, status, id) is called compatibly.
+  NextSymbol<cudaError_t (*)(cudaStream_t, cudaStreamCaptureStatus*, unsigned long long*, cudaGraph_t*,
+                             const cudaGraphNode_t**, const cudaGraphEdgeData**, size_t*)>
+      streamGetCaptureInfo{"cudaStreamGetCaptureInfo"};
   NextSymbol<cudaError_t (*)(cudaStream_t*, unsigned)> streamCreateWithFlags{"cudaStreamCreateWithFlags"};
   NextSymbol<cudaError_t (*)(const char**, const void*)> funcGetName{"cudaFuncGetName"};
   NextSymbol<cudaError_t (*)(const char*, void**, unsigned, unsigned long long, cudaDriverEntryPointQueryResult*)>

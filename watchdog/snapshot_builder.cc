@@ -86,9 +86,10 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
       }
       p.op_class = pendingOpClassName(op.op.cls);
       if (op.op.comm_hash) p.comm = CommTable::hashHex(op.op.comm_hash);
-      if (op.op.cls == OpClass::kCollective) p.seq = op.op.seq;
+      const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
+      if (op.op.cls == OpClass::kCollective || graph_with_collective) p.seq = op.op.seq;
       p.bytes = op.op.bytes;
-      if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P) {
+      if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {
         p.dtype = ncclDtypeName(op.dtype);
         p.count = op.count;
       }

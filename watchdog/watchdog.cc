@@ -132,6 +132,17 @@ Watchdog::Watchdog(WatchdogConfig config)
 bool Watchdog::beginTiming(cudaStream_t stream, Timing* t, int device_hint) {
   LastErrorGuard keep;
   RealApi& api = RealApi::instance();
+  // A capturing stream runs nothing now: an event recorded there could never be queried.
+  // An error (stream 0 beside a capturing blocking stream) means the user's call fails too.
+  if (auto capture_info = api.streamGetCaptureInfo.get()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (capture_info(stream, &status, &id, nullptr, nullptr, nullptr, nullptr) != cudaSuccess) return false;
+    if (status != cudaStreamCaptureStatusNone) {
+      t->capture_id = status == cudaStreamCaptureStatusActive ? id : 0;
+      return false;
+    }
+  }
   int current = -1;
   auto get_device = api.getDevice.get();
   if (get_device == nullptr || get_device(&current) != cudaSuccess) return false;

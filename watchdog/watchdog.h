@@ -15,6 +15,7 @@
 #include "comm_table.h"
 #include "cuda_event_api.h"
 #include "device_timers.h"
+#include "graph_registry.h"
 #include "hangwatch/rank_identity.h"
 #include "host_call_slots.h"
 #include "pending_op.h"
@@ -48,9 +49,11 @@ class Watchdog {
     DeviceTimer* timer = nullptr;  // the device of `stream`: its events, its clock
     uint64_t stream_id = 0;        // stream_identity.h
     int switch_to = -1;            // stream 0 of a device that is not current: record there
+    uint64_t capture_id = 0;       // not timed: the stream is capturing into this sequence
   };
   // Takes two events of the stream's device and records the start on `stream`;
-  // false: leave it untimed. Never changes the thread's CUDA last error. `device`: the
+  // false: leave it untimed. Never changes the thread's CUDA last error. Nothing is
+  // recorded on a capturing stream: false with `capture_id` set (graph_registry.h). `device`: the
   // device stream 0 means when the caller knows better than the current device (NCCL
   // launches on its communicator's device), -1 otherwise.
   bool beginTiming(cudaStream_t stream, Timing* t, int device = -1);
@@ -63,6 +66,7 @@ class Watchdog {
   void recordHostSync(const HostSync& sync);
 
   CommTable& comms() { return comms_; }
+  GraphRegistry& graphs() { return graphs_; }
   HostCallSlots& hostCalls() { return host_calls_; }
   uint64_t opsCompleted() const { return ops_completed_.load(std::memory_order_relaxed); }
   static bool active() { return state_.load(std::memory_order_acquire) == kActive; }
@@ -94,6 +98,7 @@ class Watchdog {
   std::atomic<uint64_t> syncs_dropped_{0};
   std::atomic<uint64_t> ops_completed_{0};
   CommTable comms_;
+  GraphRegistry graphs_;
   HostCallSlots host_calls_;
   std::unique_ptr<HangResponder> responder_;
   std::thread poller_;

@@ -54,6 +54,9 @@ std::string trainUsage() {
                             host pause of M ms every N steps (default 10)
   --slow-dataloader-rank R --slow-dataloader-ms M
                             rank R's dataloader spends M ms per batch
+  --cuda-graph [--graph-warmup N]
+                            after N eager steps (default 2), capture the gradient AllReduce
+                            into a CUDA graph once and replay it every step
   --help                    this text
 )";
 }
@@ -88,6 +91,7 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
        }},
       {"--sync-rank", [&](auto f, auto v) { o.sync_rank = parseNumber<int>(f, v, 0); }},
       {"--gc-pause-ms", [&](auto f, auto v) { o.gc_pause_ms = parseNumber<int>(f, v, 0); }},
+      {"--graph-warmup", [&](auto f, auto v) { o.graph_warmup = parseNumber<int>(f, v, 0); }},
       {"--gc-rank", [&](auto f, auto v) { o.gc_rank = parseNumber<int>(f, v, 0); }},
       {"--gc-every", [&](auto f, auto v) { o.gc_every = parseNumber<int>(f, v, 1); }},
       {"--slow-dataloader-rank", [&](auto f, auto v) { o.slow_dataloader_rank = parseNumber<int>(f, v, 0); }},
@@ -109,6 +113,10 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
     }
     if (arg == "--sync-every-layer") {
       o.sync_every_layer = true;
+      continue;
+    }
+    if (arg == "--cuda-graph") {
+      o.cuda_graph = true;
       continue;
     }
     const auto it = with_value.find(arg);

@@ -36,6 +36,9 @@ struct TrainOptions {
   std::optional<int> slow_dataloader_rank;
   int slow_dataloader_ms = 0;
 
+  bool cuda_graph = false;  // the gradient AllReduce captured once, replayed every step
+  int graph_warmup = 2;     // eager steps before the capture
+
   bool help = false;
 };
 

@@ -61,6 +61,8 @@ Trainer::Trainer(const TrainOptions& options, int rank, int world_size)
 }
 
 Trainer::~Trainer() {
+  if (allreduce_exec_) cudaGraphExecDestroy(allreduce_exec_);
+  if (allreduce_graph_) cudaGraphDestroy(allreduce_graph_);
   dataloader_.reset();
   model_.reset();
   for (float* p : {grads_, tp_shard_, tp_gathered_, tp_partials_, tp_reduced_})
@@ -141,6 +143,17 @@ void Trainer::reduceGradients(int s) {
     // The bug being reproduced: this rank disagrees with the others on the collective.
     const size_t per_rank = grad_count_ / world_size_;
     NCCL_CHECK(ncclAllGather(grads_ + rank_ * per_rank, grads_, per_rank, ncclFloat32, world_, stream_));
+    return;
+  }
+  if (options_.cuda_graph && s >= options_.graph_warmup) {
+    // As CUDA-graph training loops do: capture the collective once, then replay it.
+    if (allreduce_exec_ == nullptr) {
+      CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+      NCCL_CHECK(ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));
+      CUDA_CHECK(cudaStreamEndCapture(stream_, &allreduce_graph_));
+      CUDA_CHECK(cudaGraphInstantiate(&allreduce_exec_, allreduce_graph_, 0));
+    }
+    CUDA_CHECK(cudaGraphLaunch(allreduce_exec_, stream_));
     return;
   }
   NCCL_CHECK(ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));

@@ -33,6 +33,8 @@ class Trainer {
   int rank_;
   int world_size_;
   cudaStream_t stream_ = nullptr;
+  cudaGraph_t allreduce_graph_ = nullptr;
+  cudaGraphExec_t allreduce_exec_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   ncclComm_t world_ = nullptr;
   TensorParallelGroup tp_;

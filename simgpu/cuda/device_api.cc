@@ -123,6 +123,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 
 cudaError_t cudaDeviceSynchronize(void) {
   Runtime& rt = Runtime::current();
+  if (cudaError_t e = rt.checkUnsafeCall(); e != cudaSuccess) return recordError(e);
   rt.device(Runtime::threadDevice()).synchronize();
   return cudaSuccess;
 }

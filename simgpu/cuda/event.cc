@@ -10,8 +10,31 @@ void Event::record(const std::shared_ptr<Event>& self, Device& device, Stream& s
   std::lock_guard lock(mutex_);
   uint64_t generation = ++generation_;
   stamped_at_.reset();
+  captured_ = false;
+  capture_.reset();
   StreamTask marker{"cudaEventRecord", [self, generation] { self->stamp(generation); }, {}};
   record_ = device.enqueue(stream, std::move(marker));
+}
+
+void Event::recordCaptured(std::shared_ptr<CaptureSequence> capture, Stream* stream) {
+  std::lock_guard lock(mutex_);
+  ++generation_;
+  captured_ = true;
+  capture_ = capture;
+  captured_on_ = stream;
+}
+
+bool Event::captured() {
+  std::lock_guard lock(mutex_);
+  return captured_;
+}
+
+std::shared_ptr<CaptureSequence> Event::activeCapture(Stream** recorded_on) {
+  std::lock_guard lock(mutex_);
+  auto c = captured_ ? capture_.lock() : nullptr;
+  if (!c || c->ended()) return nullptr;
+  if (recorded_on != nullptr) *recorded_on = captured_on_;
+  return c;
 }
 
 void Event::stamp(uint64_t generation) {

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "capture.h"
 #include "stream_progress.h"
 
 namespace simgpu {
@@ -26,6 +27,13 @@ class Event {
 
   // `self` is this event; the queued marker keeps it alive past cudaEventDestroy.
   void record(const std::shared_ptr<Event>& self, Device& device, Stream& stream);
+  // Recorded into a capture instead: the event is "captured" until recorded again
+  // outside one (cudaErrorCapturedEvent for queries), and a stream waiting on it joins
+  // that capture.
+  void recordCaptured(std::shared_ptr<CaptureSequence> capture, Stream* stream);
+  bool captured();
+  // The capture and stream it was last recorded in, while that capture is going on.
+  std::shared_ptr<CaptureSequence> activeCapture(Stream** recorded_on);
 
   // The last record, or nothing when the event was never recorded.
   std::optional<Milestone> lastRecord();
@@ -44,6 +52,9 @@ class Event {
   std::mutex mutex_;
   uint64_t generation_ = 0;
   std::optional<Milestone> record_;
+  bool captured_ = false;
+  std::weak_ptr<CaptureSequence> capture_;
+  Stream* captured_on_ = nullptr;
   std::optional<std::chrono::steady_clock::time_point> stamped_at_;
 };
 

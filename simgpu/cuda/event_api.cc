@@ -35,6 +35,19 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
   if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0) return recordError(cudaErrorInvalidValue);
   // "event and stream must be on the same CUDA context" (cuda_runtime_api.h, cudaEventRecord).
   if (e->device() != s->device()) return recordError(cudaErrorInvalidResourceHandle);
+  if (cudaError_t err = rt.checkStreamUse(*s); err != cudaSuccess) return recordError(err);
+  if (std::shared_ptr<simgpu::CaptureSequence> c = s->capture()) {
+    // Recorded in a capture: a node that records the event at every launch of the graph.
+    e->recordCaptured(c, s.get());
+    c->add(simgpu::GraphNode{"cudaEventRecord", [e, flags](cudaStream_t launch) {
+      Runtime& runtime = Runtime::current();
+      std::shared_ptr<simgpu::Stream> on = runtime.resolveStream(launch);
+      if (!on) return cudaErrorInvalidResourceHandle;
+      e->record(e, runtime.device(on->device()), *on);
+      return cudaSuccess;
+    }});
+    return cudaSuccess;
+  }
   e->record(e, rt.device(s->device()), *s);
   return cudaSuccess;
 }
@@ -43,15 +56,18 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return cudaEventRecordWithFlags(event, stream, cudaEventRecordDefault);
 }
 
+// "not permitted on an event which was last recorded in a capturing stream" (driver_types.h).
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::shared_ptr<simgpu::Event> e = Runtime::current().resolveEvent(event);
   if (!e) return recordError(cudaErrorInvalidResourceHandle);
+  if (e->captured()) return recordError(cudaErrorCapturedEvent);
   return e->query();
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   std::shared_ptr<simgpu::Event> e = Runtime::current().resolveEvent(event);
   if (!e) return recordError(cudaErrorInvalidResourceHandle);
+  if (e->captured()) return recordError(cudaErrorCapturedEvent);
   e->synchronize();
   return cudaSuccess;
 }
@@ -63,6 +79,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   std::shared_ptr<simgpu::Event> b = rt.resolveEvent(end);
   if (!a || !b || a->timingDisabled() || b->timingDisabled() || a->device() != b->device())
     return recordError(cudaErrorInvalidResourceHandle);
+  if (a->captured() || b->captured()) return recordError(cudaErrorCapturedEvent);
   if (!a->lastRecord() || !b->lastRecord()) return recordError(cudaErrorInvalidResourceHandle);
   auto t0 = a->completedAt();
   auto t1 = b->completedAt();

@@ -65,8 +65,7 @@ cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, cudaStr
     entry(pointers.data());
     simgpu::occupyDevice(start, std::chrono::nanoseconds(0));  // a slow-rank device runs it slower
   };
-  rt.device(s->device()).enqueue(*s, simgpu::StreamTask{std::move(kernel->name), std::move(work), {}});
-  return cudaSuccess;
+  return rt.submit(*s, simgpu::StreamTask{std::move(kernel->name), std::move(work), {}});
 }
 
 // A sim CUfunction / cudaKernel_t is the registered host function itself.

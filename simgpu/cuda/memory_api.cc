@@ -25,8 +25,13 @@ std::chrono::nanoseconds copyTime(size_t bytes) {
   return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
 }
 
+// "Potentially unsafe" during a capture (cudaThreadExchangeStreamCaptureMode): allocation,
+// freeing and the synchronous copies and sets are not stream work a graph could replay.
+cudaError_t checkUnsafe() { return recordError(Runtime::current().checkUnsafeCall()); }
+
 cudaError_t allocate(void** ptr, size_t size, MemoryKind kind) {
   if (ptr == nullptr) return recordError(cudaErrorInvalidValue);
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   *ptr = AllocationTable::instance().allocate(size, kind, Runtime::threadDevice());
   if (*ptr == nullptr) return recordError(cudaErrorMemoryAllocation);
   return cudaSuccess;
@@ -44,7 +49,9 @@ cudaError_t queueCopy(void* dst, const void* src, size_t count, cudaMemcpyKind k
     if (count > 0) std::memmove(dst, src, count);
     simgpu::occupyDevice(start, copyTime(count));
   };
-  simgpu::Milestone done = rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"simgpu_memcpy", std::move(work), {}});
+  simgpu::Milestone done;
+  if (cudaError_t e = rt.submit(*s, simgpu::StreamTask{"simgpu_memcpy", std::move(work), {}}, &done); e != cudaSuccess)
+    return recordError(e);
   if (wait) done.wait();
   return cudaSuccess;
 }
@@ -59,7 +66,9 @@ cudaError_t queueSet(void* ptr, int value, size_t count, cudaStream_t stream, bo
     if (count > 0) std::memset(ptr, value, count);
     simgpu::occupyDevice(start, copyTime(count));
   };
-  simgpu::Milestone done = rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"simgpu_memset", std::move(work), {}});
+  simgpu::Milestone done;
+  if (cudaError_t e = rt.submit(*s, simgpu::StreamTask{"simgpu_memset", std::move(work), {}}, &done); e != cudaSuccess)
+    return recordError(e);
   if (wait) done.wait();
   return cudaSuccess;
 }
@@ -81,12 +90,14 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaFree(void* devPtr) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   if (devPtr == nullptr) return cudaSuccess;
   if (!AllocationTable::instance().release(devPtr, true)) return recordError(cudaErrorInvalidValue);
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   if (ptr == nullptr) return cudaSuccess;
   if (!AllocationTable::instance().release(ptr, false)) return recordError(cudaErrorInvalidValue);
   return cudaSuccess;
@@ -120,6 +131,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 
 // Synchronous: queued on the legacy default stream and waited for, as cudaMemcpy is.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   return queueCopy(dst, src, count, kind, cudaStreamLegacy, true);
 }
 
@@ -128,6 +140,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   return queueSet(devPtr, value, count, cudaStreamLegacy, true);
 }
 
@@ -138,6 +151,7 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
 // Per-thread-default-stream builds: the synchronous calls order against the thread's
 // stream, and stream 0 of the async ones is that stream (per_thread_stream.h).
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   return queueCopy(dst, src, count, kind, cudaStreamPerThread, true);
 }
 
@@ -146,6 +160,7 @@ cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, cudaM
 }
 
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   return queueSet(devPtr, value, count, cudaStreamPerThread, true);
 }
 
@@ -156,6 +171,7 @@ cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStre
 // Copies between devices: device memory is host memory here, so a peer copy is a copy
 // queued like any other (synchronous on the legacy stream, or on `stream`).
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
+  if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
   Runtime& rt = Runtime::current();
   if (!rt.validDevice(dstDevice) || !rt.validDevice(srcDevice)) return recordError(cudaErrorInvalidDevice);
   return queueCopy(dst, src, count, cudaMemcpyDeviceToDevice, cudaStreamLegacy, true);

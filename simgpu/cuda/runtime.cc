@@ -2,7 +2,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include "allocation_table.h"
 #include "kernel_registry.h"
@@ -19,6 +21,7 @@ std::atomic<Runtime*> g_runtime{nullptr};
 std::mutex g_runtime_creation;
 
 thread_local int t_device = 0;
+thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
 thread_local const char* t_running_kernel = nullptr;
 
 // cudaStreamPerThread: one blocking stream per host thread and device, closed at thread exit.
@@ -146,6 +149,113 @@ std::shared_ptr<Event> Runtime::resolveEvent(cudaEvent_t handle) {
 bool Runtime::destroyEvent(cudaEvent_t handle) {
   std::lock_guard lock(mutex_);
   return events_.erase(handleId(handle)) == 1;
+}
+
+cudaError_t Runtime::checkStreamUse(Stream& stream, bool invalidate) {
+  if (std::shared_ptr<CaptureSequence> c = stream.capture())
+    return c->invalidated() ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  if (stream.kind() != Stream::Kind::kLegacyDefault) return cudaSuccess;
+  // The legacy stream would depend on every blocking stream of its device: one that is
+  // capturing makes that an implicit dependency on the capture, which invalidates it.
+  bool implicit = false;
+  std::lock_guard lock(mutex_);
+  for (auto& [id, s] : streams_) {
+    if (s->device() != stream.device() || s->kind() != Stream::Kind::kBlocking) continue;
+    if (std::shared_ptr<CaptureSequence> c = s->capture()) {
+      if (invalidate) c->invalidate();
+      implicit = true;
+    }
+  }
+  return implicit ? cudaErrorStreamCaptureImplicit : cudaSuccess;
+}
+
+cudaError_t Runtime::submit(Stream& stream, StreamTask task, Milestone* done) {
+  if (cudaError_t e = checkStreamUse(stream); e != cudaSuccess) return e;
+  if (std::shared_ptr<CaptureSequence> c = stream.capture()) {
+    task.after.clear();  // inside a capture, order is capture order
+    c->add(GraphNode{task.name, [task](cudaStream_t launch) {
+      Runtime& rt = Runtime::current();
+      std::shared_ptr<Stream> s = rt.resolveStream(launch);
+      if (!s) return cudaErrorInvalidResourceHandle;
+      return rt.submit(*s, task);
+    }});
+    if (done != nullptr) *done = Milestone::passed();
+    return cudaSuccess;
+  }
+  Milestone m = device(stream.device()).enqueue(stream, std::move(task));
+  if (done != nullptr) *done = std::move(m);
+  return cudaSuccess;
+}
+
+std::shared_ptr<CaptureSequence> Runtime::beginCapture(Stream& stream, cudaStreamCaptureMode mode) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(captures_, [](const std::weak_ptr<CaptureSequence>& w) {
+    auto c = w.lock();
+    return !c || c->ended();
+  });
+  auto c = std::make_shared<CaptureSequence>(next_capture_id_++, mode, stream.device(), &stream);
+  captures_.push_back(c);
+  stream.setCapture(c);
+  return c;
+}
+
+cudaStreamCaptureMode& Runtime::threadCaptureMode() { return t_capture_mode; }
+
+cudaError_t Runtime::checkUnsafeCall() {
+  const cudaStreamCaptureMode mode = t_capture_mode;
+  if (mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+  const auto me = std::this_thread::get_id();
+  std::vector<std::shared_ptr<CaptureSequence>> forbidding;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& w : captures_) {
+      auto c = w.lock();
+      if (!c || c->ended() || c->mode() == cudaStreamCaptureModeRelaxed) continue;
+      // Global: this thread's own captures and any other thread's global ones forbid it;
+      // thread-local: only this thread's own.
+      const bool own = c->thread() == me;
+      if (own || (mode == cudaStreamCaptureModeGlobal && c->mode() == cudaStreamCaptureModeGlobal))
+        forbidding.push_back(std::move(c));
+    }
+  }
+  for (auto& c : forbidding) c->invalidate();
+  return forbidding.empty() ? cudaSuccess : cudaErrorStreamCaptureUnsupported;
+}
+
+cudaGraph_t Runtime::addGraph(std::shared_ptr<Graph> graph) {
+  std::lock_guard lock(mutex_);
+  uint64_t id = kHandleBase + kHandleStride * next_id_++;
+  graphs_.emplace(id, std::move(graph));
+  return reinterpret_cast<cudaGraph_t>(id);
+}
+
+std::shared_ptr<Graph> Runtime::resolveGraph(cudaGraph_t handle) {
+  std::lock_guard lock(mutex_);
+  auto it = graphs_.find(handleId(handle));
+  return it == graphs_.end() ? nullptr : it->second;
+}
+
+bool Runtime::destroyGraph(cudaGraph_t handle) {
+  std::lock_guard lock(mutex_);
+  return graphs_.erase(handleId(handle)) == 1;
+}
+
+cudaGraphExec_t Runtime::addGraphExec(std::shared_ptr<GraphExec> exec) {
+  std::lock_guard lock(mutex_);
+  uint64_t id = kHandleBase + kHandleStride * next_id_++;
+  graph_execs_.emplace(id, std::move(exec));
+  return reinterpret_cast<cudaGraphExec_t>(id);
+}
+
+std::shared_ptr<GraphExec> Runtime::resolveGraphExec(cudaGraphExec_t handle) {
+  std::lock_guard lock(mutex_);
+  auto it = graph_execs_.find(handleId(handle));
+  return it == graph_execs_.end() ? nullptr : it->second;
+}
+
+bool Runtime::destroyGraphExec(cudaGraphExec_t handle) {
+  std::lock_guard lock(mutex_);
+  return graph_execs_.erase(handleId(handle)) == 1;
 }
 
 bool Runtime::setPeerAccess(int device, int peer, bool enable) {

@@ -7,12 +7,13 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
-#include <utility>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
+#include "capture.h"
 #include "device.h"
 #include "event.h"
 #include "stream.h"
@@ -32,6 +33,31 @@ class Runtime {
   std::shared_ptr<Stream> resolveStream(cudaStream_t handle);
   cudaStream_t createStream(Stream::Kind kind, int priority);
   bool destroyStream(cudaStream_t handle);
+
+  // Queues `task` on `stream` as a launch does or, while the stream is capturing,
+  // records it as a node of the capture's graph (cross-stream waits become capture
+  // order). Fails by the capture rules: the legacy stream beside a capturing blocking
+  // stream (cudaErrorStreamCaptureImplicit, which invalidates that capture) and work
+  // on an invalidated capture (cudaErrorStreamCaptureInvalidated).
+  cudaError_t submit(Stream& stream, StreamTask task, Milestone* done = nullptr);
+  // The capture rules for stream work: the errors above, or cudaSuccess. A query
+  // (cudaStreamIsCapturing) reports the implicit dependency without invalidating.
+  cudaError_t checkStreamUse(Stream& stream, bool invalidate = true);
+
+  // Capture sequences (capture.h).
+  std::shared_ptr<CaptureSequence> beginCapture(Stream& stream, cudaStreamCaptureMode mode);
+  // A "potentially unsafe" call (cudaMalloc, synchronous copies, device synchronize, ...)
+  // under the calling thread's capture mode (cudaThreadExchangeStreamCaptureMode):
+  // cudaErrorStreamCaptureUnsupported, invalidating the captures that forbid it.
+  cudaError_t checkUnsafeCall();
+  static cudaStreamCaptureMode& threadCaptureMode();
+
+  cudaGraph_t addGraph(std::shared_ptr<Graph> graph);
+  std::shared_ptr<Graph> resolveGraph(cudaGraph_t handle);
+  bool destroyGraph(cudaGraph_t handle);
+  cudaGraphExec_t addGraphExec(std::shared_ptr<GraphExec> exec);
+  std::shared_ptr<GraphExec> resolveGraphExec(cudaGraphExec_t handle);
+  bool destroyGraphExec(cudaGraphExec_t handle);
 
   cudaEvent_t createEvent(unsigned flags);
   std::shared_ptr<Event> resolveEvent(cudaEvent_t handle);
@@ -59,6 +85,10 @@ class Runtime {
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;
   std::set<std::pair<int, int>> peer_access_;
+  uint64_t next_capture_id_ = 1;
+  std::vector<std::weak_ptr<CaptureSequence>> captures_;
+  std::map<uint64_t, std::shared_ptr<Graph>> graphs_;
+  std::map<uint64_t, std::shared_ptr<GraphExec>> graph_execs_;
 };
 
 }  // namespace simgpu

@@ -39,8 +39,7 @@ cudaError_t enqueue(cudaStream_t stream, const char* name, DeviceWork work) {
   Runtime& rt = Runtime::current();
   std::shared_ptr<Stream> s = rt.resolveStream(stream);
   if (!s) return cudaErrorInvalidResourceHandle;
-  rt.device(s->device()).enqueue(*s, StreamTask{name != nullptr ? name : "simgpu_work", std::move(work), {}});
-  return cudaSuccess;
+  return rt.submit(*s, StreamTask{name != nullptr ? name : "simgpu_work", std::move(work), {}});
 }
 
 int currentDevice() { return Runtime::threadDevice(); }

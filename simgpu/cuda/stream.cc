@@ -45,6 +45,16 @@ void Stream::close() {
   queued_.notify_one();
 }
 
+std::shared_ptr<CaptureSequence> Stream::capture() {
+  std::lock_guard lock(mutex_);
+  return capture_;
+}
+
+void Stream::setCapture(std::shared_ptr<CaptureSequence> capture) {
+  std::lock_guard lock(mutex_);
+  capture_ = std::move(capture);
+}
+
 void Stream::run(std::shared_ptr<Stream> self) {
   // Thread names are limited to 15 characters; debuggers and `top -H` show them.
   std::string name = self->kind_ == Kind::kLegacyDefault ? "simgpu-legacy" + std::to_string(self->device_)

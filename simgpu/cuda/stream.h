@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capture.h"
 #include "simgpu/runtime.h"
 #include "stream_progress.h"
 
@@ -40,6 +41,10 @@ class Stream {
   // No more work will come; the worker exits once the queue drains.
   void close();
 
+  // The capture sequence the stream belongs to, null when it is not capturing.
+  std::shared_ptr<CaptureSequence> capture();
+  void setCapture(std::shared_ptr<CaptureSequence> capture);
+
   Stream(int device, Kind kind, int priority, uint64_t id);
 
  private:
@@ -56,6 +61,7 @@ class Stream {
   std::deque<StreamTask> queue_;
   uint64_t submitted_ = 0;
   bool closed_ = false;
+  std::shared_ptr<CaptureSequence> capture_;
 };
 
 }  // namespace simgpu

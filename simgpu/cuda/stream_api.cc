@@ -15,6 +15,15 @@ namespace {
 
 bool isLegacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
 
+// Waiting for or querying a capturing stream is not permitted (its work does not run)
+// and invalidates the capture.
+cudaError_t refuseWhileCapturing(Stream& s) {
+  std::shared_ptr<simgpu::CaptureSequence> c = s.capture();
+  if (!c) return cudaSuccess;
+  c->invalidate();
+  return cudaErrorStreamCaptureUnsupported;
+}
+
 }  // namespace
 
 extern "C" {
@@ -44,9 +53,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Runtime& rt = Runtime::current();
   std::shared_ptr<Stream> s = rt.resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = refuseWhileCapturing(*s); e != cudaSuccess) return recordError(e);
   if (isLegacy(stream)) {
     // The legacy stream's sync covers what its next work would wait for: queue a marker.
-    rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"cudaStreamSynchronize", {}, {}}).wait();
+    simgpu::Milestone done;
+    if (cudaError_t e = rt.submit(*s, simgpu::StreamTask{"cudaStreamSynchronize", {}, {}}, &done); e != cudaSuccess)
+      return recordError(e);
+    done.wait();
   } else {
     s->tail().wait();
   }
@@ -57,6 +70,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   Runtime& rt = Runtime::current();
   std::shared_ptr<Stream> s = rt.resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = refuseWhileCapturing(*s); e != cudaSuccess) return recordError(e);
+  if (cudaError_t e = rt.checkStreamUse(*s); e != cudaSuccess) return recordError(e);
   return rt.device(s->device()).idle(*s) ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -66,11 +81,46 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   std::shared_ptr<simgpu::Event> e = rt.resolveEvent(event);
   if (!s || !e) return recordError(cudaErrorInvalidResourceHandle);
   if ((flags & ~static_cast<unsigned>(cudaEventWaitExternal)) != 0) return recordError(cudaErrorInvalidValue);
+  if (cudaError_t err = rt.checkStreamUse(*s); err != cudaSuccess) return recordError(err);
+  std::shared_ptr<simgpu::CaptureSequence> capturing = s->capture();
+  Stream* recorded_on = nullptr;
+  if (std::shared_ptr<simgpu::CaptureSequence> c = e->activeCapture(&recorded_on)) {
+    // An event of a capture: a stream outside joins it (a fork); inside, the origin
+    // waiting on a forked stream's event joins that stream back.
+    if (!capturing) {
+      s->setCapture(c);
+      c->fork(s.get());
+      return cudaSuccess;
+    }
+    if (capturing != c) {
+      capturing->invalidate();
+      c->invalidate();
+      return recordError(cudaErrorStreamCaptureMerge);
+    }
+    if (s.get() == c->origin() && recorded_on != nullptr) c->rejoin(recorded_on);
+    return cudaSuccess;
+  }
+  if (capturing) {
+    // A dependency on work outside the capture crosses its boundary, unless the wait is
+    // captured as an external event wait node (cudaEventWaitExternal).
+    if ((flags & cudaEventWaitExternal) == 0) {
+      capturing->invalidate();
+      return recordError(cudaErrorStreamCaptureIsolation);
+    }
+    capturing->add(simgpu::GraphNode{"cudaStreamWaitEvent", [e](cudaStream_t launch) {
+      Runtime& runtime = Runtime::current();
+      std::shared_ptr<Stream> on = runtime.resolveStream(launch);
+      if (!on) return cudaErrorInvalidResourceHandle;
+      std::optional<simgpu::Milestone> last = e->lastRecord();
+      if (!last || last->reached()) return cudaSuccess;
+      return runtime.submit(*on, simgpu::StreamTask{"cudaStreamWaitEvent", {}, {*last}});
+    }});
+    return cudaSuccess;
+  }
   // An event never recorded (or already complete) imposes nothing.
   std::optional<simgpu::Milestone> record = e->lastRecord();
   if (!record || record->reached()) return cudaSuccess;
-  rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"cudaStreamWaitEvent", {}, {*record}});
-  return cudaSuccess;
+  return recordError(rt.submit(*s, simgpu::StreamTask{"cudaStreamWaitEvent", {}, {*record}}));
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
@@ -132,8 +182,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
   Runtime& rt = Runtime::current();
   std::shared_ptr<Stream> s = rt.resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
-  rt.device(s->device()).enqueue(*s, simgpu::StreamTask{"cudaLaunchHostFunc", [fn, userData] { fn(userData); }, {}});
-  return cudaSuccess;
+  return recordError(rt.submit(*s, simgpu::StreamTask{"cudaLaunchHostFunc", [fn, userData] { fn(userData); }, {}}));
 }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
@@ -142,9 +191,8 @@ cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t call
   Runtime& rt = Runtime::current();
   std::shared_ptr<Stream> s = rt.resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
-  rt.device(s->device()).enqueue(
-      *s, simgpu::StreamTask{"cudaStreamAddCallback", [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, {}});
-  return cudaSuccess;
+  return recordError(rt.submit(
+      *s, simgpu::StreamTask{"cudaStreamAddCallback", [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, {}}));
 }
 
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {

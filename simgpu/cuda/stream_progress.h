@@ -27,6 +27,9 @@ struct Milestone {
 
   bool reached() const { return progress->reached(seq); }
   void wait() const { progress->waitFor(seq); }
+
+  // A point already passed: what work recorded into a capture "completes" at.
+  static Milestone passed() { return Milestone{std::make_shared<StreamProgress>(), 0}; }
 };
 
 }  // namespace simgpu

@@ -164,7 +164,34 @@ struct UserStream {
 // group was issued: it lets every kernel that names the stream start, then waits until
 // they all finished. Kernels of different communicators thus run side by side even when
 // they share a user stream, and depend only on the work issued before the group.
+ncclResult_t launch(std::vector<Op> ops);
+
+// Issued to a capturing stream: a graph node that launches the operations anew at every
+// launch of the graph, on the launch stream and with new sequence numbers (each execution
+// of a captured collective is one op, for SIMGPU_FAULTS as for NCCL's own op count).
+ncclResult_t captureLaunch(std::vector<Op> ops) {
+  const cudaStream_t capturing = ops.front().stream;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+    if (isCollective(it->kind)) it->comm->returnCollectiveSeq();
+  const char* name = kernelName(ops);
+  auto captured = std::make_shared<const std::vector<Op>>(std::move(ops));
+  cudaError_t err = simgpu::captureNode(capturing, name, [captured](cudaStream_t launch_stream) {
+    std::vector<Op> run = *captured;
+    for (Op& op : run) {
+      op.stream = launch_stream;  // the captured graph is linear: all its work is on the launch stream
+      if (isCollective(op.kind)) op.seq = op.comm->nextCollectiveSeq();
+    }
+    return launch(std::move(run)) == ncclSuccess ? cudaSuccess : cudaErrorLaunchFailure;
+  });
+  if (err != cudaSuccess) {
+    setLastError(std::string("capturing ") + name + ": " + cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t launch(std::vector<Op> ops) {
+  if (!ops.empty() && simgpu::isCapturing(ops.front().stream)) return captureLaunch(std::move(ops));
   std::vector<std::pair<Communicator*, std::vector<Op>>> per_comm;
   for (Op& op : ops) {
     auto it = std::find_if(per_comm.begin(), per_comm.end(), [&](const auto& c) { return c.first == op.comm.get(); });

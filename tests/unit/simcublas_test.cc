@@ -283,3 +283,35 @@ TEST_CASE("SlowRankGemmTakesTwiceAsLong") {
   CHECK(simgpu::deviceSpeed() == Approx(0.5));
   CHECK(timedBigGemmMs() == Approx(2 * 137.4).epsilon(0.30));
 }
+
+TEST_CASE("AGemmCapturedIntoAGraphIsComputedAgainAtEveryLaunch") {
+  cublasHandle_t h;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  cudaStream_t s;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cublasSetStream(h, s) == CUBLAS_STATUS_SUCCESS);
+  // 1x1 matrices: C = alpha * A * B, with A changed between launches.
+  float *a, *b, *c;
+  cudaMalloc(reinterpret_cast<void**>(&a), sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&b), sizeof(float));
+  cudaMalloc(reinterpret_cast<void**>(&c), sizeof(float));
+  *a = 2.0f;
+  *b = 3.0f;
+  *c = 0.0f;
+  const float alpha = 1.0f, beta = 0.0f;
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &alpha, a, 1, b, 1, &beta, c, 1) == CUBLAS_STATUS_SUCCESS);
+  cudaGraph_t graph;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  CHECK(*c == 0.0f);  // captured, not run
+  cudaGraphExec_t exec;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(*c == 6.0f);
+  *a = 5.0f;
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(*c == 15.0f);
+  cublasDestroy(h);
+}

@@ -357,3 +357,48 @@ TEST_CASE("ThreadsOnSeveralDevicesMakeTheirTimersConcurrentlyAndEveryLaunchIsTim
   CHECK(waitUntil([] { return hangwatch_ops_completed() >= kThreads * kLaunches; }, 20));
   CHECK(hangwatch_ops_completed() == kThreads * kLaunches);
 }
+
+TEST_CASE("WorkCapturedIntoAGraphIsNotTimedUntilTheGraphIsLaunchedAndEachLaunchIsOneOp") {
+  const std::string job = useFreshJobDir("1");
+  setenv("HANGWATCH_KERNEL_SAMPLE", "1", 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  float* buf;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 256 * sizeof(float)) == cudaSuccess);
+  int arg = 0;
+  void* args[] = {&arg};
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(cudaLaunchKernel(simgpu::kernel<&noop>("noop"), dim3(1), dim3(1), args, 0, stream) == cudaSuccess);
+  REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  cudaGraph_t graph;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  cudaGraphExec_t exec;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  // Longer than the 1 s timeout between capture and first launch: nothing of the
+  // capture may look pending (its events could not even be queried).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  CHECK_FALSE(fs::exists(hangwatch::triggerPath(job)));
+  CHECK(hangwatch_ops_completed() == 0);
+  for (int i = 0; i < 3; ++i) REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 3; }, 10));
+  CHECK(hangwatch_ops_completed() == 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(fs::exists(hangwatch::triggerPath(job)));
+  // The replays advanced the communicator's seq: the next eager collective is seq 3.
+  REQUIRE(ncclAllReduce(buf, buf, 256, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  fs::create_directories(job);
+  std::ofstream(hangwatch::triggerPath(job)) << R"({"reason": "unit test", "pid": 1})" << "\n";
+  const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
+  REQUIRE(waitUntil([&] { return fs::exists(snapshot); }, 10));
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(snapshot));
+  CHECK(s["comms"][0]["last_issued_seq"] == 3);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+}

@@ -84,7 +84,7 @@ class MetricsWindows {
   OpKeyTable keys_;
   BusyTimeline timeline_;
   StepTracker steps_;
-  LogHistogram issue_latency_[5];  // by OpClass
+  LogHistogram issue_latency_[kOpClassCount];  // by OpClass
   std::map<uint64_t, StreamAggregate> streams_;
   std::map<std::string, SyncAggregate, std::less<>> syncs_;
   uint64_t dropped_ = 0;

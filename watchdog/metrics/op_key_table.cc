@@ -25,6 +25,7 @@ const char* opClassName(OpClass cls) {
     case OpClass::kGemm: return "gemm";
     case OpClass::kKernel: return "kernel";
     case OpClass::kMemcpy: return "memcpy";
+    case OpClass::kGraph: return "graph";
   }
   return "kernel";
 }
@@ -35,6 +36,7 @@ OpKeyTable::KeyView OpKeyTable::keyOf(const CompletedOp& op) {
   KeyView k{op.cls, op.name ? op.name : "", 0, 0, -1, -1, 0, 0, 0, 0, 0};
   switch (op.cls) {
     case OpClass::kCollective:
+    case OpClass::kGraph:
       k.comm_hash = op.comm_hash;
       k.comm_size = op.comm_size;
       k.comm_rank = op.comm_rank;
@@ -122,6 +124,13 @@ OpWindowStats OpKeyTable::statsOf(const Key& key, const Aggregate& a) {
     }
     case OpClass::kMemcpy:
       if (mean_ns > 0 && key.bytes > 0) s.algbw_gbps = gigabytesPerSecond(static_cast<double>(key.bytes), mean_ns);
+      break;
+    case OpClass::kGraph:  // a whole replay: its collectives' bandwidth is not its duration's
+      if (key.comm_hash) {
+        s.comm = hexId(key.comm_hash);
+        s.comm_size = key.comm_size;
+        if (key.comm_rank >= 0) s.comm_rank = key.comm_rank;
+      }
       break;
     case OpClass::kKernel:
       break;

@@ -2,6 +2,7 @@
 // What the watchdog's poller knows about one intercepted operation once the GPU
 // has finished it. The interposers fill the issue-side fields on the hot path (no
 // allocation: names are static strings or interned), the poller adds the GPU side.
+#include <cstddef>
 #include <cstdint>
 
 namespace hangwatch::watchdog {
@@ -12,7 +13,9 @@ enum class OpClass : uint8_t {
   kGemm,        // cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm_v2, cublasLtMatmul
   kKernel,      // any other cudaLaunchKernel (may be sampled)
   kMemcpy,      // cudaMemcpyAsync
+  kGraph,       // cudaGraphLaunch: one replay of a captured graph, named by its first collective
 };
+inline constexpr size_t kOpClassCount = static_cast<size_t>(OpClass::kGraph) + 1;
 
 struct CompletedOp {
   OpClass cls = OpClass::kKernel;

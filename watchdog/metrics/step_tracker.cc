@@ -7,7 +7,9 @@
 namespace hangwatch::watchdog {
 
 std::optional<int64_t> StepTracker::observe(const CompletedOp& op) {
-  if (markers_ || op.cls != OpClass::kCollective) return std::nullopt;
+  // A graph replay that holds collectives marks steps as an eager collective does.
+  if (markers_ || !(op.cls == OpClass::kCollective || (op.cls == OpClass::kGraph && op.comm_hash != 0)))
+    return std::nullopt;
   std::string_view name = op.name ? op.name : "";
   bool same = name == anchor_name_ && op.comm_hash == anchor_comm_ && op.bytes == anchor_bytes_;
   if (!same) {

@@ -17,6 +17,13 @@ using DeviceWork = std::function<void()>;
 // for a stream that does not exist.
 cudaError_t enqueue(cudaStream_t stream, const char* name, DeviceWork work);
 
+// Stream capture (cudaStreamBeginCapture): whether `stream` is capturing, and a node
+// for its capture's graph that runs `issue` with the launch stream at every launch of
+// the instantiated graph (how simnccl captures a collective: each launch is a new
+// execution with its own sequence number). cudaErrorIllegalState when not capturing.
+bool isCapturing(cudaStream_t stream);
+cudaError_t captureNode(cudaStream_t stream, const char* name, std::function<cudaError_t(cudaStream_t)> issue);
+
 // The calling thread's current device (cudaSetDevice), 0 by default.
 int currentDevice();
 
