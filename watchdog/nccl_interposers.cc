@@ -46,6 +46,7 @@ NextSymbol<decltype(&ncclCommShrink)> next_shrink{"ncclCommShrink"};
 NextSymbol<decltype(&ncclCommFinalize)> next_finalize{"ncclCommFinalize"};
 NextSymbol<decltype(&ncclCommDestroy)> next_destroy{"ncclCommDestroy"};
 NextSymbol<decltype(&ncclCommAbort)> next_abort{"ncclCommAbort"};
+NextSymbol<decltype(&ncclCommGetAsyncError)> next_get_async_error{"ncclCommGetAsyncError"};
 
 // Operations issued inside the calling thread's NCCL group, timed at its end.
 struct GroupedOps {
@@ -69,6 +70,15 @@ int currentDevice() {
   int dev = -1;
   if (auto get = RealApi::instance().getDevice.get()) get(&dev);
   return dev;
+}
+
+// The state of a non-blocking communicator with deferred operations, asked on the thread
+// that uses it: ready means NCCL's thread launched them (their end events go behind).
+void finishDeferredIfSettled(Watchdog* w, ncclComm_t comm) {
+  auto async_error = RealApi::instance().commGetAsyncError.get();
+  ncclResult_t state = ncclInProgress;
+  if (async_error == nullptr || async_error(comm, &state) != ncclSuccess || state == ncclInProgress) return;
+  w->finishDeferred(commKey(comm), state == ncclSuccess);
 }
 
 // Registers a communicator. What the creating call did not tell (split and shrink
@@ -111,6 +121,7 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   CommEntry* entry = w->comms().find(commKey(a.comm));
   if (entry && entry->identity_pending.load(std::memory_order_acquire) && completeCommIdentity(*entry))
     entry->identity_pending.store(false, std::memory_order_release);
+  if (w->hasDeferred(commKey(a.comm))) finishDeferredIfSettled(w, a.comm);
   const bool collective = a.cls == OpClass::kCollective;
   const int64_t issued = monotonicNs();
   PendingOp op;
@@ -153,7 +164,9 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
     errno = saved;
     return rc;
   }
-  if (rc == ncclSuccess && collective && entry) op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
+  // ncclInProgress (a non-blocking communicator): accepted, NCCL's own thread launches it.
+  const bool accepted = rc == ncclSuccess || rc == ncclInProgress;
+  if (accepted && collective && entry) op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
   if (in_group) {
     if (rc == ncclSuccess) {
       if (grouped.count < GroupedOps::kMax)
@@ -164,6 +177,8 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   } else if (timed) {
     if (rc == ncclSuccess)
       w->endTiming(t, a.stream, op);
+    else if (rc == ncclInProgress)
+      w->deferTiming(commKey(a.comm), t, op);
     else
       w->abandonTiming(t);
   }
@@ -323,6 +338,8 @@ ncclResult_t ncclGroupEnd() {
     if (!timed[i]) continue;
     if (rc == ncclSuccess)
       w->endTiming(timings[i], op.stream_handle, op);
+    else if (rc == ncclInProgress)  // non-blocking: NCCL's thread launches the group later
+      w->deferTiming(op.comm, timings[i], op);
     else
       w->abandonTiming(timings[i]);
   }
@@ -455,11 +472,26 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return hostCall("ncclCommFinalize", comm, [&] { return real(comm); });
 }
 
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  auto real = next_get_async_error.get();
+  if (!real) return missing();
+  ncclResult_t rc = real(comm, asyncError);
+  Watchdog* w = Watchdog::active() ? Watchdog::get() : nullptr;
+  if (w != nullptr && !ReentryGuard::nested() && rc == ncclSuccess && asyncError != nullptr &&
+      *asyncError != ncclInProgress && w->hasDeferred(commKey(comm))) {
+    const int saved = errno;
+    w->finishDeferred(commKey(comm), *asyncError == ncclSuccess);
+    errno = saved;
+  }
+  return rc;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   auto real = next_destroy.get();
   if (!real) return missing();
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm);
+  w->finishDeferred(commKey(comm), false);
   w->comms().markEnded(commKey(comm), CommState::kDestroyed);
   return hostCall("ncclCommDestroy", comm, [&] { return real(comm); });
 }
@@ -469,6 +501,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!real) return missing();
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm);
+  w->finishDeferred(commKey(comm), false);
   w->comms().markEnded(commKey(comm), CommState::kAborted);
   return hostCall("ncclCommAbort", comm, [&] { return real(comm); });
 }

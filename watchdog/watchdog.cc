@@ -207,6 +207,37 @@ void Watchdog::abandonTiming(const Timing& t) {
   t.timer->pool().release(t.end);
 }
 
+void Watchdog::deferTiming(uintptr_t comm, const Timing& t, const PendingOp& op) {
+  DeferredOp d;
+  d.comm = comm;
+  d.op = op;
+  d.start = t.start;
+  d.end = t.end;
+  d.timer = t.timer;
+  d.stream_id = t.stream_id;
+  d.switch_to = t.switch_to;
+  if (!deferred_.add(d)) {
+    abandonTiming(t);
+    ops_dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Watchdog::finishDeferred(uintptr_t comm, bool ok) {
+  deferred_.take(comm, [&](const DeferredOp& d) {
+    Timing t;
+    t.start = d.start;
+    t.end = d.end;
+    t.timer = static_cast<DeviceTimer*>(d.timer);
+    t.stream_id = d.stream_id;
+    t.switch_to = d.switch_to;
+    PendingOp op = d.op;
+    if (ok)
+      endTiming(t, op.stream_handle, op);
+    else
+      abandonTiming(t);
+  });
+}
+
 void Watchdog::recordHostSync(const HostSync& sync) {
   if (!host_syncs_.tryPush(sync)) syncs_dropped_.fetch_add(1, std::memory_order_relaxed);
 }

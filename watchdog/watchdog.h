@@ -15,6 +15,7 @@
 #include "comm_table.h"
 #include "cuda_event_api.h"
 #include "device_timers.h"
+#include "deferred_ops.h"
 #include "graph_registry.h"
 #include "hangwatch/rank_identity.h"
 #include "host_call_slots.h"
@@ -61,6 +62,13 @@ class Watchdog {
   void endTiming(const Timing& t, cudaStream_t stream, PendingOp& op);
   // The timed call failed: give the events back.
   void abandonTiming(const Timing& t);
+  // A non-blocking communicator's call returned ncclInProgress: the end event waits
+  // until the communicator is seen ready (deferred_ops.h).
+  void deferTiming(uintptr_t comm, const Timing& t, const PendingOp& op);
+  // The communicator was seen ready (`ok`) or failed: its deferred operations are
+  // ended behind their kernels, or given up.
+  void finishDeferred(uintptr_t comm, bool ok);
+  bool hasDeferred(uintptr_t comm) { return deferred_.has(comm); }
   bool recordOn(cudaEvent_t event, cudaStream_t stream);
 
   void recordHostSync(const HostSync& sync);
@@ -99,6 +107,7 @@ class Watchdog {
   std::atomic<uint64_t> ops_completed_{0};
   CommTable comms_;
   GraphRegistry graphs_;
+  DeferredOps deferred_;
   HostCallSlots host_calls_;
   std::unique_ptr<HangResponder> responder_;
   std::thread poller_;

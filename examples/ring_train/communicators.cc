@@ -15,7 +15,7 @@ void selectDevice() {
   CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
 }
 
-ncclComm_t joinCommunicator(MPI_Comm group) {
+ncclComm_t joinCommunicator(MPI_Comm group, bool nonblocking) {
   int rank = 0;
   int size = 0;
   MPI_Comm_rank(group, &rank);
@@ -24,18 +24,24 @@ ncclComm_t joinCommunicator(MPI_Comm group) {
   if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
   ncclComm_t comm = nullptr;
-  NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  if (nonblocking) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    NCCL_CHECK_ON(comm, ncclCommInitRankConfig(&comm, size, id, rank, &config));
+  } else {
+    NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  }
   return comm;
 }
 
-TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp) {
+TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp, bool nonblocking) {
   MPI_Comm group;
   MPI_Comm_split(MPI_COMM_WORLD, global_rank / tp, global_rank, &group);
   TensorParallelGroup tpg;
   MPI_Comm_rank(group, &tpg.rank);
   MPI_Comm_size(group, &tpg.size);
   tpg.first_global = global_rank - tpg.rank;
-  tpg.comm = joinCommunicator(group);
+  tpg.comm = joinCommunicator(group, nonblocking);
   MPI_Comm_free(&group);
   return tpg;
 }

@@ -9,7 +9,8 @@
 // One device per process on a node (local rank modulo the device count).
 void selectDevice();
 
-ncclComm_t joinCommunicator(MPI_Comm group);
+// `nonblocking`: made with config.blocking = 0, waited for with ncclCommGetAsyncError.
+ncclComm_t joinCommunicator(MPI_Comm group, bool nonblocking = false);
 
 struct TensorParallelGroup {
   ncclComm_t comm = nullptr;
@@ -19,4 +20,4 @@ struct TensorParallelGroup {
 };
 
 // Groups of `tp` consecutive global ranks, each with its own communicator.
-TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp);
+TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp, bool nonblocking = false);

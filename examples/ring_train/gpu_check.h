@@ -42,3 +42,18 @@ struct CheckIdentity {
     if (status_ != ncclSuccess)                                                                            \
       failGpuCall(#call, ncclGetErrorString(status_), ncclGetLastError(nullptr), __FILE__, __LINE__);      \
   } while (0)
+
+// A call on a non-blocking communicator (config.blocking = 0) may answer ncclInProgress:
+// then, as NCCL's documentation asks, poll ncclCommGetAsyncError until it is no longer
+// in progress before the next call on that communicator.
+#define NCCL_CHECK_ON(comm, call)                                                                          \
+  do {                                                                                                     \
+    ncclResult_t status_ = (call);                                                                         \
+    while (status_ == ncclInProgress) {                                                                    \
+      ncclResult_t state_ = ncclInProgress;                                                                \
+      if (ncclCommGetAsyncError((comm), &state_) != ncclSuccess) state_ = ncclInternalError;               \
+      status_ = state_;                                                                                    \
+    }                                                                                                      \
+    if (status_ != ncclSuccess)                                                                            \
+      failGpuCall(#call, ncclGetErrorString(status_), ncclGetLastError(nullptr), __FILE__, __LINE__);      \
+  } while (0)

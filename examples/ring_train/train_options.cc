@@ -54,6 +54,8 @@ std::string trainUsage() {
                             host pause of M ms every N steps (default 10)
   --slow-dataloader-rank R --slow-dataloader-ms M
                             rank R's dataloader spends M ms per batch
+  --nonblocking             non-blocking communicators (config.blocking = 0), polled
+                            with ncclCommGetAsyncError after every call
   --cuda-graph [--graph-warmup N]
                             after N eager steps (default 2), capture the gradient AllReduce
                             into a CUDA graph once and replay it every step
@@ -113,6 +115,10 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
     }
     if (arg == "--sync-every-layer") {
       o.sync_every_layer = true;
+      continue;
+    }
+    if (arg == "--nonblocking") {
+      o.nonblocking = true;
       continue;
     }
     if (arg == "--cuda-graph") {

@@ -36,6 +36,7 @@ struct TrainOptions {
   std::optional<int> slow_dataloader_rank;
   int slow_dataloader_ms = 0;
 
+  bool nonblocking = false;  // communicators made with config.blocking = 0
   bool cuda_graph = false;  // the gradient AllReduce captured once, replayed every step
   int graph_warmup = 2;     // eager steps before the capture
 

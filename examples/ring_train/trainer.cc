@@ -29,8 +29,8 @@ Trainer::Trainer(const TrainOptions& options, int rank, int world_size)
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
 
-  world_ = joinCommunicator(MPI_COMM_WORLD);
-  if (options_.tp > 1) tp_ = joinTensorParallelGroup(rank_, options_.tp);
+  world_ = joinCommunicator(MPI_COMM_WORLD, options_.nonblocking);
+  if (options_.tp > 1) tp_ = joinTensorParallelGroup(rank_, options_.tp, options_.nonblocking);
 
   model_ = std::make_unique<Model>(
       ModelShape{options_.layers, options_.hidden, options_.batch, options_.dtype}, stream_, cublas_, rank_ + 1);
@@ -142,26 +142,26 @@ void Trainer::reduceGradients(int s) {
   if (options_.mismatch_rank == rank_ && options_.mismatch_at_step == s) {
     // The bug being reproduced: this rank disagrees with the others on the collective.
     const size_t per_rank = grad_count_ / world_size_;
-    NCCL_CHECK(ncclAllGather(grads_ + rank_ * per_rank, grads_, per_rank, ncclFloat32, world_, stream_));
+    NCCL_CHECK_ON(world_, ncclAllGather(grads_ + rank_ * per_rank, grads_, per_rank, ncclFloat32, world_, stream_));
     return;
   }
   if (options_.cuda_graph && s >= options_.graph_warmup) {
     // As CUDA-graph training loops do: capture the collective once, then replay it.
     if (allreduce_exec_ == nullptr) {
       CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-      NCCL_CHECK(ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));
+      NCCL_CHECK_ON(world_, ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));
       CUDA_CHECK(cudaStreamEndCapture(stream_, &allreduce_graph_));
       CUDA_CHECK(cudaGraphInstantiate(&allreduce_exec_, allreduce_graph_, 0));
     }
     CUDA_CHECK(cudaGraphLaunch(allreduce_exec_, stream_));
     return;
   }
-  NCCL_CHECK(ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));
+  NCCL_CHECK_ON(world_, ncclAllReduce(grads_, grads_, grad_count_, ncclFloat32, ncclSum, world_, stream_));
 }
 
 void Trainer::runTensorParallel(int s) {
   CUDA_CHECK(launchFillPattern(tp_shard_, tp_block_, Pattern::TpShard, rank_, s, 0, stream_));
-  NCCL_CHECK(ncclAllGather(tp_shard_, tp_gathered_, tp_block_, ncclFloat32, tp_.comm, stream_));
+  NCCL_CHECK_ON(tp_.comm, ncclAllGather(tp_shard_, tp_gathered_, tp_block_, ncclFloat32, tp_.comm, stream_));
   CUDA_CHECK(launchFillPattern(tp_partials_, tp_block_ * tp_.size, Pattern::TpPartial, rank_, s, 0, stream_));
-  NCCL_CHECK(ncclReduceScatter(tp_partials_, tp_reduced_, tp_block_, ncclFloat32, ncclSum, tp_.comm, stream_));
+  NCCL_CHECK_ON(tp_.comm, ncclReduceScatter(tp_partials_, tp_reduced_, tp_block_, ncclFloat32, ncclSum, tp_.comm, stream_));
 }

@@ -2,9 +2,11 @@
 // communicators (communicator.cc) and launches (group.cc).
 #include <nccl.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "comm_handle.h"
 #include "communicator.h"
@@ -22,15 +24,21 @@ ncclResult_t fail(ncclResult_t code, const std::string& message) {
   return code;
 }
 
-ncclResult_t joinInto(ncclComm* handle, ncclUniqueId id, int nranks, int rank, int device) {
+ncclResult_t joinInto(ncclComm* handle, ncclUniqueId id, int nranks, int rank, int device, bool nonblocking) {
   auto joined = Communicator::join(id, nranks, rank, device);
   if (!joined) return fail(ncclInvalidArgument, "ncclCommInitRank: " + joined.error());
+  (*joined)->nonblocking.store(nonblocking);
   handle->state = std::move(*joined);
   handle->segment_name = *segmentNameFromId(id);
   return ncclSuccess;
 }
 
-ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, int device) {
+bool blockingConfig(const ncclConfig_t* config) {
+  return config == nullptr || config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
+}
+
+// Non-blocking: ncclInProgress now, the init on simnccl's own thread (NCCL's async job).
+ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, int device, bool nonblocking = false) {
   if (out == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm argument is NULL");
   if (nranks < 1) return fail(ncclInvalidArgument, "ncclCommInitRank: invalid nranks " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
@@ -40,10 +48,17 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, in
   auto* handle = new ncclComm();
   *out = handle;
   if (inGroup()) {
-    deferInit([=] { return joinInto(handle, id, nranks, rank, device); });
+    deferInit([=] { return joinInto(handle, id, nranks, rank, device, nonblocking); });
     return ncclSuccess;
   }
-  ncclResult_t r = joinInto(handle, id, nranks, rank, device);
+  if (nonblocking) {
+    handle->init->store(ncclInProgress);
+    std::thread([handle, init = handle->init, id, nranks, rank, device] {
+      init->store(joinInto(handle, id, nranks, rank, device, true), std::memory_order_release);
+    }).detach();
+    return ncclInProgress;
+  }
+  ncclResult_t r = joinInto(handle, id, nranks, rank, device, false);
   if (r != ncclSuccess) {
     delete handle;
     *out = nullptr;
@@ -54,15 +69,24 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, in
 // ncclCommCount/CuDevice/UserRank as NCCL 2.28 checks them (init.cc: CommCheck, PtrCheck,
 // ncclCommEnsureReady): a communicator still initializing (created in a group that has
 // not ended) is a WARN and ncclInvalidArgument.
+// Ready: no init or non-blocking operation of the communicator still in progress.
+bool ready(const ncclComm* comm) {
+  if (comm->init->load(std::memory_order_acquire) == ncclInProgress || !comm->state) return false;
+  return comm->state->pending.load(std::memory_order_acquire) != ncclInProgress;
+}
+
 ncclResult_t checkQuery(const ncclComm* comm, const void* out, const char* fn, const char* out_name) {
   if (comm == nullptr) return fail(ncclInvalidArgument, std::string(fn) + " : comm argument is NULL");
   if (out == nullptr) return fail(ncclInvalidArgument, std::string(fn) + " : " + out_name + " argument is NULL");
-  if (!comm->state) return fail(ncclInvalidArgument, "Attempt to use communicator before the previous operation returned ncclSuccess");
+  if (!ready(comm)) return fail(ncclInvalidArgument, "Attempt to use communicator before the previous operation returned ncclSuccess");
   return ncclSuccess;
 }
 
 ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
   if (comm == nullptr) return fail(ncclInvalidArgument, std::string(fn) + ": comm is NULL");
+  if (comm->init->load(std::memory_order_acquire) == ncclInProgress ||
+      (comm->state && comm->state->pending.load(std::memory_order_acquire) == ncclInProgress))
+    return fail(ncclInvalidArgument, "Attempt to use communicator before the previous operation returned ncclSuccess");
   if (!comm->state) return fail(ncclInvalidUsage, std::string(fn) + ": communicator is not initialized");
   if (comm->state->aborted()) return fail(ncclInvalidUsage, std::string(fn) + ": communicator was aborted");
   if (comm->revoked) return fail(ncclInvalidUsage, std::string(fn) + ": communicator was revoked");
@@ -70,14 +94,11 @@ ncclResult_t checkComm(const ncclComm* comm, const char* fn) {
 }
 
 // NCCL refuses a config not made with NCCL_CONFIG_INITIALIZER (init.cc, parseCommConfig).
-// Non-blocking communicators are not modeled yet: refused rather than run blocking.
 ncclResult_t checkConfig(const ncclConfig_t* config, const char* fn) {
   if (config == nullptr) return ncclSuccess;
   constexpr unsigned kConfigMagic = 0xcafebeef;
   if (config->magic != kConfigMagic)
     return fail(ncclInvalidArgument, std::string(fn) + ": ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER");
-  if (config->blocking == 0)
-    return fail(ncclInvalidUsage, std::string(fn) + ": simnccl does not model non-blocking communicators (blocking = 0)");
   return ncclSuccess;
 }
 
@@ -120,6 +141,7 @@ ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* 
     return fail(ncclInvalidArgument, std::string(fn) + ": invalid peer " + std::to_string(peer));
   Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
   if (isCollective(kind)) op.seq = comm->state->nextCollectiveSeq();
+  if (comm->state->nonblocking.load() && !inGroup()) return launchAsync({std::move(op)});
   return submit(std::move(op));
 }
 
@@ -148,7 +170,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
   if (ncclResult_t r = checkConfig(config, "ncclCommInitRankConfig"); r != ncclSuccess) return r;
-  return initRank(comm, nranks, id, rank, simgpu::currentDevice());
+  return initRank(comm, nranks, id, rank, simgpu::currentDevice(), !blockingConfig(config));
 }
 
 // Several unique ids only speed NCCL's bootstrap up; every rank passes the same list.
@@ -157,7 +179,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
   if (nId < 1 || commIds == nullptr)
     return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId must be >= 1 and commIds not NULL");
   if (ncclResult_t r = checkConfig(config, "ncclCommInitRankScalable"); r != ncclSuccess) return r;
-  return initRank(newcomm, nranks, commIds[0], myrank, simgpu::currentDevice());
+  return initRank(newcomm, nranks, commIds[0], myrank, simgpu::currentDevice(), !blockingConfig(config));
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -191,7 +213,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     if ((*members)[i] == comm->state->rank()) newrank = static_cast<int>(i);
   ncclUniqueId id =
       derivedUniqueId(comm->segment_name, ".s" + std::to_string(generation) + "c" + std::to_string(color));
-  return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device());
+  // A child inherits its parent's blocking mode unless its own config says otherwise.
+  const bool nonblocking = config ? !blockingConfig(config) : comm->state->nonblocking.load();
+  return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device(), nonblocking);
 }
 
 // The ranks not excluded make the new communicator among themselves, in their old order;
@@ -223,7 +247,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   if (shrinkFlags == NCCL_SHRINK_ABORT) comm->state->abort();
   int generation = ++comm->split_count;
   ncclUniqueId id = derivedUniqueId(comm->segment_name, ".k" + std::to_string(generation) + "n" + std::to_string(remaining));
-  return initRank(newcomm, remaining, id, newrank, parent.device());
+  const bool nonblocking = config ? !blockingConfig(config) : parent.nonblocking.load();
+  return initRank(newcomm, remaining, id, newrank, parent.device(), nonblocking);
 }
 
 // Stops what is in flight and leaves the communicator only to destroy (NCCL 2.28 init.cc).
@@ -261,11 +286,27 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommFinalize(ncclComm_t comm) { return checkComm(comm, "ncclCommFinalize"); }
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (ncclResult_t r = checkComm(comm, "ncclCommFinalize"); r != ncclSuccess) return r;
+  if (!comm->state->nonblocking.load()) return ncclSuccess;
+  // Non-blocking: the flush of outstanding work happens on simnccl's thread.
+  comm->state->pending.store(ncclInProgress);
+  std::thread([state = comm->state] { state->pending.store(ncclSuccess, std::memory_order_release); }).detach();
+  return ncclInProgress;
+}
 
+// NCCL's destroy waits for the communicator's operations still running to complete
+// (ncclCommAbort is the way out of a hang); then its resources go.
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommDestroy: comm is NULL");
-  if (comm->state) comm->state->shutdown();
+  if (comm->init->load(std::memory_order_acquire) == ncclInProgress)
+    return fail(ncclInvalidArgument, "Attempt to use communicator before the previous operation returned ncclSuccess");
+  if (comm->state) {
+    while (comm->state->pending.load(std::memory_order_acquire) == ncclInProgress && !comm->state->aborted())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!comm->state->aborted()) cudaStreamSynchronize(comm->state->kernelStream());
+    comm->state->shutdown();
+  }
   delete comm;
   return ncclSuccess;
 }
@@ -282,7 +323,17 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (comm == nullptr || asyncError == nullptr) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: NULL argument");
-  *asyncError = comm->state ? comm->state->async_error.load() : ncclInProgress;
+  // An init or a non-blocking operation still in progress, or failed, comes first.
+  if (ncclResult_t init = comm->init->load(std::memory_order_acquire); init != ncclSuccess) {
+    *asyncError = init;
+    return ncclSuccess;
+  }
+  if (!comm->state) {
+    *asyncError = ncclInProgress;
+    return ncclSuccess;
+  }
+  ncclResult_t pending = comm->state->pending.load(std::memory_order_acquire);
+  *asyncError = pending != ncclSuccess ? pending : comm->state->async_error.load();
   return ncclSuccess;
 }
 

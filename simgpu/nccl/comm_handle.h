@@ -4,6 +4,7 @@
 // operators, registered buffers and windows).
 #include <nccl.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,7 +21,10 @@ struct ncclWindow_vidmem {  // ncclWindow_t: a registered window (nccl.h only de
 };
 
 struct ncclComm {
-  std::shared_ptr<simnccl::Communicator> state;  // null until a deferred (grouped) init completed
+  std::shared_ptr<simnccl::Communicator> state;  // null until a deferred (grouped or non-blocking) init completed
+  // A non-blocking init (config.blocking = 0): ncclInProgress until simnccl's own thread
+  // has made `state` (written before this turns), then its result. Shared with that thread.
+  std::shared_ptr<std::atomic<ncclResult_t>> init = std::make_shared<std::atomic<ncclResult_t>>(ncclSuccess);
   std::string segment_name;
   int split_count = 0;  // splits and shrinks made from this handle, for the children's ids
   bool revoked = false;

@@ -68,6 +68,11 @@ class Communicator {
   bool runPeerOps(const std::vector<Op>& ops);
 
   std::atomic<ncclResult_t> async_error{ncclSuccess};
+  // Non-blocking communicators (config.blocking = 0): calls return ncclInProgress and
+  // simnccl's own thread carries the operation out, as NCCL's async jobs do; `pending`
+  // is ncclInProgress until then, and its result after (ncclCommGetAsyncError).
+  std::atomic<bool> nonblocking{false};
+  std::atomic<ncclResult_t> pending{ncclSuccess};
 
  private:
   struct ChannelState {

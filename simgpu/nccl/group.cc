@@ -312,10 +312,24 @@ ncclResult_t groupEnd() {
   auto ops = std::move(group_ops);
   group_ops.clear();
   if (!ops.empty()) {
+    const bool nonblocking = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.comm->nonblocking.load(); });
+    if (nonblocking && result == ncclSuccess) return launchAsync(std::move(ops));
     ncclResult_t r = launch(std::move(ops));
     if (r != ncclSuccess) result = r;
   }
   return result;
+}
+
+ncclResult_t launchAsync(std::vector<Op> ops) {
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (const Op& op : ops)
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
+  for (auto& c : comms) c->pending.store(ncclInProgress);
+  std::thread([comms, ops = std::move(ops)]() mutable {
+    const ncclResult_t r = launch(std::move(ops));
+    for (auto& c : comms) c->pending.store(r, std::memory_order_release);
+  }).detach();
+  return ncclInProgress;
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim) {

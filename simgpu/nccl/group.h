@@ -20,6 +20,9 @@ bool inGroup();
 
 // Launches now, or at the end of the current group.
 ncclResult_t submit(Op op);
+// Non-blocking communicators: marks them in progress, launches `ops` on simnccl's own
+// thread (NCCL's async job) and returns ncclInProgress.
+ncclResult_t launchAsync(std::vector<Op> ops);
 // Runs `init` at group end (concurrently with the group's other inits).
 void deferInit(std::function<ncclResult_t()> init);
 

@@ -7,6 +7,9 @@
 #include <nccl.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "multi_rank.h"
@@ -157,11 +160,91 @@ TEST_CASE("ScalableInitRevokeAndConfigChecks") {
     ncclConfig_t garbage{};
     ncclComm_t other;
     if (ncclCommInitRankConfig(&other, n, ids[1], rank, &garbage) != ncclInvalidArgument) return 8;
-    ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
-    nonblocking.blocking = 0;
-    if (ncclCommInitRankConfig(&other, n, ids[1], rank, &nonblocking) != ncclInvalidUsage) return 9;
     ncclResetDebugInit();
     return 0;
   });
   CHECK(testing::allZero(job.wait()));
+}
+
+namespace {
+
+// Polls ncclCommGetAsyncError until the communicator's operation is no longer in progress.
+ncclResult_t awaitReady(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return state;
+}
+
+}  // namespace
+
+TEST_CASE("NonBlockingCommunicatorsAnswerInProgressAndFinishOnTheirOwnThread") {
+  const int n = 2;
+  testing::MultiRankJob job(n);
+  ncclUniqueId id = job.id();
+  job.start([&](int rank) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRankConfig(&comm, n, id, rank, &config) != ncclInProgress) return 1;
+    int count = 0;
+    if (ncclCommCount(comm, &count) != ncclInvalidArgument && awaitReady(comm) == ncclInProgress) return 2;
+    if (awaitReady(comm) != ncclSuccess) return 3;
+    std::vector<float> v(100000, static_cast<float>(rank + 1));
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    ncclResult_t r = ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, s);
+    if (r != ncclInProgress && r != ncclSuccess) return 4;
+    if (awaitReady(comm) != ncclSuccess) return 5;
+    cudaStreamSynchronize(s);
+    if (v[0] != 3.0f || v.back() != 3.0f) return 6;
+    // A group of two: in progress as a whole, then both done.
+    ncclGroupStart();
+    ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, s);
+    ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, s);
+    r = ncclGroupEnd();
+    if (r != ncclInProgress && r != ncclSuccess) return 7;
+    if (awaitReady(comm) != ncclSuccess) return 8;
+    cudaStreamSynchronize(s);
+    if (v[0] != 12.0f) return 9;
+    r = ncclCommFinalize(comm);
+    if (r != ncclInProgress && r != ncclSuccess) return 10;
+    if (awaitReady(comm) != ncclSuccess) return 11;
+    if (ncclCommDestroy(comm) != ncclSuccess) return 12;
+    return 0;
+  });
+  CHECK(testing::allZero(job.wait()));
+}
+
+TEST_CASE("ANonBlockingCommunicatorUsedBeforeItIsReadyIsRefused") {
+  const int n = 2;
+  testing::MultiRankJob job(n);
+  ncclUniqueId id = job.id();
+  job.start([&](int rank) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, n, id, rank, &config);
+    if (r != ncclInProgress) return 1;
+    if (awaitReady(comm) != ncclSuccess) return 2;
+    // Rank 0 issues its second AllReduce without waiting: either the first is still in
+    // progress (refused, with NCCL's message; issued again once ready) or already done.
+    std::vector<float> v(1 << 20, 1.0f);
+    r = ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr);
+    if (r != ncclInProgress && r != ncclSuccess) return 3;
+    if (rank != 0 && awaitReady(comm) != ncclSuccess) return 4;
+    ncclResult_t again = ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr);
+    if (again == ncclInvalidArgument) {
+      if (std::string(ncclGetLastError(comm)).find("Attempt to use communicator") == std::string::npos) return 5;
+      if (awaitReady(comm) != ncclSuccess) return 6;
+      again = ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr);
+    }
+    if (again != ncclInProgress && again != ncclSuccess) return 8;
+    if (awaitReady(comm) != ncclSuccess) return 7;
+    ncclCommDestroy(comm);
+    return 0;
+  });
+  CHECK(testing::allZero(job.wait(std::chrono::seconds(30))));
 }
