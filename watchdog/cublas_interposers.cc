@@ -9,6 +9,7 @@
 #include "next_symbol.h"
 #include "real_api.h"
 #include "reentry_guard.h"
+#include "timed_call.h"
 #include "watchdog.h"
 
 using namespace hangwatch::watchdog;
@@ -43,42 +44,19 @@ template <typename Call>
 cublasStatus_t timedGemm(const char* name, cudaStream_t stream, const GemmShape& shape, Call&& call) {
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return call();
-  Watchdog::Timing t;
-  const int64_t issued = monotonicNs();
-  const int entry_errno = errno;
-  const bool timing = w->beginTiming(stream, &t);
-  errno = entry_errno;
-  if (!timing) {
-    cublasStatus_t rc = call();
-    const int saved = errno;
-    if (rc == CUBLAS_STATUS_SUCCESS && t.capture_id != 0)
-      w->graphs().noteCaptured(t.capture_id, CapturedOp{name, false, 0, 0, shape.dtype, 0, -1});
-    errno = saved;
-    return rc;
-  }
-  cublasStatus_t rc;
-  {
-    ReentryGuard guard;
-    rc = call();
-  }
-  const int saved = errno;
-  if (rc == CUBLAS_STATUS_SUCCESS) {
-    PendingOp op;
-    op.op.cls = OpClass::kGemm;
-    op.op.name = name;
-    op.op.host_issue_ns = issued;
-    op.op.m = shape.m;
-    op.op.n = shape.n;
-    op.op.k = shape.k;
-    op.op.batch = shape.batch;
-    op.op.flops = 2.0 * static_cast<double>(shape.m) * shape.n * shape.k * shape.batch;
-    op.dtype = shape.dtype;
-    w->endTiming(t, stream, op);
-  } else {
-    w->abandonTiming(t);
-  }
-  errno = saved;
-  return rc;
+  return timedCall(
+      w, stream, CUBLAS_STATUS_SUCCESS, call,
+      [&](PendingOp& op) {
+        op.op.cls = OpClass::kGemm;
+        op.op.name = name;
+        op.op.m = shape.m;
+        op.op.n = shape.n;
+        op.op.k = shape.k;
+        op.op.batch = shape.batch;
+        op.op.flops = 2.0 * static_cast<double>(shape.m) * shape.n * shape.k * shape.batch;
+        op.dtype = shape.dtype;
+      },
+      [&](uint64_t capture) { w->graphs().noteCaptured(capture, CapturedOp{name, false, 0, 0, shape.dtype, 0, -1}); });
 }
 
 template <typename T>

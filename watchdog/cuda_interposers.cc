@@ -9,6 +9,8 @@
 #include "monotonic_clock.h"
 #include "next_symbol.h"
 #include "reentry_guard.h"
+#include "stream_identity.h"
+#include "timed_call.h"
 #include "watchdog.h"
 
 using namespace hangwatch::watchdog;
@@ -37,42 +39,11 @@ NextSymbol<MemcpyAsyncFn> next_memcpy_async_ptsz{"cudaMemcpyAsync_ptsz"};
 NextSymbol<StreamSyncFn> next_stream_sync_ptsz{"cudaStreamSynchronize_ptsz"};
 NextSymbol<StreamWaitFn> next_stream_wait_ptsz{"cudaStreamWaitEvent_ptsz"};
 
-// The stream an entry point's work goes to, as the watchdog must record its events:
-// in the _ptsz flavour stream 0 is the calling thread's per-thread stream.
-cudaStream_t perThreadDefault(cudaStream_t s) { return s == nullptr ? cudaStreamPerThread : s; }
-
-// Runs `call` with timing events around it on `stream`; `fill` completes the record.
-template <typename Call, typename Fill>
-cudaError_t timed(Watchdog* w, cudaStream_t stream, Call&& call, Fill&& fill) {
-  Watchdog::Timing t;
-  const int64_t issued = monotonicNs();
-  const int entry_errno = errno;
-  const bool timing = w->beginTiming(stream, &t);
-  errno = entry_errno;  // the call sees errno as the caller left it
-  if (!timing) return call();
-  cudaError_t rc;
-  {
-    ReentryGuard guard;
-    rc = call();
-  }
-  const int saved = errno;
-  if (rc == cudaSuccess) {
-    PendingOp op;
-    op.op.host_issue_ns = issued;
-    fill(op);
-    w->endTiming(t, stream, op);
-  } else {
-    w->abandonTiming(t);
-  }
-  errno = saved;
-  return rc;
-}
-
 template <typename Call>
 cudaError_t launchKernel(cudaStream_t stream, const void* kernel, KernelHandle kind, const char* api, Call&& call) {
   Watchdog* w = Watchdog::get();
   if (w == nullptr || !w->sampleKernel() || ReentryGuard::nested()) return call();
-  return timed(w, stream, call, [&](PendingOp& op) {
+  return timedCall(w, stream, cudaSuccess, call, [&](PendingOp& op) {
     op.op.cls = OpClass::kKernel;
     op.op.name = api;
     op.kernel_func = kernel;
@@ -84,7 +55,7 @@ template <typename Call>
 cudaError_t memcpyAsync(cudaStream_t stream, size_t count, Call&& call) {
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return call();
-  return timed(w, stream, call, [&](PendingOp& op) {
+  return timedCall(w, stream, cudaSuccess, call, [&](PendingOp& op) {
     op.op.cls = OpClass::kMemcpy;
     op.op.name = "cudaMemcpyAsync";
     op.op.bytes = count;

@@ -7,12 +7,12 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 
-#include "monotonic_clock.h"
 #include "next_symbol.h"
 #include "reentry_guard.h"
+#include "stream_identity.h"
+#include "timed_call.h"
 #include "watchdog.h"
 
 // cuda.h maps cuGetProcAddress to cuGetProcAddress_v2; the driver still exports the
@@ -51,38 +51,19 @@ std::atomic<LaunchExFn> handed_launch_ex[2];
 // runtime's special handles, and 0 means the per-thread stream in the _ptsz flavour.
 cudaStream_t launchStream(CUstream s, bool per_thread) {
   auto stream = reinterpret_cast<cudaStream_t>(s);
-  return per_thread && stream == nullptr ? cudaStreamPerThread : stream;
+  return per_thread ? perThreadDefault(stream) : stream;
 }
 
 template <typename Call>
 CUresult timedLaunch(cudaStream_t stream, CUfunction f, const char* api, Call&& call) {
   Watchdog* w = Watchdog::get();
   if (w == nullptr || !w->sampleKernel() || ReentryGuard::nested()) return call();
-  Watchdog::Timing t;
-  const int64_t issued = monotonicNs();
-  const int entry_errno = errno;
-  const bool timing = w->beginTiming(stream, &t);
-  errno = entry_errno;
-  if (!timing) return call();
-  CUresult rc;
-  {
-    ReentryGuard guard;
-    rc = call();
-  }
-  const int saved = errno;
-  if (rc == CUDA_SUCCESS) {
-    PendingOp op;
-    op.op.host_issue_ns = issued;
+  return timedCall(w, stream, CUDA_SUCCESS, call, [&](PendingOp& op) {
     op.op.cls = OpClass::kKernel;
     op.op.name = api;
     op.kernel_func = f;
     op.kernel_kind = KernelHandle::kDriverFunction;
-    w->endTiming(t, stream, op);
-  } else {
-    w->abandonTiming(t);
-  }
-  errno = saved;
-  return rc;
+  });
 }
 
 template <bool kPerThread>

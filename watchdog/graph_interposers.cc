@@ -12,6 +12,7 @@
 #include "next_symbol.h"
 #include "real_api.h"
 #include "reentry_guard.h"
+#include "stream_identity.h"
 #include "watchdog.h"
 
 using namespace hangwatch::watchdog;
@@ -29,8 +30,6 @@ NextSymbol<LaunchFn> next_graph_launch{"cudaGraphLaunch"};
 NextSymbol<LaunchFn> next_graph_launch_ptsz{"cudaGraphLaunch_ptsz"};
 NextSymbol<cudaError_t (*)(cudaGraphExec_t)> next_exec_destroy{"cudaGraphExecDestroy"};
 NextSymbol<cudaError_t (*)(cudaGraph_t)> next_graph_destroy{"cudaGraphDestroy"};
-
-cudaStream_t perThreadDefault(cudaStream_t s) { return s == nullptr ? cudaStreamPerThread : s; }
 
 // The capture sequence `stream` is capturing into, 0 when none.
 uint64_t captureIdOf(cudaStream_t stream) {

@@ -16,6 +16,10 @@ inline bool isPerDeviceStream(cudaStream_t s) {
   return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
+// The stream a per-thread-default-stream (_ptsz) entry point's work goes to: there,
+// stream 0 is the calling thread's per-thread stream.
+inline cudaStream_t perThreadDefault(cudaStream_t s) { return s == nullptr ? cudaStreamPerThread : s; }
+
 inline uint32_t callingThreadId() {
   static thread_local uint32_t tid __attribute__((tls_model("initial-exec"))) = 0;
   if (__builtin_expect(tid == 0, 0)) tid = static_cast<uint32_t>(::syscall(SYS_gettid));
