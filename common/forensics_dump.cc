@@ -56,6 +56,7 @@ RingProgress ringFromJsonOrThrow(const json& j) {
   if (!j.is_object()) throw std::runtime_error("ring_progress record is not an object");
   RingProgress r;
   r.comm = getOr<std::string>(j, "comm", "");
+  r.nccl_comm = getOr<std::string>(j, "nccl_comm", "");
   r.op = getOr<std::string>(j, "op", "");
   r.seq = getOr<uint64_t>(j, "seq", 0);
   r.channel = getOr(j, "channel", 0);
@@ -84,6 +85,7 @@ RingProgress ringFromJsonOrThrow(const json& j) {
 nlohmann::json toJson(const RingProgress& r) {
   json j = {{"comm", r.comm}, {"op", r.op},     {"seq", r.seq},  {"channel", r.channel},
             {"rank", r.rank}, {"prev", r.prev}, {"next", r.next}};
+  if (!r.nccl_comm.empty()) j["nccl_comm"] = r.nccl_comm;
   j["recv"] = r.recv ? toJson(*r.recv) : json(nullptr);
   j["send"] = r.send ? toJson(*r.send) : json(nullptr);
   j["comm_rank"] = r.comm_rank ? json(*r.comm_rank) : json(nullptr);

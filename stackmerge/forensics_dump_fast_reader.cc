@@ -145,6 +145,7 @@ class DumpFields : public OnDemandFields {
   bool ring(od::value v, RingProgress& r) {
     return object(v, "ring_progress record", [&](std::string_view k, od::value m) {
       if (is(k, "comm")) return str(m, r.comm, "comm");
+      if (is(k, "nccl_comm")) return str(m, r.nccl_comm, "nccl_comm");
       if (is(k, "op")) return str(m, r.op, "op");
       if (is(k, "seq")) return integer(m, r.seq, "seq");
       if (is(k, "channel")) return integer(m, r.channel, "channel");

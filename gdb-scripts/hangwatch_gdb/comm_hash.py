@@ -32,3 +32,14 @@ def sim_unique_id(segment_name):
 
 def sim_comm_hash(segment_name):
     return hash_hex(fnv1a64(sim_unique_id(segment_name)))
+
+
+# NCCL's own communicator id (its commHash), as NCCL hands it to a profiler plugin's
+# init: simnccl takes FNV-1a 64 of the segment name with FNV's standard offset basis
+# (simgpu/nccl/profiler_hooks.cc, communicatorId). The watchdog records it per
+# communicator (comms[].nccl_id), so records join even when they cannot carry its hash.
+NCCL_ID_FNV_OFFSET = 14695981039346656037
+
+
+def sim_nccl_comm_id(segment_name):
+    return hash_hex(fnv1a64(segment_name.encode(), NCCL_ID_FNV_OFFSET))

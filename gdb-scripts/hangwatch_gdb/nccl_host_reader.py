@@ -66,8 +66,9 @@ class NcclHostReader:
         for c in range(max(0, min(nchannels, 64))):
             ch = channels_at + c * L.sizes["ncclChannel"]
             prev, next_ = self._field(ch, "ncclChannel.ring.prev"), self._field(ch, "ncclChannel.ring.next")
-            r = ring_records.new_record("nccl:" + comm_hash, "", 0, c, rank, nranks, prev, next_, "nccl-host",
-                                        protocol="")
+            # The watchdog's hash is not in NCCL's memory: NCCL's own id joins through comms[].nccl_id.
+            r = ring_records.new_record("", "", 0, c, rank, nranks, prev, next_, "nccl-host", protocol="",
+                                        nccl_comm=comm_hash)
             peers = self._field(ch, "ncclChannel.peers")
             r["recv"] = self._connection(peers, prev, "recv")
             r["send"] = self._connection(peers, next_, "send")

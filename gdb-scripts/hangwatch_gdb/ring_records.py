@@ -43,8 +43,12 @@ def progress(connection):
     return connection["observed_step"] - connection["base_step"]
 
 
-def new_record(comm, op, seq, channel, rank, nranks, prev, next_, source, algorithm="RING", protocol="SIMPLE"):
-    return {"comm": comm, "op": op_name(op), "seq": seq, "channel": channel, "rank": rank,
+def new_record(comm, op, seq, channel, rank, nranks, prev, next_, source, algorithm="RING", protocol="SIMPLE",
+               nccl_comm=""):
+    """comm: the watchdog's hash of the communicator when the reader can compute it;
+    nccl_comm: NCCL's own id of it (its commHash), which joins through the snapshot's
+    comms[].nccl_id when the watchdog's hash is not known here."""
+    return {"comm": comm, "nccl_comm": nccl_comm, "op": op_name(op), "seq": seq, "channel": channel, "rank": rank,
             "prev": prev, "next": next_, "recv": None, "send": None,
             "comm_rank": rank, "comm_size": nranks, "algorithm": algorithm, "protocol": protocol,
             "source": source, "stalled": False, "mismatch": None, "waiting_threads": []}

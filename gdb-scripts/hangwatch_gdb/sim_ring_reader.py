@@ -66,7 +66,7 @@ class CommunicatorInfo:
     def lookup(self, abort_address):
         if abort_address in self._cache:
             return self._cache[abort_address]
-        info = {"comm": "", "rank": None, "nranks": None}
+        info = {"comm": "", "nccl_comm": "", "rank": None, "nranks": None}
         try:
             t = gdb.lookup_type("simnccl::Communicator")
             comm = gdb.Value(abort_address - self._aborted_offset()).cast(t.pointer()).dereference()
@@ -82,6 +82,7 @@ class CommunicatorInfo:
             if 0 < length < 4096:
                 name = bytes(self._inferior.read_memory(data, length)).decode(errors="replace")
                 info["comm"] = comm_hash.sim_comm_hash(name)
+                info["nccl_comm"] = comm_hash.sim_nccl_comm_id(name)
         except (gdb.error, gdb.MemoryError, StopIteration, ValueError) as e:
             self._errors.append(f"communicator at abort flag {abort_address:#x}: {e}")
         self._cache[abort_address] = info
@@ -144,13 +145,14 @@ class SimRingReader:
 
     def _comm(self, frame, abort_name):
         abort = _int(_var(frame, abort_name), 0)
-        return self.comms.lookup(abort) if abort else {"comm": "", "rank": None, "nranks": None}
+        return self.comms.lookup(abort) if abort else {"comm": "", "nccl_comm": "", "rank": None, "nranks": None}
 
     def _record(self, comm, op, seq, channel, rank, nranks):
         prev, next_ = ring_records.ring_neighbours(rank, nranks or 0)
         key = (comm["comm"] or f"?{rank}", seq, channel)
         return self.records.get(key, lambda: ring_records.new_record(comm["comm"], op, seq, channel, rank,
-                                                                     nranks, prev, next_, "sim-frame"))
+                                                                     nranks, prev, next_, "sim-frame",
+                                                                     nccl_comm=comm["nccl_comm"]))
 
     def _waiting(self, frame, function, waiter):
         comm = self._comm(frame, "wait_abort")

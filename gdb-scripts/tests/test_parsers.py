@@ -43,6 +43,10 @@ class CommHashIsTheWatchdogs(unittest.TestCase):
         self.assertRegex(a, r"^[0-9a-f]{16}$")
         self.assertNotEqual(a, b)
 
+    def test_nccl_comm_id_is_simnccls_communicator_id(self):
+        # tests/unit/simnccl_api_test.cc pins the same value for simnccl::communicatorId.
+        self.assertEqual(comm_hash.sim_nccl_comm_id("/simnccl-1-0-ab"), "1852e9190e780d2a")
+
 
 class RingRecordSemantics(unittest.TestCase):
     def test_recv_target_is_one_past_what_was_consumed(self):

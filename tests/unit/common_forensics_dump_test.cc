@@ -110,6 +110,7 @@ TEST_CASE("ForensicsDumpReaderRejectsTruncatedAndMistypedFiles") {
 TEST_CASE("RingProgressRoundTripsWaitersStallAndMismatch") {
   hangwatch::RingProgress r;
   r.comm = "00000000deadbeef";
+  r.nccl_comm = "9a3f00c2e1d47b05";
   r.op = "ncclAllReduce";
   r.seq = 10;
   r.channel = 3;
@@ -130,6 +131,7 @@ TEST_CASE("RingProgressRoundTripsWaitersStallAndMismatch") {
   auto back = hangwatch::ringProgressFromJson(hangwatch::toJson(r));
   REQUIRE(back.ok());
   CHECK(back->comm_size == 4);
+  CHECK(back->nccl_comm == "9a3f00c2e1d47b05");
   CHECK(back->recv->waiting);
   CHECK(back->recv->base_step == 20u);
   CHECK_FALSE(back->recv->posted_step.has_value());
@@ -151,6 +153,8 @@ TEST_CASE("RingProgressWithOnlyContractKeysReadsWithDefaults") {
   CHECK_FALSE(r->recv->waiting);
   CHECK_FALSE(r->recv->base_step.has_value());
   CHECK_FALSE(r->comm_size.has_value());
+  CHECK(r->nccl_comm.empty());
+  CHECK_FALSE(hangwatch::toJson(*r).contains("nccl_comm"));  // absent, not "", when not seen
   CHECK_FALSE(r->stalled);
   CHECK_FALSE(r->mismatch.has_value());
   CHECK(r->waiting_threads.empty());

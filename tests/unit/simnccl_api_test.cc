@@ -209,3 +209,14 @@ TEST_CASE("GroupSimulateEndRunsNothingEstimatesATimeAndEndsTheGroup") {
   });
   CHECK(testing::allZero(job.wait()));
 }
+
+namespace simnccl {
+uint64_t communicatorId(const char* segment_name);  // profiler_hooks.h
+}
+
+// NCCL's own id of a communicator (what a profiler plugin's init gets as commId): the
+// gdb scripts compute the same from the segment name they read out of the process
+// (gdb-scripts/tests/test_parsers.py pins the same value), so debugger records join.
+TEST_CASE("CommunicatorIdIsFnv1aOfTheSegmentNameAsTheGdbScriptsComputeIt") {
+  CHECK(simnccl::communicatorId("/simnccl-1-0-ab") == 0x1852e9190e780d2aull);
+}

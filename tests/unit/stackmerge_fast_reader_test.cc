@@ -55,6 +55,7 @@ ForensicsDump richDump() {
   d.threads = {t, ThreadStack{}};
   hangwatch::RingProgress r;
   r.comm = "57a76bac89a0c4ad";
+  r.nccl_comm = "0c1e5a1f7d2b9e44";
   r.op = "ncclAllReduce";
   r.seq = 18446744073709551615ULL;
   r.channel = 1;

@@ -41,6 +41,9 @@ struct RingMismatch {
 
 struct RingProgress {
   std::string comm;  // communicator hash as hex, the watchdog snapshot's comms[].hash
+  // NCCL's own id of the communicator (its commHash, hex), when the reader saw it: joins
+  // through the snapshot's comms[].nccl_id where `comm` could not be computed.
+  std::string nccl_comm;
   std::string op;    // "ncclAllReduce", ...
   uint64_t seq = 0;
   int channel = 0;
