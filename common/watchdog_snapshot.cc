@@ -1,6 +1,7 @@
 #include "hangwatch/watchdog_snapshot.h"
 
 #include <exception>
+#include <functional>
 #include <stdexcept>
 
 #include "hangwatch/json_fields.h"
@@ -41,7 +42,98 @@ SnapshotPendingOp pendingFromJson(const json& j) {
   return p;
 }
 
+constexpr std::array<const char*, kSnapshotProxyStages> kSendStages = {"posted", "filled", "sent", "done"};
+constexpr std::array<const char*, kSnapshotProxyStages> kRecvStages = {"posted", "arrived", "delivered", "done"};
+
+json toJson(const SnapshotProgress& p) {
+  json connections = json::array();
+  for (const SnapshotProxyConnection& c : p.connections) {
+    json steps = json::object(), moved = json::object();
+    const auto& names = proxyStageNames(c.dir);
+    for (int i = 0; i < kSnapshotProxyStages; ++i) {
+      steps[names[i]] = c.steps[i];
+      moved[names[i]] = optionalJson(c.moved_s_ago[i]);
+    }
+    connections.push_back({{"nccl_comm", c.nccl_comm}, {"rank", c.rank},       {"nranks", c.nranks},
+                           {"channel", c.channel},     {"peer", c.peer},       {"dir", c.dir},
+                           {"ops", c.ops},             {"ops_done", c.ops_done}, {"untracked_ops", c.untracked_ops},
+                           {"steps", steps},           {"moved_s_ago", moved}});
+  }
+  json channels = json::array();
+  for (const SnapshotKernelChannel& k : p.kernel_channels)
+    channels.push_back({{"nccl_comm", k.nccl_comm},
+                        {"channel", k.channel},
+                        {"started", k.started},
+                        {"stopped", k.stopped},
+                        {"started_s_ago", optionalJson(k.started_s_ago)},
+                        {"stopped_s_ago", optionalJson(k.stopped_s_ago)}});
+  return {{"plugin_inits", p.plugin_inits},
+          {"connections", connections},
+          {"kernel_channels", channels},
+          {"dropped_connections", p.dropped_connections},
+          {"dropped_kernel_channels", p.dropped_kernel_channels}};
+}
+
+// Stages by name; a name of the other direction is an error only in that it is ignored.
+void stagesFromJson(const json& j, const char* key, const std::function<void(int, const json&)>& each) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (!it->is_object()) throw std::runtime_error(std::string(key) + " is not an object");
+  for (auto [name, value] : it->items())
+    if (int stage = proxyStageIndex(name); stage >= 0) each(stage, value);
+}
+
+SnapshotProgress progressFromJson(const json& j) {
+  if (!j.is_object()) throw std::runtime_error("progress is not an object");
+  SnapshotProgress p;
+  p.plugin_inits = getOr<uint64_t>(j, "plugin_inits", 0);
+  p.dropped_connections = getOr<uint64_t>(j, "dropped_connections", 0);
+  p.dropped_kernel_channels = getOr<uint64_t>(j, "dropped_kernel_channels", 0);
+  for (const json& c : arrayOrEmpty(j, "connections")) {
+    if (!c.is_object()) throw std::runtime_error("progress connection is not an object");
+    SnapshotProxyConnection pc;
+    pc.nccl_comm = getOr<std::string>(c, "nccl_comm", "");
+    pc.rank = getOr(c, "rank", -1);
+    pc.nranks = getOr(c, "nranks", 0);
+    pc.channel = getOr(c, "channel", 0);
+    pc.peer = getOr(c, "peer", -1);
+    pc.dir = getOr<std::string>(c, "dir", "");
+    pc.ops = getOr<uint64_t>(c, "ops", 0);
+    pc.ops_done = getOr<uint64_t>(c, "ops_done", 0);
+    pc.untracked_ops = getOr<uint64_t>(c, "untracked_ops", 0);
+    stagesFromJson(c, "steps", [&](int i, const json& v) {
+      if (!v.is_null()) pc.steps[i] = json_fields::checkedGet<uint64_t>(v, "steps");
+    });
+    stagesFromJson(c, "moved_s_ago", [&](int i, const json& v) {
+      if (!v.is_null()) pc.moved_s_ago[i] = json_fields::checkedGet<double>(v, "moved_s_ago");
+    });
+    p.connections.push_back(std::move(pc));
+  }
+  for (const json& k : arrayOrEmpty(j, "kernel_channels")) {
+    if (!k.is_object()) throw std::runtime_error("kernel channel is not an object");
+    SnapshotKernelChannel kc;
+    kc.nccl_comm = getOr<std::string>(k, "nccl_comm", "");
+    kc.channel = getOr(k, "channel", 0);
+    kc.started = getOr<uint64_t>(k, "started", 0);
+    kc.stopped = getOr<uint64_t>(k, "stopped", 0);
+    kc.started_s_ago = getOptional<double>(k, "started_s_ago");
+    kc.stopped_s_ago = getOptional<double>(k, "stopped_s_ago");
+    p.kernel_channels.push_back(std::move(kc));
+  }
+  return p;
+}
+
 }  // namespace
+
+const std::array<const char*, kSnapshotProxyStages>& proxyStageNames(const std::string& dir) {
+  return dir == "send" ? kSendStages : kRecvStages;
+}
+
+int proxyStageIndex(std::string_view name) {
+  for (int i = 0; i < kSnapshotProxyStages; ++i)
+    if (name == kSendStages[i] || name == kRecvStages[i]) return i;
+  return -1;
+}
 
 nlohmann::json toJson(const WatchdogSnapshot& s) {
   const SnapshotIdentity& id = s.identity;
@@ -65,7 +157,9 @@ nlohmann::json toJson(const WatchdogSnapshot& s) {
                      {"device", c.device},
                      {"state", c.state},
                      {"last_issued_seq", optionalJson(c.last_issued_seq)},
-                     {"last_completed_seq", optionalJson(c.last_completed_seq)}});
+                     {"last_completed_seq", optionalJson(c.last_completed_seq)},
+                     {"nccl_id", c.nccl_id.empty() ? json(nullptr) : json(c.nccl_id)},
+                     {"address", c.address}});
   j["comms"] = comms;
   json streams = json::array();
   for (const SnapshotStream& st : s.streams) {
@@ -88,6 +182,7 @@ nlohmann::json toJson(const WatchdogSnapshot& s) {
                  {"ops_completed", s.health.ops_completed},
                  {"events_exhausted", s.health.events_exhausted},
                  {"ops_dropped", s.health.ops_dropped}};
+  j["progress"] = s.progress ? toJson(*s.progress) : json(nullptr);
   return j;
 }
 
@@ -125,6 +220,8 @@ Expected<WatchdogSnapshot> watchdogSnapshotFromJson(const nlohmann::json& j) {
       comm.state = getOr<std::string>(c, "state", "");
       comm.last_issued_seq = getOptional<uint64_t>(c, "last_issued_seq");
       comm.last_completed_seq = getOptional<uint64_t>(c, "last_completed_seq");
+      comm.nccl_id = getOr<std::string>(c, "nccl_id", "");
+      comm.address = getOr<std::string>(c, "address", "");
       s.comms.push_back(comm);
     }
     for (const json& st : arrayOrEmpty(j, "streams")) {
@@ -151,6 +248,7 @@ Expected<WatchdogSnapshot> watchdogSnapshotFromJson(const nlohmann::json& j) {
       s.health.events_exhausted = getOr<uint64_t>(*it, "events_exhausted", 0);
       s.health.ops_dropped = getOr<uint64_t>(*it, "ops_dropped", 0);
     }
+    if (auto it = j.find("progress"); it != j.end() && !it->is_null()) s.progress = progressFromJson(*it);
     return s;
   } catch (const std::exception& e) {
     return Error{std::string("watchdog snapshot: ") + e.what()};

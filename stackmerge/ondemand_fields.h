@@ -198,6 +198,21 @@ class OnDemandFields {
     return true;
   }
 
+  bool optionalNumber(simdjson::ondemand::value v, std::optional<double>& out, const char* what) {
+    simdjson::ondemand::json_type type;
+    bool null;
+    if (!kind(v, type, null, what)) return false;
+    if (null) {
+      out.reset();
+      return true;
+    }
+    if (type != simdjson::ondemand::json_type::number) return fail(std::string(what) + " is not a number");
+    double d = 0;
+    if (auto e = v.get_double().get(d)) return failJson(e, what);
+    out = d;
+    return true;
+  }
+
   bool boolean(simdjson::ondemand::value v, bool& out, const char* what) {
     simdjson::ondemand::json_type type;
     bool null;

@@ -86,6 +86,8 @@ class SnapshotFields : public OnDemandFields {
       if (is(k, "state")) return str(m, c.state, "comm state");
       if (is(k, "last_issued_seq")) return optionalInteger(m, c.last_issued_seq, "last_issued_seq");
       if (is(k, "last_completed_seq")) return optionalInteger(m, c.last_completed_seq, "last_completed_seq");
+      if (is(k, "nccl_id")) return str(m, c.nccl_id, "comm nccl_id");
+      if (is(k, "address")) return str(m, c.address, "comm address");
       return true;
     });
   }
@@ -129,6 +131,78 @@ class SnapshotFields : public OnDemandFields {
       if (is(k, "seq")) return optionalInteger(m, h.seq, "host call seq");
       return true;
     });
+  }
+
+  // {"<stage name>": value, ...}: each known stage name of either direction.
+  template <typename F>
+  bool stages(od::value v, const char* what, F&& each) {
+    od::json_type type;
+    bool null;
+    if (!kind(v, type, null, what)) return false;
+    if (null) return true;
+    return object(v, what, [&](std::string_view k, od::value m) {
+      const int stage = proxyStageIndex(k);
+      return stage < 0 ? true : each(stage, m);
+    });
+  }
+
+  bool connection(od::value v, SnapshotProxyConnection& c) {
+    return object(v, "progress connection", [&](std::string_view k, od::value m) {
+      if (is(k, "nccl_comm")) return str(m, c.nccl_comm, "connection nccl_comm");
+      if (is(k, "rank")) return integer(m, c.rank, "connection rank");
+      if (is(k, "nranks")) return integer(m, c.nranks, "connection nranks");
+      if (is(k, "channel")) return integer(m, c.channel, "connection channel");
+      if (is(k, "peer")) return integer(m, c.peer, "connection peer");
+      if (is(k, "dir")) return str(m, c.dir, "connection dir");
+      if (is(k, "ops")) return integer(m, c.ops, "connection ops");
+      if (is(k, "ops_done")) return integer(m, c.ops_done, "connection ops_done");
+      if (is(k, "untracked_ops")) return integer(m, c.untracked_ops, "connection untracked_ops");
+      if (is(k, "steps"))
+        return stages(m, "steps", [&](int i, od::value x) { return integer(x, c.steps[i], "steps"); });
+      if (is(k, "moved_s_ago"))
+        return stages(m, "moved_s_ago",
+                      [&](int i, od::value x) { return optionalNumber(x, c.moved_s_ago[i], "moved_s_ago"); });
+      return true;
+    });
+  }
+
+  bool kernelChannel(od::value v, SnapshotKernelChannel& kc) {
+    return object(v, "kernel channel", [&](std::string_view k, od::value m) {
+      if (is(k, "nccl_comm")) return str(m, kc.nccl_comm, "kernel channel nccl_comm");
+      if (is(k, "channel")) return integer(m, kc.channel, "kernel channel");
+      if (is(k, "started")) return integer(m, kc.started, "kernel channel started");
+      if (is(k, "stopped")) return integer(m, kc.stopped, "kernel channel stopped");
+      if (is(k, "started_s_ago")) return optionalNumber(m, kc.started_s_ago, "started_s_ago");
+      if (is(k, "stopped_s_ago")) return optionalNumber(m, kc.stopped_s_ago, "stopped_s_ago");
+      return true;
+    });
+  }
+
+  bool progress(od::value v, std::optional<SnapshotProgress>& out) {
+    od::json_type type;
+    bool null;
+    if (!kind(v, type, null, "progress")) return false;
+    out.reset();
+    if (null) return true;
+    SnapshotProgress p;
+    if (!object(v, "progress", [&](std::string_view k, od::value m) {
+          if (is(k, "plugin_inits")) return integer(m, p.plugin_inits, "plugin_inits");
+          if (is(k, "dropped_connections")) return integer(m, p.dropped_connections, "dropped_connections");
+          if (is(k, "dropped_kernel_channels")) return integer(m, p.dropped_kernel_channels, "dropped_kernel_channels");
+          if (is(k, "connections")) {
+            p.connections.clear();
+            return array(m, "connections", [&](od::value e) { return connection(e, p.connections.emplace_back()); });
+          }
+          if (is(k, "kernel_channels")) {
+            p.kernel_channels.clear();
+            return array(m, "kernel_channels",
+                         [&](od::value e) { return kernelChannel(e, p.kernel_channels.emplace_back()); });
+          }
+          return true;
+        }))
+      return false;
+    out = std::move(p);
+    return true;
   }
 
   bool health(od::value v, WatchdogHealth& h) {
@@ -182,6 +256,7 @@ class SnapshotFields : public OnDemandFields {
         s.health = WatchdogHealth{};
         return health(m, s.health);
       }
+      if (is(k, "progress")) return progress(m, s.progress);
       return true;
     });
   }

@@ -2,6 +2,10 @@
 
 #include <nccl.h>
 
+#include <map>
+#include <utility>
+
+#include "nccl_comm_ids.h"
 #include "real_api.h"
 
 namespace hangwatch::watchdog {
@@ -21,6 +25,19 @@ bool completeCommIdentity(CommEntry& entry) {
   if (entry.device.load(std::memory_order_relaxed) < 0)
     if (auto f = api.commCuDevice.get(); f && f(comm, &value) == ncclSuccess) entry.device.store(value);
   return true;
+}
+
+void tieNcclIds(CommTable& comms, NcclCommIds& ids) {
+  if (ids.pendingNotes() == 0) return;
+  std::map<std::pair<int, int>, std::vector<CommEntry*>> lacking;
+  comms.forEach([&](CommEntry& e) {
+    const int rank = e.rank.load(std::memory_order_relaxed), size = e.size.load(std::memory_order_relaxed);
+    if (e.nccl_id.load(std::memory_order_acquire) == 0 && rank >= 0 && size > 0) lacking[{rank, size}].push_back(&e);
+  });
+  for (auto& [key, entries] : lacking) {
+    if (entries.size() != 1) continue;
+    if (auto id = ids.takeUnique(key.first, key.second)) entries.front()->nccl_id.store(*id, std::memory_order_release);
+  }
 }
 
 }  // namespace hangwatch::watchdog

@@ -13,4 +13,10 @@ namespace hangwatch::watchdog {
 // must not be touched.
 bool completeCommIdentity(CommEntry& entry);
 
+class NcclCommIds;
+// Ties NCCL's ids that arrived off the creating thread to communicators that still
+// lack one: a note goes to an entry only when it is the one note, and the entry the one
+// entry without an id, of that rank and size. Safe from the poller (no NCCL call).
+void tieNcclIds(CommTable& comms, NcclCommIds& ids);
+
 }  // namespace hangwatch::watchdog

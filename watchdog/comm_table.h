@@ -25,6 +25,7 @@ struct CommEntry {
   std::atomic<uint64_t> issued{0};          // collectives issued; the next one gets this seq
   std::atomic<uint64_t> completed_plus1{0}; // last completed seq + 1, 0 when none
   std::atomic<uint64_t> splits{0};          // ncclCommSplit calls on this parent, for child hashes
+  std::atomic<uint64_t> nccl_id{0};         // NCCL's commHash, 0 until known (nccl_comm_ids.h)
 };
 
 // What the snapshot needs of one communicator, copied out.
@@ -35,6 +36,7 @@ struct CommView {
   CommState state = CommState::kLive;
   uint64_t issued = 0;
   uint64_t completed_plus1 = 0;
+  uint64_t nccl_id = 0;
 };
 
 class CommTable {
@@ -48,6 +50,12 @@ class CommTable {
   void markEnded(uintptr_t handle, CommState state);
   std::vector<CommView> view() const;
   std::vector<uintptr_t> liveHandles() const;
+  // Calls `f` for every entry (published ones only).
+  template <typename F>
+  void forEach(F&& f) {
+    size_t n = count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) f(entries_[i]);
+  }
 
   static std::string hashHex(uint64_t hash);
   static uint64_t hashBytes(const void* data, size_t n, uint64_t seed = 1469598103934665603ull);

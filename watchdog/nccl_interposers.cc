@@ -10,8 +10,9 @@
 #include <cerrno>
 #include <memory>
 
-#include "monotonic_clock.h"
 #include "comm_identity.h"
+#include "monotonic_clock.h"
+#include "nccl_comm_ids.h"
 #include "last_error_guard.h"
 #include "next_symbol.h"
 #include "real_api.h"
@@ -85,13 +86,15 @@ void finishDeferredIfSettled(Watchdog* w, ncclComm_t comm) {
 // children) is asked of NCCL only once the communicator is ready: NCCL answers a
 // communicator still initializing (non-blocking, or created inside a group) with a
 // WARN line in the user's log (ncclCommEnsureReady), so the poller asks later.
-void registerComm(Watchdog* w, ncclComm_t comm, uint64_t hash, int rank, int size, int device) {
+void registerComm(Watchdog* w, ncclComm_t comm, uint64_t hash, int rank, int size, int device,
+                  std::optional<uint64_t> nccl_id) {
   if (comm == nullptr) return;
   CommEntry* entry = w->comms().add(commKey(comm), hash, rank, size, device);
   if (entry == nullptr) {
     WatchdogLog::instance().failureOnce("comm-table", "too many communicators; later ones are not tracked");
     return;
   }
+  if (nccl_id) entry->nccl_id.store(*nccl_id, std::memory_order_release);
   if (rank >= 0 && size > 0 && device >= 0) return;
   if (groupedOps().depth > 0 || !completeCommIdentity(*entry)) entry->identity_pending.store(true, std::memory_order_release);
 }
@@ -380,10 +383,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   if (!real) return missing();
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm, nranks, commId, rank);
+  NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
   ncclResult_t rc = hostCall("ncclCommInitRank", nullptr, [&] { return real(comm, nranks, commId, rank); });
   const int saved = errno;
   if (rc == ncclSuccess && comm)
-    registerComm(w, *comm, CommTable::hashBytes(&commId, sizeof commId), rank, nranks, currentDevice());
+    registerComm(w, *comm, CommTable::hashBytes(&commId, sizeof commId), rank, nranks, currentDevice(),
+                 capture.id());
   errno = saved;
   return rc;
 }
@@ -394,11 +399,13 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   if (!real) return missing();
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm, nranks, commId, rank, config);
+  NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
   ncclResult_t rc =
       hostCall("ncclCommInitRankConfig", nullptr, [&] { return real(comm, nranks, commId, rank, config); });
   const int saved = errno;
   if ((rc == ncclSuccess || rc == ncclInProgress) && comm)
-    registerComm(w, *comm, CommTable::hashBytes(&commId, sizeof commId), rank, nranks, currentDevice());
+    registerComm(w, *comm, CommTable::hashBytes(&commId, sizeof commId), rank, nranks, currentDevice(),
+                 capture.id());
   errno = saved;
   return rc;
 }
@@ -409,11 +416,13 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
   if (!real) return missing();
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(newcomm, nranks, myrank, nId, commIds, config);
+  NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
   ncclResult_t rc = hostCall("ncclCommInitRankScalable", nullptr,
                              [&] { return real(newcomm, nranks, myrank, nId, commIds, config); });
   const int saved = errno;
   if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm && commIds && nId > 0)
-    registerComm(w, *newcomm, CommTable::hashBytes(commIds, sizeof(ncclUniqueId)), myrank, nranks, currentDevice());
+    registerComm(w, *newcomm, CommTable::hashBytes(commIds, sizeof(ncclUniqueId)), myrank, nranks, currentDevice(),
+                 capture.id());
   errno = saved;
   return rc;
 }
@@ -430,7 +439,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
     static std::atomic<uint64_t> generation{0};
     uint64_t fields[3] = {0x696e6974616c6cull, static_cast<uint64_t>(::getpid()), ++generation};
     uint64_t hash = CommTable::hashBytes(fields, sizeof fields);
-    for (int i = 0; i < ndev; ++i) registerComm(w, comms[i], hash, i, ndev, devlist ? devlist[i] : i);
+    // NCCL initialises them on its own threads: their ids are tied later (comm_identity.h).
+    for (int i = 0; i < ndev; ++i) registerComm(w, comms[i], hash, i, ndev, devlist ? devlist[i] : i, std::nullopt);
   }
   errno = saved;
   return rc;
@@ -442,9 +452,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm, color, key, newcomm, config);
   const uint64_t hash = childHash(w, comm, 0x73706c6974ull, color);
+  NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
   ncclResult_t rc = hostCall("ncclCommSplit", comm, [&] { return real(comm, color, key, newcomm, config); });
   const int saved = errno;
-  if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm && *newcomm) registerComm(w, *newcomm, hash, -1, 0, -1);
+  if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm && *newcomm)
+    registerComm(w, *newcomm, hash, -1, 0, -1, capture.id());
   errno = saved;
   return rc;
 }
@@ -457,11 +469,13 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   if (w == nullptr || ReentryGuard::nested())
     return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   const uint64_t hash = childHash(w, comm, 0x736872696e6bull, excludeRanksCount);
+  NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
   ncclResult_t rc = hostCall("ncclCommShrink", comm, [&] {
     return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   });
   const int saved = errno;
-  if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm && *newcomm) registerComm(w, *newcomm, hash, -1, 0, -1);
+  if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm && *newcomm)
+    registerComm(w, *newcomm, hash, -1, 0, -1, capture.id());
   errno = saved;
   return rc;
 }

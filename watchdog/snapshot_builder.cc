@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
 
+#include "comm_identity.h"
 #include "hang_detector.h"
 #include "monotonic_clock.h"
 
@@ -25,6 +29,51 @@ const char* stateName(CommState s) {
     case CommState::kAborted: return "aborted";
   }
   return "live";
+}
+
+std::optional<double> secondsAgo(int64_t then_ns, int64_t now_ns) {
+  if (then_ns == 0) return std::nullopt;
+  return std::max<int64_t>(0, now_ns - then_ns) * 1e-9;
+}
+
+SnapshotProgress buildProgress(const ProxyProgress& table, uint64_t inits, int64_t now_ns) {
+  SnapshotProgress p;
+  p.plugin_inits = inits;
+  for (const ProxyConnection::View& v : table.connections()) {
+    SnapshotProxyConnection c;
+    c.nccl_comm = CommTable::hashHex(v.key.comm_id);
+    c.rank = v.rank;
+    c.nranks = v.nranks;
+    c.channel = v.key.channel;
+    c.peer = v.key.peer;
+    c.dir = v.key.send ? "send" : "recv";
+    c.ops = v.ops_started;
+    c.ops_done = v.ops_done;
+    c.untracked_ops = v.untracked_ops;
+    for (int i = 0; i < kProxyStages; ++i) {
+      c.steps[i] = v.steps[i];
+      c.moved_s_ago[i] = secondsAgo(v.moved_ns[i], now_ns);
+    }
+    p.connections.push_back(std::move(c));
+  }
+  std::sort(p.connections.begin(), p.connections.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.nccl_comm, a.channel, a.peer, a.dir) < std::tie(b.nccl_comm, b.channel, b.peer, b.dir);
+  });
+  for (const ProxyProgress::KernelChannelView& k : table.kernelChannels())
+    p.kernel_channels.push_back({CommTable::hashHex(k.comm_id), k.channel, k.started, k.stopped,
+                                 secondsAgo(k.started_ns, now_ns), secondsAgo(k.stopped_ns, now_ns)});
+  std::sort(p.kernel_channels.begin(), p.kernel_channels.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.nccl_comm, a.channel) < std::tie(b.nccl_comm, b.channel);
+  });
+  p.dropped_connections = table.droppedConnections();
+  p.dropped_kernel_channels = table.droppedKernelChannels();
+  return p;
+}
+
+std::string addressHex(uintptr_t handle) {
+  char buf[2 + 16 + 1];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(handle));
+  return buf;
 }
 
 }  // namespace
@@ -61,6 +110,7 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
   id.device = in.device;
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) id.cuda_visible_devices = v;
 
+  if (in.nccl_ids != nullptr) tieNcclIds(*in.comms, *in.nccl_ids);
   for (const CommView& c : in.comms->view()) {
     SnapshotComm sc;
     sc.hash = CommTable::hashHex(c.hash);
@@ -70,6 +120,8 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
     sc.state = stateName(c.state);
     if (c.issued > 0) sc.last_issued_seq = c.issued - 1;
     if (c.completed_plus1 > 0) sc.last_completed_seq = c.completed_plus1 - 1;
+    if (c.nccl_id != 0) sc.nccl_id = CommTable::hashHex(c.nccl_id);
+    sc.address = addressHex(c.handle);
     s.comms.push_back(sc);
   }
 
@@ -116,6 +168,8 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
     if (call.seq_plus1) h.seq = call.seq_plus1 - 1;
     s.host_calls.push_back(h);
   });
+  if (in.progress != nullptr && in.nccl_ids != nullptr && in.nccl_ids->initsSeen() > 0)
+    s.progress = buildProgress(*in.progress, in.nccl_ids->initsSeen(), in.now_ns);
   return s;
 }
 

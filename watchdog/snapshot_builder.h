@@ -8,6 +8,8 @@
 #include "hangwatch/rank_identity.h"
 #include "hangwatch/watchdog_snapshot.h"
 #include "host_call_slots.h"
+#include "nccl_comm_ids.h"
+#include "proxy_progress.h"
 #include "stream_queues.h"
 
 namespace hangwatch::watchdog {
@@ -25,6 +27,9 @@ struct SnapshotInputs {
   WatchdogHealth health;
   int64_t now_ns = 0;
   std::function<const char*(const PendingOp&)> kernel_namer;
+  // NCCL's profiler events (both may be null: no progress section).
+  const ProxyProgress* progress = nullptr;
+  NcclCommIds* nccl_ids = nullptr;
 };
 
 WatchdogSnapshot buildSnapshot(const SnapshotInputs& in);

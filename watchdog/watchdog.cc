@@ -309,6 +309,8 @@ void Watchdog::pollLoop() {
     in.kernel_namer = &kernelName;
     in.health = {log.failures(), ops_timed_.load(), poller.completed(), timers_.exhausted(), ops_dropped_.load()};
     in.trigger = trigger.read();
+    in.progress = &proxyProgress();
+    in.nccl_ids = &ncclCommIds();
     WatchdogSnapshot snapshot = buildSnapshot(in);
     std::optional<int> rank = snapshot.identity.rank;
     std::string path = rank ? watchdogSnapshotPath(config_.job_dir, *rank)

@@ -56,7 +56,8 @@ TEST_CASE("ProfilerPluginTurnsSendProxyStepsIntoLinkTotals") {
   int mask = 0;
   REQUIRE(p.init(&ctx, 0x5eed, &mask, "", 1, 4, 3, nullptr) == ncclSuccess);
   CHECK((mask & np::kProxyStep) != 0);
-  CHECK((mask & np::kColl) == 0);  // nothing but what names links
+  CHECK((mask & np::kColl) == 0);  // proxy progress and kernel channels only
+  CHECK((mask & np::kKernelCh) != 0);
 
   np::EventDescr op{};
   op.type = np::kProxyOp;
@@ -66,11 +67,23 @@ TEST_CASE("ProfilerPluginTurnsSendProxyStepsIntoLinkTotals") {
   void* op_handle = nullptr;
   p.startEvent(ctx, &op_handle, &op);
   REQUIRE(op_handle != nullptr);
+  // Receives are followed (proxy progress) but never timed as the link: their wait
+  // includes the sender's upstream.
   np::EventDescr recv = op;
   recv.proxyOp.isSend = 0;
-  void* recv_handle = reinterpret_cast<void*>(1);
+  void* recv_handle = nullptr;
   p.startEvent(ctx, &recv_handle, &recv);
-  CHECK(recv_handle == nullptr);  // receives wait on upstream too: not a link measure
+  REQUIRE(recv_handle != nullptr);
+  np::EventDescr recv_step{};
+  recv_step.type = np::kProxyStep;
+  recv_step.parentObj = recv_handle;
+  void* rh = nullptr;
+  p.startEvent(ctx, &rh, &recv_step);
+  p.recordEventState(rh, np::kProxyStepRecvWait, nullptr);
+  p.recordEventState(rh, np::kProxyStepRecvFlushWait, nullptr);
+  p.recordEventState(rh, np::kProxyStepRecvGPUWait, nullptr);
+  p.stopEvent(rh);
+  p.stopEvent(recv_handle);
 
   for (int s = 0; s < 3; ++s) {
     np::EventDescr step{};

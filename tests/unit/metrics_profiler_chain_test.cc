@@ -152,7 +152,7 @@ TEST_CASE("WithoutAJobProfilerTheCallbacksAreHangwatchsOwn") {
   void* ctx = nullptr;
   int mask = 0;
   REQUIRE(p.init(&ctx, 0xdef, &mask, "", 1, 2, 0, nullptr) == ncclSuccess);
-  CHECK(mask == static_cast<int>(np::kProxyOp | np::kProxyStep));
+  CHECK(mask == static_cast<int>(np::kProxyOp | np::kProxyStep | np::kKernelCh));
   np::EventDescr op = proxyOp(::getpid(), nullptr, 1);
   void* op_h = nullptr;
   p.startEvent(ctx, &op_h, &op);

@@ -33,8 +33,8 @@ WatchdogSnapshot richSnapshot() {
   t.reason = "timeout";
   t.stuck_op = hangwatch::StuckOp{"ncclAllReduce", "00000000deadbeef", 10, 4096, std::nullopt, "0x10", 3.5};
   s.trigger = t;
-  s.comms.push_back({"00000000deadbeef", 7, 16, 3, "live", 10, 9});
-  s.comms.push_back({"0000000000000001", 0, 2, 3, "destroyed", std::nullopt, std::nullopt});
+  s.comms.push_back({"00000000deadbeef", 7, 16, 3, "live", 10, 9, "1852e9190e780d2a", "0x55d0c0a01000"});
+  s.comms.push_back({"0000000000000001", 0, 2, 3, "destroyed", std::nullopt, std::nullopt, "", "0x55d0c0a02000"});
   hangwatch::SnapshotStream st;
   st.stream = "0x10";
   st.device = 3;
@@ -45,6 +45,27 @@ WatchdogSnapshot richSnapshot() {
   s.streams.push_back({"0x20", std::nullopt, {}});
   s.host_calls.push_back({"ncclGroupEnd", 4243, "python", 4.0, "00000000deadbeef", 11});
   s.health = {1, 100, 98, 2, 5};
+  hangwatch::SnapshotProgress p;
+  p.plugin_inits = 2;
+  hangwatch::SnapshotProxyConnection c;
+  c.nccl_comm = "1852e9190e780d2a";
+  c.rank = 7;
+  c.nranks = 16;
+  c.channel = 1;
+  c.peer = 8;
+  c.dir = "recv";
+  c.ops = 4;
+  c.ops_done = 3;
+  c.steps = {32, 30, 30, 29};
+  c.moved_s_ago = {std::optional<double>(1.5), std::nullopt, 2.0, 2.25};
+  p.connections.push_back(c);
+  c.dir = "send";
+  c.peer = 6;
+  c.untracked_ops = 2;
+  p.connections.push_back(c);
+  p.kernel_channels.push_back({"1852e9190e780d2a", 1, 4, 3, 1.5, std::nullopt});
+  p.dropped_connections = 1;
+  s.progress = p;
   return s;
 }
 
@@ -69,6 +90,10 @@ TEST_CASE("FastSnapshotReaderKeepsDefaultsForMissingAndNullFields") {
   CHECK_FALSE(s->trigger);
   CHECK(s->comms.empty());
   CHECK(s->schema_version == 1);
+  CHECK_FALSE(s->progress);
+  auto nulls = watchdogSnapshotFromTextFast(R"({"progress": {"connections": [{"dir": "send", "steps": null}]}})");
+  REQUIRE(nulls.ok());
+  CHECK(nulls->progress->connections[0].steps[0] == 0u);
 }
 
 TEST_CASE("FastSnapshotReaderRefusesWhatTheCommonReaderOnlyTolerates") {
@@ -78,6 +103,8 @@ TEST_CASE("FastSnapshotReaderRefusesWhatTheCommonReaderOnlyTolerates") {
   CHECK_FALSE(watchdogSnapshotFromTextFast(R"({"comms": [5]})").ok());
   CHECK_FALSE(watchdogSnapshotFromTextFast(R"({"trigger": "x"})").ok());
   CHECK_FALSE(watchdogSnapshotFromTextFast(R"({"streams": "not a list"})").ok());
+  CHECK_FALSE(watchdogSnapshotFromTextFast(R"({"progress": 3})").ok());
+  CHECK_FALSE(watchdogSnapshotFromTextFast(R"({"progress": {"connections": [{"steps": {"sent": "x"}}]}})").ok());
   CHECK_FALSE(watchdogSnapshotFromTextFast(R"({"comms": []})", SnapshotReadOptions{.require_identity = true}).ok());
   CHECK(watchdogSnapshotFromTextFast(R"({"identity": {}})", SnapshotReadOptions{.require_identity = true}).ok());
 }

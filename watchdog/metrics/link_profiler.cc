@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "link_meter.h"
+#include "nccl_comm_ids.h"
+#include "proxy_progress.h"
 
 namespace hangwatch::watchdog {
 namespace {
@@ -36,27 +38,30 @@ pid_t ownPid() {
   return pid;
 }
 
-enum class HandleKind : uint8_t { kSendOp, kSendStep };
+// Stage of a step that a proxy-step state means (proxy_progress.h), or -1.
+int stageOf(np::EventState state, bool send) {
+  if (send) {
+    switch (state) {
+      case np::kProxyStepSendGPUWait: return 0;
+      case np::kProxyStepSendPeerWait: return 1;
+      case np::kProxyStepSendWait: return 2;
+      default: return -1;
+    }
+  }
+  switch (state) {
+    case np::kProxyStepRecvWait: return 0;
+    case np::kProxyStepRecvFlushWait: return 1;
+    case np::kProxyStepRecvGPUWait: return 2;
+    default: return -1;
+  }
+}
 
-// NCCL keeps at most NCCL_STEPS (8) steps of a connection in flight and indexes its own
-// step handles by step % NCCL_STEPS: a step's record lives in its operation's slot, so
-// the proxy thread allocates once per operation, never per step.
-constexpr int kStepSlots = 8;
-
-struct SendOp;
-
-struct SendStep {
-  HandleKind kind = HandleKind::kSendStep;
-  const SendOp* op = nullptr;
-  int64_t wire_start_ns = 0;  // 0 until the step is handed to the network
-  uint64_t bytes = 0;
-};
-
-struct SendOp {
-  HandleKind kind = HandleKind::kSendOp;
-  LinkKey key;
-  SendStep steps[kStepSlots];
-};
+// Counts every stage the step passed up to `stage` (a state NCCL did not record for
+// this step still happened: the step could not get further without it).
+void advanceTo(ProxyOpRecord::Step& step, int stage, int64_t now_ns) {
+  ProxyConnection* c = step.op->connection;
+  while (step.stage < stage) c->advance(++step.stage, now_ns);
+}
 
 ncclResult_t init(void** context, uint64_t comm_id, int* activation_mask, const char*, int, int nranks, int rank,
                   np::DebugLogger) {
@@ -64,56 +69,96 @@ ncclResult_t init(void** context, uint64_t comm_id, int* activation_mask, const 
   *activation_mask = 0;
   *context = nullptr;
   if (const char* v = std::getenv("HANGWATCH_DISABLE"); v && std::string_view(v) == "1") return ncclSuccess;
+  ncclCommIds().initSeen(comm_id, nranks, rank);
+  proxyProgress();  // made here, not on NCCL's proxy thread
   *context = new (std::nothrow) Context{comm_id, nranks, rank};
-  if (*context != nullptr) *activation_mask = static_cast<int>(np::kProxyOp | np::kProxyStep);
+  if (*context != nullptr) *activation_mask = static_cast<int>(np::kProxyOp | np::kProxyStep | np::kKernelCh);
   return ncclSuccess;
 }
 
 ncclResult_t startEvent(void* context, void** handle, np::EventDescr* descr) {
   *handle = nullptr;
-  auto* ctx = static_cast<Context*>(context);
-  if (ctx == nullptr || descr == nullptr) return ncclSuccess;
+  if (context == nullptr || descr == nullptr) return ncclSuccess;
   if (descr->type == np::kProxyOp) {
     // Under PXN this proxy thread runs another local rank's operations with that process's
     // context pointer: never dereference it (NCCL's ext-profiler README, "PXN"). That
     // rank's own watchdog does not see these steps; they are left out.
     if (descr->proxyOp.pid != ownPid()) return ncclSuccess;
-    // Receives are left alone: their wait includes the sender's upstream, not just the wire.
-    if (descr->proxyOp.isSend) {
-      auto* op = new (std::nothrow) SendOp;
-      if (op != nullptr) op->key = {ctx->comm_id, ctx->nranks, ctx->rank, descr->proxyOp.peer};
-      *handle = op;
+    auto* ctx = static_cast<Context*>(context);
+    const bool send = descr->proxyOp.isSend != 0;
+    ProxyConnection* c =
+        proxyProgress().connection({ctx->comm_id, descr->proxyOp.channelId, descr->proxyOp.peer, send}, ctx->rank,
+                                   ctx->nranks);
+    if (c == nullptr) return ncclSuccess;
+    c->opStarted(0);
+    ProxyOpRecord* op = c->claimOp();
+    if (op == nullptr) {
+      c->opUntracked();
+      return ncclSuccess;
     }
+    *handle = op;
   } else if (descr->type == np::kProxyStep) {
-    auto* op = static_cast<SendOp*>(descr->parentObj);
-    if (op != nullptr && op->kind == HandleKind::kSendOp) {
-      SendStep& step = op->steps[static_cast<unsigned>(descr->proxyStep.step) % kStepSlots];
-      step = SendStep{HandleKind::kSendStep, op};
-      *handle = &step;
-    }
+    auto* op = static_cast<ProxyOpRecord*>(descr->parentObj);
+    if (op == nullptr || op->kind != kOpHandle) return ncclSuccess;
+    ProxyOpRecord::Step& step = op->steps[static_cast<unsigned>(descr->proxyStep.step) % kStepSlots];
+    step = ProxyOpRecord::Step{kStepHandle, -1, op, 0, 0};
+    *handle = &step;
+  } else if (descr->type == np::kKernelCh) {
+    auto* ctx = static_cast<Context*>(context);
+    KernelChannel* k = proxyProgress().kernelChannel(ctx->comm_id, descr->kernelCh.channelId);
+    if (k == nullptr) return ncclSuccess;
+    k->started.fetch_add(1, std::memory_order_relaxed);
+    k->started_ns.store(monotonicNs(), std::memory_order_relaxed);
+    *handle = k;
   }
   return ncclSuccess;
 }
 
 ncclResult_t recordEventState(void* handle, np::EventState state, np::EventStateArgs* args) {
-  auto* step = static_cast<SendStep*>(handle);
-  if (step == nullptr || step->kind != HandleKind::kSendStep) return ncclSuccess;
-  if (state == np::kProxyStepSendWait) {
-    step->wire_start_ns = monotonicNs();
-    if (args != nullptr) step->bytes = args->proxyStep.transSize;
+  if (handle == nullptr || *static_cast<uint8_t*>(handle) != kStepHandle) return ncclSuccess;
+  auto& step = *static_cast<ProxyOpRecord::Step*>(handle);
+  const bool send = step.op->connection->key().send;
+  const int stage = stageOf(state, send);
+  if (stage < 0) return ncclSuccess;
+  const int64_t now = monotonicNs();
+  advanceTo(step, stage, now);
+  if (send && state == np::kProxyStepSendWait) {
+    step.wire_start_ns = now;
+    if (args != nullptr) step.bytes = args->proxyStep.transSize;
   }
   return ncclSuccess;
 }
 
 ncclResult_t stopEvent(void* handle) {
   if (handle == nullptr) return ncclSuccess;
-  if (*static_cast<HandleKind*>(handle) == HandleKind::kSendOp) {
-    delete static_cast<SendOp*>(handle);
-    return ncclSuccess;
+  switch (*static_cast<uint8_t*>(handle)) {
+    case kOpHandle: {
+      auto* op = static_cast<ProxyOpRecord*>(handle);
+      op->connection->opDone(0);
+      op->in_use.store(false, std::memory_order_release);
+      break;
+    }
+    case kStepHandle: {
+      auto& step = *static_cast<ProxyOpRecord::Step*>(handle);
+      const int64_t now = monotonicNs();
+      advanceTo(step, kProxyStages - 1, now);
+      ProxyConnection* c = step.op->connection;
+      if (step.wire_start_ns != 0) {
+        const ProxyConnectionKey key = c->key();
+        linkMeter().add({key.comm_id, c->nranks(), c->rank(), key.peer}, step.bytes, step.wire_start_ns, now);
+      }
+      step.wire_start_ns = 0;  // the slot is free for step + kStepSlots
+      break;
+    }
+    case kKernelChHandle: {
+      auto* k = static_cast<KernelChannel*>(handle);
+      k->stopped.fetch_add(1, std::memory_order_relaxed);
+      k->stopped_ns.store(monotonicNs(), std::memory_order_relaxed);
+      break;
+    }
+    default:
+      break;
   }
-  auto* step = static_cast<SendStep*>(handle);
-  if (step->wire_start_ns != 0) linkMeter().add(step->op->key, step->bytes, step->wire_start_ns, monotonicNs());
-  step->wire_start_ns = 0;  // the slot is free for step + kStepSlots
   return ncclSuccess;
 }
 

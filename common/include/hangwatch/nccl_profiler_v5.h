@@ -35,7 +35,8 @@ enum EventState : int {
   kProxyStepRecvWait = 10,     // waiting for the data from the network
   kProxyStepRecvFlushWait = 11,
   kProxyStepRecvGPUWait = 12,  // waiting for the GPU to consume the step
-  kProxyStepSendPeerWait = 20, // waiting for the receiver's credit (a free slot)
+  kProxyStepSendPeerWait = 20, // data ready, isend not yet accepted (the receiver's credit)
+  kKernelChStop = 22,          // a kernel channel finished (args: kernelCh.pTimer)
 };
 
 struct EventDescr {

@@ -1,0 +1,166 @@
+#include "proxy_progress.h"
+
+#include <sched.h>
+
+namespace hangwatch::watchdog {
+namespace {
+
+enum SlotState : int { kFree = 0, kClaiming = 1, kPublished = 2 };
+
+uint64_t mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+// Waits out another thread that is writing a slot's key (a few stores).
+int publishedState(const std::atomic<int>& state) {
+  int s = state.load(std::memory_order_acquire);
+  while (s == kClaiming) {
+    sched_yield();
+    s = state.load(std::memory_order_acquire);
+  }
+  return s;
+}
+
+const char* const kSendStages[kProxyStages] = {"posted", "filled", "sent", "done"};
+const char* const kRecvStages[kProxyStages] = {"posted", "arrived", "delivered", "done"};
+
+}  // namespace
+
+ProxyConnectionKey ProxyConnection::key() const { return {comm_id_, channel_, peer_, send_}; }
+
+void ProxyConnection::advance(int stage, int64_t now_ns) {
+  steps_[stage].fetch_add(1, std::memory_order_relaxed);
+  moved_ns_[stage].store(now_ns, std::memory_order_relaxed);
+}
+
+void ProxyConnection::opStarted(int64_t) { ops_started_.fetch_add(1, std::memory_order_relaxed); }
+
+void ProxyConnection::opDone(int64_t) { ops_done_.fetch_add(1, std::memory_order_relaxed); }
+
+ProxyOpRecord* ProxyConnection::claimOp() {
+  for (ProxyOpRecord& op : ops_) {
+    bool expected = false;
+    if (op.in_use.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+      op.connection = this;
+      for (ProxyOpRecord::Step& s : op.steps) s = ProxyOpRecord::Step{};
+      return &op;
+    }
+  }
+  return nullptr;
+}
+
+ProxyConnection::View ProxyConnection::view() const {
+  View v;
+  v.key = key();
+  v.rank = rank();
+  v.nranks = nranks();
+  v.ops_started = ops_started_.load(std::memory_order_relaxed);
+  v.ops_done = ops_done_.load(std::memory_order_relaxed);
+  v.untracked_ops = untracked_ops_.load(std::memory_order_relaxed);
+  for (int i = 0; i < kProxyStages; ++i) {
+    v.steps[i] = steps_[i].load(std::memory_order_relaxed);
+    v.moved_ns[i] = moved_ns_[i].load(std::memory_order_relaxed);
+  }
+  return v;
+}
+
+ProxyConnection* ProxyProgress::connection(const ProxyConnectionKey& key, int rank, int nranks) {
+  const uint64_t h = mix(key.comm_id ^ mix((static_cast<uint64_t>(key.channel) << 33) ^
+                                           (static_cast<uint64_t>(static_cast<uint32_t>(key.peer)) << 1) ^
+                                           static_cast<uint64_t>(key.send)));
+  for (size_t probe = 0; probe < kMaxConnections; ++probe) {
+    ProxyConnection& c = connections_[(h + probe) % kMaxConnections];
+    int s = publishedState(c.state_);
+    if (s == kFree) {
+      int expected = kFree;
+      if (c.state_.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
+        c.comm_id_ = key.comm_id;
+        c.channel_ = key.channel;
+        c.peer_ = key.peer;
+        c.send_ = key.send;
+        c.rank_.store(rank, std::memory_order_relaxed);
+        c.nranks_.store(nranks, std::memory_order_relaxed);
+        c.state_.store(kPublished, std::memory_order_release);
+        return &c;
+      }
+      s = publishedState(c.state_);
+    }
+    if (c.comm_id_ == key.comm_id && c.channel_ == key.channel && c.peer_ == key.peer && c.send_ == key.send)
+      return &c;
+  }
+  dropped_connections_.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+KernelChannel* ProxyProgress::kernelChannel(uint64_t comm_id, int channel) {
+  const uint64_t h = mix(comm_id ^ static_cast<uint64_t>(channel));
+  for (size_t probe = 0; probe < kMaxKernelChannels; ++probe) {
+    KernelChannel& k = kernel_channels_[(h + probe) % kMaxKernelChannels];
+    int s = publishedState(k.state);
+    if (s == kFree) {
+      int expected = kFree;
+      if (k.state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
+        k.comm_id = comm_id;
+        k.channel = channel;
+        k.state.store(kPublished, std::memory_order_release);
+        return &k;
+      }
+      s = publishedState(k.state);
+    }
+    if (k.comm_id == comm_id && k.channel == channel) return &k;
+  }
+  dropped_kernel_channels_.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+std::vector<ProxyConnection::View> ProxyProgress::connections() const {
+  std::vector<ProxyConnection::View> out;
+  for (const ProxyConnection& c : connections_)
+    if (c.state_.load(std::memory_order_acquire) == kPublished) out.push_back(c.view());
+  return out;
+}
+
+std::vector<ProxyProgress::KernelChannelView> ProxyProgress::kernelChannels() const {
+  std::vector<KernelChannelView> out;
+  for (const KernelChannel& k : kernel_channels_)
+    if (k.state.load(std::memory_order_acquire) == kPublished)
+      out.push_back({k.comm_id, k.channel, k.started.load(std::memory_order_relaxed),
+                     k.stopped.load(std::memory_order_relaxed), k.started_ns.load(std::memory_order_relaxed),
+                     k.stopped_ns.load(std::memory_order_relaxed)});
+  return out;
+}
+
+void ProxyProgress::resetForTesting() {
+  for (ProxyConnection& c : connections_) {
+    c.state_.store(kFree);
+    c.ops_started_.store(0);
+    c.ops_done_.store(0);
+    c.untracked_ops_.store(0);
+    for (int i = 0; i < kProxyStages; ++i) {
+      c.steps_[i].store(0);
+      c.moved_ns_[i].store(0);
+    }
+    for (ProxyOpRecord& op : c.ops_) op.in_use.store(false);
+  }
+  for (KernelChannel& k : kernel_channels_) {
+    k.state.store(kFree);
+    k.started.store(0);
+    k.stopped.store(0);
+    k.started_ns.store(0);
+    k.stopped_ns.store(0);
+  }
+  dropped_connections_.store(0);
+  dropped_kernel_channels_.store(0);
+}
+
+ProxyProgress& proxyProgress() {
+  static ProxyProgress* table = new ProxyProgress;  // never destroyed: proxy threads outlive exit handlers
+  return *table;
+}
+
+const char* const* proxyStageNames(bool send) { return send ? kSendStages : kRecvStages; }
+
+}  // namespace hangwatch::watchdog
