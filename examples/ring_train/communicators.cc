@@ -3,39 +3,42 @@
 #include "gpu_check.h"
 
 #include <algorithm>
+#include <numeric>
 
-void selectDevice() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
+void selectDevice(const Bootstrap& boot) {
   int devices = 0;
   CUDA_CHECK(cudaGetDeviceCount(&devices));
-  CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
+  CUDA_CHECK(cudaSetDevice(boot.localRank() % std::max(devices, 1)));
 }
 
-ncclComm_t joinCommunicator(MPI_Comm group) {
-  int rank = 0;
-  int size = 0;
-  MPI_Comm_rank(group, &rank);
-  MPI_Comm_size(group, &size);
+ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members) {
+  auto me = std::find(members.begin(), members.end(), boot.rank());
   ncclUniqueId id{};
-  if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
+  if (me == members.begin()) NCCL_CHECK(ncclGetUniqueId(&id));
+  boot.share(members, &id, sizeof(id));
+  if (me == members.end()) return nullptr;
   ncclComm_t comm = nullptr;
-  NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  NCCL_CHECK(ncclCommInitRank(&comm, static_cast<int>(members.size()), id, static_cast<int>(me - members.begin())));
   return comm;
 }
 
-TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp) {
-  MPI_Comm group;
-  MPI_Comm_split(MPI_COMM_WORLD, global_rank / tp, global_rank, &group);
+ncclComm_t joinWorld(Bootstrap& boot) {
+  std::vector<int> all(boot.size());
+  std::iota(all.begin(), all.end(), 0);
+  return joinCommunicator(boot, all);
+}
+
+TensorParallelGroup joinTensorParallelGroup(Bootstrap& boot, int tp) {
   TensorParallelGroup tpg;
-  MPI_Comm_rank(group, &tpg.rank);
-  MPI_Comm_size(group, &tpg.size);
-  tpg.first_global = global_rank - tpg.rank;
-  tpg.comm = joinCommunicator(group);
-  MPI_Comm_free(&group);
+  tpg.first_global = boot.rank() - boot.rank() % tp;
+  tpg.rank = boot.rank() - tpg.first_global;
+  tpg.size = tp;
+  // Every group's unique id goes through the bootstrap in the same order on every rank.
+  for (int first = 0; first < boot.size(); first += tp) {
+    std::vector<int> members(tp);
+    std::iota(members.begin(), members.end(), first);
+    ncclComm_t comm = joinCommunicator(boot, members);
+    if (first == tpg.first_global) tpg.comm = comm;
+  }
   return tpg;
 }
