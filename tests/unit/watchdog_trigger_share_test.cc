@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -91,6 +93,37 @@ TEST_CASE("EightRanksOfANodeLookAtSharedStorageAtTheRateOfOne") {
   CHECK(lookups <= 8 * 10);
   struct stat st;
   CHECK(::stat(triggerBeaconPath(job).c_str(), &st) == 0);  // made on the first look-up, before any trigger
+}
+
+TEST_CASE("RanksRacingForTheSameLookupTurnGetExactlyOneWinner") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  constexpr int kRanks = 8;
+  constexpr int kTurns = 500;
+  std::vector<std::unique_ptr<NodeShare>> boards;
+  for (int i = 0; i < kRanks; ++i) {
+    auto b = NodeShare::attach(job, dir.path);
+    REQUIRE(b.ok());
+    boards.push_back(std::move(*b));
+  }
+  std::vector<std::atomic<int>> winners(kTurns);
+  std::barrier turn(kRanks);
+  std::vector<std::thread> ranks;
+  for (int i = 0; i < kRanks; ++i) {
+    ranks.emplace_back([&, i] {
+      for (int t = 0; t < kTurns; ++t) {
+        turn.arrive_and_wait();
+        // Every rank sees the same clock reading: one of them looks, the others wait their turn.
+        if (boards[i]->claim(NodeShare::Lookup::kTrigger, t * kInterval, kInterval)) winners[t].fetch_add(1);
+        if (t % 7 == 0) boards[i]->markTriggered();
+      }
+    });
+  }
+  for (auto& r : ranks) r.join();
+  int wrong = 0;
+  for (auto& w : winners) wrong += w.load() != 1;
+  CHECK(wrong == 0);
+  CHECK(boards[3]->triggered());
 }
 
 TEST_CASE("ATriggerOneRankFiredReachesTheOtherRanksOfItsNodeWithoutALookup") {
