@@ -49,7 +49,10 @@ void TermDeferral::release() {
   std::lock_guard<std::mutex> lock(arm_mutex);
   if (!armed) return;
   armed = false;
-  sigaction(SIGTERM, &job_action, nullptr);
+  // The job may have installed a handler of its own meanwhile (Python's signal.signal): keep it.
+  struct sigaction now {};
+  if (sigaction(SIGTERM, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == &holdTerm)
+    sigaction(SIGTERM, &job_action, nullptr);
   if (first_term_ns.exchange(0) != 0) ::kill(::getpid(), SIGTERM);
 }
 

@@ -44,19 +44,25 @@ bool stillCollecting(const RankState& s, double now_unix_s, const std::string& t
   return true;
 }
 
-CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s) {
+CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s, const std::vector<int>* only) {
   CollectionStatus status;
+  std::string host = thisHostName();
+  auto look = [&](int rank, const std::string& path) {
+    Expected<RankState> s = readRankState(path);
+    if (!s || !stillCollecting(*s, now_unix_s, host)) return;
+    status.collecting.push_back(rank);
+    status.latest_deadline_unix_s = std::max(status.latest_deadline_unix_s, s->deadline_unix_s);
+  };
+  if (only) {
+    for (int rank : *only) look(rank, rankStatePath(job_dir, rank));
+    return status;
+  }
   std::error_code ec;
   fs::path ranks = fs::path(job_dir) / "ranks";
   if (!fs::is_directory(ranks, ec)) return status;
-  std::string host = thisHostName();
   for (const fs::directory_entry& e : fs::directory_iterator(ranks, ec)) {
     int rank = rankOfStateFile(e.path().filename().string());
-    if (rank < 0) continue;
-    Expected<RankState> s = readRankState(e.path().string());
-    if (!s || !stillCollecting(*s, now_unix_s, host)) continue;
-    status.collecting.push_back(rank);
-    status.latest_deadline_unix_s = std::max(status.latest_deadline_unix_s, s->deadline_unix_s);
+    if (rank >= 0) look(rank, e.path().string());
   }
   std::sort(status.collecting.begin(), status.collecting.end());
   return status;

@@ -150,6 +150,9 @@ Verdict VerdictMaker::decide() const {
     v.kind = VerdictKind::kInconclusive;
     v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
     v.headline = "Inconclusive: " + v.reason + ".";
+    v.confident = false;
+    v.hinges_on = "the watchdog snapshots, which no rank left";
+    for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
     v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
                            "are complete; then run forensics report again.");
   } else if (std::optional<HangFocus> f = sequences_.focus()) {
@@ -492,6 +495,7 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
       v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
     } else if (ranks_with_records == 0) {
       v.hinges_on = "ring progress, which no rank has";
+      for (int r : waiting) v.lacking_data.push_back(gapOf(r, f.comm));
     } else {
       v.confident = true;  // the data is all there; it just names nothing
     }

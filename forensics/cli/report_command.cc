@@ -28,8 +28,12 @@ void waitForCollectors(const std::string& job_dir, double wait_s) {
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + std::chrono::duration<double>(wait_s);
   bool said = false;
-  for (;;) {
-    verdict::CollectionStatus status = verdict::readCollectionStatus(job_dir, verdict::wallClockNow());
+  std::vector<int> collecting;
+  for (bool first = true;; first = false) {
+    // After the first pass only the ranks still collecting are looked at again.
+    verdict::CollectionStatus status =
+        verdict::readCollectionStatus(job_dir, verdict::wallClockNow(), first ? nullptr : &collecting);
+    collecting = status.collecting;
     if (status.collecting.empty()) break;
     double left = std::chrono::duration<double>(until - Clock::now()).count();
     if (left <= 0) {

@@ -340,3 +340,15 @@ TEST_CASE("SigtermWhileDumpingIsHeldThenDeliveredToTheJobsOwnHandler") {
   REQUIRE(sigaction(SIGTERM, nullptr, &now) == 0);
   CHECK(now.sa_handler == &jobTermHandler);
 }
+
+TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
+  TermDeferral::arm();
+  struct sigaction job {};
+  job.sa_handler = &jobTermHandler;
+  sigemptyset(&job.sa_mask);
+  REQUIRE(sigaction(SIGTERM, &job, nullptr) == 0);  // e.g. Python's signal.signal meanwhile
+  TermDeferral::release();
+  struct sigaction now {};
+  REQUIRE(sigaction(SIGTERM, nullptr, &now) == 0);
+  CHECK(now.sa_handler == &jobTermHandler);
+}

@@ -17,7 +17,9 @@ struct CollectionStatus {
   double latest_deadline_unix_s = 0;  // of those still collecting
 };
 
-CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s);
+// Every rank's state file, or only those of `only` (the ones still collecting last time).
+CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s,
+                                      const std::vector<int>* only = nullptr);
 
 std::string thisHostName();
 double wallClockNow();
