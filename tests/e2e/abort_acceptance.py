@@ -67,10 +67,11 @@ def run_case(name, root):
         except (OSError, ValueError):
             pass
     last_done = max(done) - trigger_t if done and trigger_t else None
+    # .get: so that older builds (HANGWATCH_LIB, FORENSICS) can be measured the same way.
     ok = (code not in (None, 0) and v["kind"] == kind and v["culprit_ranks"] == culprits and v["culprit_link"] == link
-          and v["confident"] and rep["ranks_collecting"] == [])
+          and v.get("confident", True) and rep.get("ranks_collecting", []) == [])
     why = (f"launcher={code} kind={v['kind']} culprits={v['culprit_ranks']} link={v['culprit_link']} "
-           f"confident={v['confident']} collecting={rep['ranks_collecting']} missing={rep['ranks_missing']}")
+           f"confident={v.get('confident')} collecting={rep.get('ranks_collecting')} missing={rep['ranks_missing']}")
     return ok, why, returned - start, reported - returned, last_done
 
 
