@@ -82,7 +82,10 @@ void ringSvg(std::ostringstream& o, const Report& r) {
        "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker>"
     << "<marker id=\"arrowbad\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
        "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
-    << HtmlReportWriter::kCulpritColour << "\"/></marker></defs>\n";
+    << HtmlReportWriter::kCulpritColour << "\"/></marker>"
+    << "<marker id=\"arrowsuspect\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
+       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
+    << kSuspectColour << "\"/></marker></defs>\n";
   auto pos = [&](size_t i) {
     double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
     return std::pair<double, double>{cx + radius * std::cos(a), cy + radius * std::sin(a)};
@@ -102,7 +105,7 @@ void ringSvg(std::ostringstream& o, const Report& r) {
                   "marker-end=\"url(#%s)\"><title>%d -&gt; %d%s</title></line>\n",
                   x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
                   bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
-                  suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : "arrow", ring[i],
+                  suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
                   ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
     o << line;
   }
@@ -128,9 +131,9 @@ void ringSvg(std::ostringstream& o, const Report& r) {
     }
     if (node >= 12) {
       std::snprintf(circle, sizeof circle,
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"#fff\" "
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"%s\" "
                     "font-weight=\"bold\">%d</text>\n",
-                    x, y + 4.5, ring[i]);
+                    x, y + 4.5, !bad && fillOf(r, ring[i]) == kMissingColour ? "#222" : "#fff", ring[i]);
       o << circle;
     }
   }
