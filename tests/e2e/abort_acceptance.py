@@ -6,6 +6,10 @@ optionally with busy loops competing for the CPUs. Prints one line per run and a
 exits non-zero when any verdict was wrong.
 
     RING_TRAIN=build/examples/ring_train/ring_train python3 tests/e2e/abort_acceptance.py --runs 5 --busy 2
+
+--jitter S runs the debugger through tests/programs/jittery_debugger.py (up to S seconds late),
+so collectors end far apart, as cuda-gdb attaches do on GPU nodes. HANGWATCH_LIB and FORENSICS
+point the runs at another build, e.g. the one before the completion protocol.
 """
 import argparse
 import json
@@ -26,8 +30,9 @@ def damage(job_dir):
     for f in ranks.glob("r00003.*"):
         f.unlink()
     for name in ("r00001.watchdog.json", "r00007.forensics.json"):
-        text = (ranks / name).read_text()
-        (ranks / name).write_text(text[:len(text) // 3])
+        if (ranks / name).exists():  # an older build may not have written it at all
+            text = (ranks / name).read_text()
+            (ranks / name).write_text(text[:len(text) // 3])
 
 
 # name -> (scenario, launcher, expected kind, culprit ranks, culprit link, damage after the run)
@@ -46,10 +51,10 @@ def busy_loop():
         pass
 
 
-def run_case(name, root):
+def run_case(name, root, extra_env):
     scenario, launcher, kind, culprits, link, after = CASES[name]
     start = time.monotonic()
-    job_dir, out, code = report_jobs.run_hung_job(scenario, root, launcher=launcher)
+    job_dir, out, code = report_jobs.run_hung_job(scenario, root, launcher=launcher, extra_env=extra_env)
     returned = time.monotonic()
     if after:
         after(job_dir)
@@ -80,7 +85,12 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--busy", type=int, default=0, help="busy loops running beside the jobs")
     ap.add_argument("--only", help="run only the cases whose name contains this")
+    ap.add_argument("--jitter", type=float, default=0, help="delay each debugger by up to S seconds")
     args = ap.parse_args()
+    extra_env = {}
+    if args.jitter > 0:
+        extra_env = {"HANGWATCH_DEBUGGER": str(Path(__file__).resolve().parents[1] / "programs" / "jittery_debugger.py"),
+                     "JITTERY_DEBUGGER_MAX_S": str(args.jitter)}
     loops = [multiprocessing.Process(target=busy_loop, daemon=True) for _ in range(args.busy)]
     for p in loops:
         p.start()
@@ -93,7 +103,7 @@ def main():
             for run in range(1, args.runs + 1):
                 root = tempfile.mkdtemp(prefix="hangwatch-acceptance-")
                 try:
-                    ok, why, job_s, report_s, done_s = run_case(name, root)
+                    ok, why, job_s, report_s, done_s = run_case(name, root, extra_env)
                 finally:
                     shutil.rmtree(root, True)
                 failures += not ok
@@ -104,7 +114,7 @@ def main():
     finally:
         for p in loops:
             p.terminate()
-    print(f"\n== {args.runs} runs each, {args.busy} busy loop(s) beside them")
+    print(f"\n== {args.runs} runs each, {args.busy} busy loop(s) beside them, debugger jitter {args.jitter:g} s")
     for name, oks in summary.items():
         print(f"  {sum(oks)}/{len(oks)} right  {name}")
     return 1 if failures else 0
