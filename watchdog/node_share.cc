@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -111,6 +113,36 @@ Expected<NodeShare::Layout*> mapBoard(int fd) {
   return l;
 }
 
+// Killed jobs (SIGKILL, a node's OOM killer) never leave their boards: remove those of this
+// user whose members are all gone, a bounded number per start so a start stays cheap.
+void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
+  constexpr int kMaxLooked = 64;
+  std::string prefix = "hangwatch-" + std::to_string(::getuid()) + "-";
+  DIR* dir = ::opendir(shm_dir.c_str());
+  if (dir == nullptr) return;
+  int looked = 0;
+  while (dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0 || name.find(".tmp.") != std::string::npos) continue;
+    std::string path = shm_dir + "/" + name;
+    if (path == keep || ++looked > kMaxLooked) continue;
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (Expected<NodeShare::Layout*> board = mapBoard(fd)) {
+      {
+        MembersLock lock(*board);
+        struct stat mine, named;
+        if (pruneDeadMembers(*board) == 0 && ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
+            mine.st_ino == named.st_ino)
+          ::unlink(path.c_str());
+      }
+      ::munmap(*board, sizeof(NodeShare::Layout));
+    }
+    ::close(fd);
+  }
+  ::closedir(dir);
+}
+
 }  // namespace
 
 std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir) {
@@ -196,6 +228,7 @@ Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_di
       }
     }
   }
+  sweepDeadBoards(shm_dir, path);
   return std::unique_ptr<NodeShare>(new NodeShare(layout, fd, path));
 }
 

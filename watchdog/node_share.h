@@ -22,7 +22,8 @@ class NodeShare {
   enum class Lookup : int { kTrigger = 0, kCompletion = 1 };
 
   // Attaches to (or creates) the board of `job_dir` under `shm_dir`. A board whose members
-  // have all exited belongs to an earlier run of the same job directory: it is reset.
+  // have all exited belongs to an earlier run of the same job directory: it is reset. Boards
+  // of other jobs whose members have all exited (killed jobs never leave) are removed.
   static Expected<std::unique_ptr<NodeShare>> attach(const std::string& job_dir,
                                                      const std::string& shm_dir = "/dev/shm");
   // A board only this process sees: the fallback when shared memory cannot be used.

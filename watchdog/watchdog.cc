@@ -96,7 +96,11 @@ Watchdog::Watchdog(WatchdogConfig config)
       issued_(kIssueQueueSize),
       host_syncs_(kHostSyncQueueSize),
       responder_(std::make_unique<HangResponder>([this] { abortCommunicators(); },
-                                                 [](int code) { ::_exit(code); })) {
+                                                 [this](int code) {
+                                                   // _exit skips the exit handlers: leave the node's board here.
+                                                   if (node_) node_->leave();
+                                                   ::_exit(code);
+                                                 })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
 }
 

@@ -220,6 +220,27 @@ TEST_CASE("TheLastRankToLeaveRemovesTheBoard") {
   CHECK_FALSE(fs::exists((*b)->path()));
 }
 
+TEST_CASE("BoardsOfKilledJobsAreRemovedWhenAnotherJobStarts") {
+  TempDir dir;
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto b = NodeShare::attach(dir.path + "/killed-job", dir.path);
+    ::_exit(b.ok() ? 0 : 1);  // never leaves, as a SIGKILLed rank
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::string killed = nodeSharePath(dir.path + "/killed-job", dir.path);
+  REQUIRE(fs::exists(killed));
+  auto live = NodeShare::attach(dir.path + "/live-job", dir.path);
+  REQUIRE(live.ok());
+  auto next = NodeShare::attach(dir.path + "/next-job", dir.path);
+  REQUIRE(next.ok());
+  CHECK_FALSE(fs::exists(killed));
+  CHECK(fs::exists((*live)->path()));  // its member is alive
+}
+
 TEST_CASE("AnUnusableSharedMemoryDirectoryIsAnErrorNotACrash") {
   TempDir dir;
   auto b = NodeShare::attach(dir.path + "/job", dir.path + "/no/such/dir");
