@@ -35,13 +35,26 @@ Expected<bool> ensureParent(const std::string& path) {
   return true;
 }
 
+// Creates the temporary file, making the parent directories only when they are missing: on
+// shared storage every stat() of an existing directory is one more metadata round trip.
+Expected<int> createTemporary(const std::string& path, std::string& tmp) {
+  tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {
+    if (auto p = ensureParent(path); !p) return Error{p.error()};
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) return Error{errnoText("cannot create", tmp)};
+  return fd;
+}
+
 }  // namespace
 
 Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents) {
-  if (auto p = ensureParent(path); !p) return Error{p.error()};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{errnoText("cannot create", tmp)};
+  std::string tmp;
+  Expected<int> created = createTemporary(path, tmp);
+  if (!created) return Error{created.error()};
+  int fd = *created;
   bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
   int saved = errno;
   ::close(fd);
@@ -60,12 +73,12 @@ Expected<Written> writeFileAtomically(const std::string& path, std::string_view 
 }
 
 Expected<bool> createFileExclusively(const std::string& path, std::string_view contents) {
-  if (auto p = ensureParent(path); !p) return Error{p.error()};
   // Write the content under a private name first, then link() it into place:
   // link fails with EEXIST if someone else won, and the winner's file is never partial.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{errnoText("cannot create", tmp)};
+  std::string tmp;
+  Expected<int> created = createTemporary(path, tmp);
+  if (!created) return Error{created.error()};
+  int fd = *created;
   bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) {

@@ -128,6 +128,7 @@ nlohmann::json toJson(const ForensicsDump& d) {
             {"debugger", d.debugger},
             {"python_version", d.python_version},
             {"errors", d.errors}};
+  j["target_exited_during"] = d.target_exited_during.empty() ? json(nullptr) : json(d.target_exited_during);
   j["rank"] = d.rank ? json(*d.rank) : json(nullptr);
   json threads = json::array();
   for (const ThreadStack& t : d.threads) threads.push_back(toJson(t));
@@ -163,6 +164,7 @@ Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j) {
     d.debugger = getOr<std::string>(j, "debugger", "");
     d.python_version = getOr<std::string>(j, "python_version", "");
     d.errors = getOr<std::vector<std::string>>(j, "errors", {});
+    d.target_exited_during = getOr<std::string>(j, "target_exited_during", "");
     forEachIn(j, "threads", [&](const json& t) {
       Expected<ThreadStack> thread = threadStackFromJson(t);
       if (!thread) throw std::runtime_error(thread.error());

@@ -42,6 +42,8 @@ std::string jobDirFromEnv(const EnvLookup& env) {
 
 std::string triggerPath(const std::string& job_dir) { return job_dir + "/TRIGGER.json"; }
 
+std::string triggerBeaconPath(const std::string& job_dir) { return job_dir + "/TRIGGER.beacon"; }
+
 std::string rankTag(int rank) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "r%05d", rank);
@@ -54,6 +56,10 @@ std::string watchdogSnapshotPath(const std::string& job_dir, int rank) {
 
 std::string forensicsDumpPath(const std::string& job_dir, int rank) {
   return job_dir + "/ranks/" + rankTag(rank) + ".forensics.json";
+}
+
+std::string rankStatePath(const std::string& job_dir, int rank) {
+  return job_dir + "/ranks/" + rankTag(rank) + ".state.json";
 }
 
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid) {

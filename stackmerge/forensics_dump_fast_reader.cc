@@ -208,6 +208,7 @@ class DumpFields : public OnDemandFields {
       if (is(k, "debugger")) return str(m, d.debugger, "debugger");
       if (is(k, "python_version")) return str(m, d.python_version, "python_version");
       if (is(k, "errors")) return strings(m, d.errors, "errors");
+      if (is(k, "target_exited_during")) return str(m, d.target_exited_during, "target_exited_during");
       return true;
     });
   }

@@ -46,6 +46,7 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   if (r.rank >= 0) {
     args.push_back("--rank");
     args.push_back(std::to_string(r.rank));
+    if (r.mark_state) args.push_back("--state");
   }
   std::error_code fs_ec;
   std::filesystem::create_directories(std::filesystem::path(r.log_path).parent_path(), fs_ec);
@@ -60,7 +61,7 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
                   bp::extend::on_exec_setup = [](auto&) { ::setsid(); }, ec);
   if (ec) return Error{"cannot start " + r.binary + ": " + ec.message()};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(r.wait_s);
-  while (child.running(ec) && std::chrono::steady_clock::now() < deadline)
+  while (child.running(ec) && std::chrono::steady_clock::now() < deadline && !(r.give_up && r.give_up()))
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CollectorOutcome out;
   if (child.running(ec)) {

@@ -4,6 +4,7 @@
 // a stuck collector can never keep this rank's watchdog from finishing.
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "hangwatch/expected.h"
@@ -18,6 +19,9 @@ struct CollectorRequest {
   std::string log_path;
   double wait_s = 120;
   std::string debugger;   // HANGWATCH_DEBUGGER, kept in the collector's environment
+  bool mark_state = false;  // the collector records collecting/done in ranks/rNNNNN.state.json
+  // Polled while waiting: true stops the wait early (the collector runs on, detached).
+  std::function<bool()> give_up;
 };
 
 struct CollectorOutcome {
@@ -27,6 +31,10 @@ struct CollectorOutcome {
 
 class CollectorLauncher {
  public:
+  // forensics collect's own hard bounds (10 s ptrace pass, 60 s debugger) plus start-up and
+  // writing: a collection still running after this is not coming back.
+  static constexpr double kCollectorBoundS = 90;
+
   // HANGWATCH_FORENSICS if set, else next to libhangwatch.so in the build or install
   // tree, else PATH. Empty when not found.
   static std::string findForensicsBinary(const std::string& configured);

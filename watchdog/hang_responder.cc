@@ -7,40 +7,102 @@
 #include <memory>
 #include <thread>
 
+#include "hangwatch/atomic_file.h"
+#include "monotonic_clock.h"
+#include "term_deferral.h"
 #include "watchdog_log.h"
 
 namespace hangwatch::watchdog {
+namespace {
 
-HangResponder::HangResponder(std::function<void()> abort_comms, std::function<void(int)> exit_process)
-    : abort_comms_(std::move(abort_comms)), exit_process_(std::move(exit_process)) {}
+std::string collectorResult(const Expected<CollectorOutcome>& outcome) {
+  if (!outcome) return "not started: " + outcome.error();
+  if (!outcome->finished) return "pending";
+  switch (outcome->exit_code) {
+    case 0: return "written";
+    case 3: return "degraded";
+    default: return "failed: collector exited with " + std::to_string(outcome->exit_code);
+  }
+}
+
+void writeState(const HangResponse& r, RankState state) {
+  if (r.state_path.empty()) return;
+  state.time_unix_s = wallClockSeconds();
+  if (auto w = writeFileAtomically(r.state_path, toJson(state).dump(1) + "\n"); !w)
+    WatchdogLog::instance().failureOnce("state-write", "rank state not written: " + w.error());
+}
+
+}  // namespace
+
+HangResponder::HangResponder(std::function<void()> abort_comms, std::function<void(int)> exit_process,
+                             TermHandling term)
+    : abort_comms_(std::move(abort_comms)), exit_process_(std::move(exit_process)), term_(std::move(term)) {}
+
+TermHandling HangResponder::defaultTermHandling() {
+  return {&TermDeferral::pending, &TermDeferral::pendingForSeconds, &TermDeferral::release};
+}
 
 void HangResponder::start(const HangResponse& response) {
   if (started_) return;
   started_ = true;
-  std::thread(&HangResponder::respond, response, abort_comms_, exit_process_).detach();
+  std::thread(&HangResponder::respond, response, abort_comms_, exit_process_, term_).detach();
+}
+
+void HangResponder::respondHere(const HangResponse& response) {
+  if (started_) return;
+  started_ = true;
+  respond(response, abort_comms_, exit_process_, term_);
 }
 
 void HangResponder::respond(HangResponse response, std::function<void()> abort_comms,
-                            std::function<void(int)> exit_process) {
+                            std::function<void(int)> exit_process, TermHandling term) {
   pthread_setname_np(pthread_self(), "hangwatch-dump");
   WatchdogLog& log = WatchdogLog::instance();
+  auto termHeld = [&] { return term.pending && term.pending(); };
+  RankState state = response.state;
   if (response.collect) {
     CollectorLauncher launcher;
+    CollectorRequest request = response.collector;
+    request.give_up = [&] { return term.pending_for_s && term.pending_for_s() > kTermHoldS; };
     Expected<CollectorOutcome> outcome = Error{"not started"};
     try {
-      outcome = launcher.run(response.collector);
+      outcome = launcher.run(request);
     } catch (const std::exception& e) {
       outcome = Error{e.what()};
     }
     if (!outcome)
       log.failureOnce("collector-start", "collector not run: " + outcome.error());
     else if (!outcome->finished)
-      log.info("collector still running after " + std::to_string(static_cast<int>(response.collector.wait_s)) +
-               " s; not waiting any longer (log: " + response.collector.log_path + ")");
+      log.info("collector still running; not waiting any longer (log: " + request.log_path + ")");
     else if (outcome->exit_code != 0)
       log.failureOnce("collector-exit", "collector exited with " + std::to_string(outcome->exit_code) +
-                                            " (log: " + response.collector.log_path + ")");
+                                            " (log: " + request.log_path + ")");
+    state.forensics = collectorResult(outcome);
+    // A collector still running marks the rank done itself when it ends.
+    if (!outcome || outcome->finished) {
+      state.phase = DumpPhase::kDone;
+      writeState(response, state);
+    }
+  } else {
+    state.forensics = "off";
+    state.phase = DumpPhase::kDone;
+    writeState(response, state);
   }
+
+  if (response.on_hang == OnHang::kAbort && !termHeld()) {
+    const auto grace_end = response.dump_started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                       std::chrono::duration<double>(response.abort_grace_s));
+    bool complete = false;
+    while (!(complete = response.job_complete && response.job_complete()) && !termHeld() &&
+           std::chrono::steady_clock::now() < grace_end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (complete) log.info("every rank's dumps are done");
+    else if (!termHeld())
+      log.info("HANGWATCH_ABORT_GRACE (" + std::to_string(static_cast<int>(response.abort_grace_s)) +
+               " s) passed before every rank's dumps were done; exiting anyway");
+  }
+  if (termHeld()) log.info("SIGTERM held back while dumping; passing it on now");
+  if (term.release) term.release();
   if (response.on_hang != OnHang::kAbort) return;
   log.info("HANGWATCH_ON_HANG=abort: aborting communicators and exiting");
   // ncclCommAbort may itself get stuck on a broken device; give it a bounded time.

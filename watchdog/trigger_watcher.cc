@@ -1,31 +1,83 @@
 #include "trigger_watcher.h"
 
-#include <sys/stat.h>
-
 #include <fstream>
 #include <sstream>
 
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
+#include "watchdog_log.h"
 
 namespace hangwatch::watchdog {
 
-TriggerWatcher::TriggerWatcher(std::string job_dir, int64_t check_interval_ns)
-    : path_(triggerPath(job_dir)), interval_ns_(check_interval_ns) {}
+TriggerWatcher::TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node)
+    : path_(triggerPath(job_dir)),
+      interval_ns_(check_interval_ns),
+      own_node_(node ? nullptr : NodeShare::unshared()),
+      node_(node ? node : own_node_.get()),
+      beacon_(std::move(job_dir)) {}
+
+std::optional<BeaconState> TriggerWatcher::lookAtBeacon() {
+  int64_t base = node_->beaconBase();
+  node_->countLookup();
+  Expected<BeaconState> state = beacon_.read(base < 0 ? 0 : base);
+  if (!state) {
+    if (!beacon_failed_)
+      WatchdogLog::instance().failureOnce("beacon-read", "cannot read the trigger beacon, falling back to stat() of " +
+                                                             path_ + ": " + state.error());
+    beacon_failed_ = true;
+    return std::nullopt;
+  }
+  beacon_failed_ = false;
+  if (base < 0) {
+    // A beacon that says "triggered" while TRIGGER.json is gone is left from an earlier run
+    // of this job directory (someone removed the trigger to re-arm it): its lines do not count.
+    bool stale = false;
+    if (state->triggered) {
+      node_->countLookup();
+      stale = !beacon_.triggerFileExists();
+    }
+    // Lines after the base are looked at from the next turn on.
+    if (node_->setBeaconBase(stale ? state->size : 0) > 0) return BeaconState{false, false, state->size};
+  }
+  return *state;
+}
 
 bool TriggerWatcher::triggered(int64_t now_ns) {
-  if (seen_) return true;
-  if (now_ns < next_check_ns_) return false;
-  next_check_ns_ = now_ns + interval_ns_;
-  struct stat st;
-  seen_ = ::stat(path_.c_str(), &st) == 0;
-  return seen_;
+  if (node_->triggered()) return true;
+  if (!node_->claim(NodeShare::Lookup::kTrigger, now_ns, interval_ns_)) return false;
+  std::optional<BeaconState> state = lookAtBeacon();
+  bool seen = state && state->triggered;
+  if (!seen && (!state || ++trigger_lookups_ % kStatEvery == 0)) {
+    node_->countLookup();
+    seen = beacon_.triggerFileExists();
+  }
+  if (seen) node_->markTriggered();
+  return seen;
 }
 
 Expected<bool> TriggerWatcher::fire(const TriggerRecord& record) {
   auto created = createFileExclusively(path_, toJson(record).dump(2) + "\n");
-  if (created.ok()) seen_ = true;
+  if (!created.ok()) return created;
+  node_->markTriggered();
+  if (*created) {
+    auto said = beacon_.append(beaconTriggerLine(record.rank.value_or(-1), record.host, record.pid, record.time_unix_s));
+    if (!said)
+      WatchdogLog::instance().failureOnce("beacon-write", "TRIGGER.json written but not the beacon: " + said.error());
+  }
   return created;
+}
+
+bool TriggerWatcher::jobComplete(int64_t now_ns) {
+  if (node_->complete()) return true;
+  if (!node_->claim(NodeShare::Lookup::kCompletion, now_ns, kCompletionCheckNs)) return false;
+  std::optional<BeaconState> state = lookAtBeacon();
+  if (state && state->complete) node_->markComplete();
+  return node_->complete();
+}
+
+Expected<bool> TriggerWatcher::announceComplete(int ranks_done, int ranks_given_up, double now_unix_s) {
+  node_->markComplete();
+  return beacon_.append(beaconCompleteLine(ranks_done, ranks_given_up, now_unix_s));
 }
 
 std::optional<TriggerRecord> TriggerWatcher::read() const {

@@ -13,14 +13,18 @@
 #include "hang_responder.h"
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_state.h"
 #include "hangwatch/timeline_window.h"
 #include "device_scope.h"
+#include "job_completion.h"
 #include "last_error_guard.h"
 #include "monotonic_clock.h"
+#include "node_share.h"
 #include "op_poller.h"
 #include "real_api.h"
 #include "snapshot_builder.h"
 #include "stream_identity.h"
+#include "term_deferral.h"
 #include "trigger_watcher.h"
 #include "watchdog_log.h"
 #ifdef HANGWATCH_WITH_METRICS
@@ -34,7 +38,9 @@ namespace {
 constexpr size_t kEventsPerDevice = 4096;
 constexpr size_t kIssueQueueSize = 4096;
 constexpr size_t kHostSyncQueueSize = 4096;
+// Per node, not per rank: the ranks of a node share one schedule (node_share.h).
 constexpr int64_t kTriggerCheckNs = 250'000'000;
+constexpr int64_t kCompletionPollNs = 1'000'000'000;
 constexpr int64_t kRecalibrateNs = 60'000'000'000;
 
 // Driver functions the poller uses to name generic kernels launched as cudaKernel_t or
@@ -108,6 +114,7 @@ void Watchdog::onExit() {
   w->stopping_.store(true, std::memory_order_release);
   for (int i = 0; i < 400 && !w->poller_done_.load(std::memory_order_acquire); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (w->poller_done_.load(std::memory_order_acquire) && w->node_) w->node_->leave();
 }
 
 Watchdog::Watchdog(WatchdogConfig config)
@@ -118,7 +125,11 @@ Watchdog::Watchdog(WatchdogConfig config)
       issued_(kIssueQueueSize),
       host_syncs_(kHostSyncQueueSize),
       responder_(std::make_unique<HangResponder>([this] { abortCommunicators(); },
-                                                 [](int code) { ::_exit(code); })) {
+                                                 [this](int code) {
+                                                   // _exit skips the exit handlers: leave the node's board here.
+                                                   if (node_) node_->leave();
+                                                   ::_exit(code);
+                                                 })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
   timers_.on_fill_failure = [](int device, const std::string& why) {
     WatchdogLog::instance().failureOnce("event-pool:" + std::to_string(device),
@@ -291,11 +302,24 @@ void Watchdog::pollLoop() {
   OpPoller poller(event_api_, timers_, comms_, nullptr, &kernelName);
 #endif
   HangDetector detector(config_.timeoutNs());
-  TriggerWatcher trigger(config_.job_dir, kTriggerCheckNs);
+  if (auto share = NodeShare::attach(config_.job_dir)) {
+    node_ = std::move(*share);
+  } else {
+    log.failureOnce("node-share", "this rank watches shared storage on its own, not once per node: " + share.error());
+    node_ = NodeShare::unshared();
+  }
+  TriggerWatcher trigger(config_.job_dir, kTriggerCheckNs, node_.get());
+  // Launcher rank 0 tells the job, through the beacon, when every rank's dumps are done.
+  std::optional<JobCompletion> completion;
+  bool completion_announced = false;
+  int64_t next_completion_poll_ns = 0;
   bool dumped = false;
 
   auto dump = [&](bool detected_here, const std::optional<HangFinding>& finding, int64_t now_ns) {
     dumped = true;
+    // A launcher's SIGTERM from here on waits until the snapshot is whole and the collector done.
+    TermDeferral::arm();
+    const auto dump_started = std::chrono::steady_clock::now();
     SnapshotInputs in;
     in.queues = &poller.queues();
     in.comms = &comms_;
@@ -315,7 +339,8 @@ void Watchdog::pollLoop() {
     std::optional<int> rank = snapshot.identity.rank;
     std::string path = rank ? watchdogSnapshotPath(config_.job_dir, *rank)
                             : config_.job_dir + "/ranks/p" + std::to_string(::getpid()) + ".watchdog.json";
-    if (auto written = writeFileAtomically(path, toJson(snapshot).dump(2) + "\n"); !written)
+    auto written = writeFileAtomically(path, toJson(snapshot).dump(2) + "\n");
+    if (!written)
       log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
     else
       log.info(std::string(detected_here ? "hang detected" : "TRIGGER.json seen") + "; snapshot " + path);
@@ -325,6 +350,24 @@ void Watchdog::pollLoop() {
     HangResponse response;
     response.on_hang = config_.on_hang;
     response.collect = config_.collect;
+    response.abort_grace_s = config_.abort_grace_s;
+    response.dump_started = dump_started;
+    response.job_complete = [node = node_.get()] { return node->complete(); };
+    if (rank) {
+      RankState& st = response.state;
+      st.rank = *rank;
+      st.phase = DumpPhase::kCollecting;
+      st.pid = ::getpid();
+      st.host = snapshot.identity.host;
+      st.time_unix_s = wallClockSeconds();
+      st.deadline_unix_s =
+          st.time_unix_s + (config_.collect ? std::min(config_.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0) + 5;
+      st.snapshot = written ? "written" : "failed: " + written.error();
+      st.forensics = config_.collect ? "pending" : "off";
+      response.state_path = rankStatePath(config_.job_dir, *rank);
+      if (auto w = writeFileAtomically(response.state_path, toJson(st).dump(1) + "\n"); !w)
+        log.failureOnce("state-write", "rank state not written: " + w.error());
+    }
     if (config_.collect) {
       CollectorRequest& c = response.collector;
       c.binary = CollectorLauncher::findForensicsBinary(config_.forensics_binary);
@@ -335,6 +378,7 @@ void Watchdog::pollLoop() {
                    ".collect.log";
       c.wait_s = config_.collect_wait_s;
       c.debugger = config_.debugger;
+      c.mark_state = rank.has_value();
     }
     responder_->start(response);
   };
@@ -383,6 +427,25 @@ void Watchdog::pollLoop() {
           dump(true, finding, now);
         } else if (trigger.triggered(now)) {
           dump(false, std::nullopt, now);
+        }
+      } else if (!completion_announced && now >= next_completion_poll_ns) {
+        next_completion_poll_ns = now + kCompletionPollNs;
+        std::optional<int> rank = snapshotRank(launcher_, comms_);
+        if (!completion && rank == 0) {
+          int world = launcher_.world_size.value_or(0);
+          for (const CommView& c : comms_.view()) world = std::max(world, c.size);
+          if (world > 0) completion.emplace(config_.job_dir, world);
+        }
+        if (completion && completion->poll(wallClockSeconds())) {
+          completion_announced = true;
+          if (auto said = trigger.announceComplete(completion->ranksDone(), completion->ranksGivenUp(), wallClockSeconds());
+              !said)
+            log.failureOnce("beacon-complete", "every rank is done but the beacon does not say so: " + said.error());
+          else
+            log.info("every rank's dumps are done (" + std::to_string(completion->ranksDone()) + " done, " +
+                     std::to_string(completion->ranksGivenUp()) + " past their deadline)");
+        } else if (!completion && config_.on_hang == OnHang::kAbort) {
+          completion_announced = trigger.jobComplete(now);
         }
       }
 #ifdef HANGWATCH_WITH_METRICS

@@ -25,6 +25,7 @@
 namespace hangwatch::watchdog {
 
 class HangResponder;
+class NodeShare;
 
 class Watchdog {
  public:
@@ -110,6 +111,7 @@ class Watchdog {
   DeferredOps deferred_;
   HostCallSlots host_calls_;
   std::unique_ptr<HangResponder> responder_;
+  std::unique_ptr<NodeShare> node_;  // this node's shared trigger board, made by the poller
   std::thread poller_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> poller_done_{false};

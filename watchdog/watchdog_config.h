@@ -20,6 +20,10 @@ struct WatchdogConfig {
   std::string debugger;           // HANGWATCH_DEBUGGER, passed on to the collector's environment
   uint32_t kernel_sample = 64;    // HANGWATCH_KERNEL_SAMPLE: time 1 in N generic kernels, 0 = none
   double collect_wait_s = 120;    // HANGWATCH_COLLECT_WAIT: bound on waiting for the collector
+  // HANGWATCH_ABORT_GRACE: in abort mode, the longest a rank waits, from when it began
+  // dumping, for every rank's dumps to be done before it exits. As long as a rank waits for
+  // its own collector, so a slow collection elsewhere is never cut shorter than one's own.
+  double abort_grace_s = 120;
 
   int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
 };

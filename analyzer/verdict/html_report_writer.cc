@@ -14,6 +14,7 @@ constexpr int kRingMaxNodes = 48;  // a bigger ring shows the culprit's neighbou
 constexpr int kGridColumns = 32;
 constexpr int kGridMaxRanks = 16384;
 constexpr const char* kMissingColour = "#e0e0e0";
+constexpr const char* kSuspectColour = "#b8860b";  // a culprit the data cannot rule out: amber, never red
 
 std::string esc(const std::string& s) {
   std::string o;
@@ -32,6 +33,18 @@ std::string esc(const std::string& s) {
 
 bool isCulprit(const Verdict& v, int rank) {
   return !v.culprit_link && std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), rank) != v.culprit_ranks.end();
+}
+
+bool isSuspectLink(const Verdict& v, int from, int to) {
+  return std::any_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+    return s.link && s.link->from == from && (s.link->to == to || s.link->to < 0);
+  });
+}
+
+bool isSuspectRank(const Verdict& v, int rank) {
+  return std::any_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+    return !s.link && std::find(s.ranks.begin(), s.ranks.end(), rank) != s.ranks.end();
+  });
 }
 
 std::string fillOf(const Report& r, int rank) {
@@ -69,7 +82,10 @@ void ringSvg(std::ostringstream& o, const Report& r) {
        "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker>"
     << "<marker id=\"arrowbad\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
        "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
-    << HtmlReportWriter::kCulpritColour << "\"/></marker></defs>\n";
+    << HtmlReportWriter::kCulpritColour << "\"/></marker>"
+    << "<marker id=\"arrowsuspect\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
+       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
+    << kSuspectColour << "\"/></marker></defs>\n";
   auto pos = [&](size_t i) {
     double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
     return std::pair<double, double>{cx + radius * std::cos(a), cy + radius * std::sin(a)};
@@ -82,24 +98,28 @@ void ringSvg(std::ostringstream& o, const Report& r) {
     if (len < 1) continue;
     double ux = dx / len, uy = dy / len;
     bool bad = v.culprit_link && v.culprit_link->from == ring[i] && v.culprit_link->to == ring[(i + 1) % ring.size()];
-    char line[400];
+    bool suspect = !bad && isSuspectLink(v, ring[i], ring[(i + 1) % ring.size()]);
+    char line[480];
     std::snprintf(line, sizeof line,
-                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%d\" "
+                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%d\"%s "
                   "marker-end=\"url(#%s)\"><title>%d -&gt; %d%s</title></line>\n",
                   x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
-                  bad ? HtmlReportWriter::kCulpritColour : "#555", bad ? 8 : 2, bad ? "arrowbad" : "arrow", ring[i],
-                  ring[(i + 1) % ring.size()], bad ? ": culprit link" : "");
+                  bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
+                  suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
+                  ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
     o << line;
   }
   for (size_t i = 0; i < ring.size(); ++i) {
     auto [x, y] = pos(i);
     bool bad = isCulprit(v, ring[i]);
+    bool suspect = !bad && isSuspectRank(v, ring[i]);
     char circle[400];
     std::snprintf(circle, sizeof circle,
                   "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.0f\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%d\">"
                   "<title>%s</title></circle>\n",
-                  x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]).c_str(), bad ? "#000" : "#333",
-                  bad ? 3 : 1, esc(describeRank(r.job, ring[i])).c_str());
+                  x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]).c_str(),
+                  bad ? "#000" : suspect ? kSuspectColour : "#333", bad || suspect ? 3 : 1,
+                  esc(describeRank(r.job, ring[i]) + (suspect ? ": suspect" : "")).c_str());
     o << circle;
     if (node < 12 && (bad || i % 4 == 0)) {
       // Small nodes: the rank number goes outside the ring, for every fourth node and the culprit.
@@ -111,9 +131,9 @@ void ringSvg(std::ostringstream& o, const Report& r) {
     }
     if (node >= 12) {
       std::snprintf(circle, sizeof circle,
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"#fff\" "
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"%s\" "
                     "font-weight=\"bold\">%d</text>\n",
-                    x, y + 4.5, ring[i]);
+                    x, y + 4.5, !bad && fillOf(r, ring[i]) == kMissingColour ? "#222" : "#fff", ring[i]);
       o << circle;
     }
   }
@@ -169,10 +189,34 @@ std::string HtmlReportWriter::write(const Report& r) {
        ".kind{text-transform:uppercase;letter-spacing:1px}li{margin:4px 0}code,pre{font-size:13px}"
        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
        ".swatch{display:inline-block;width:14px;height:14px;border:1px solid #333;vertical-align:middle}"
-       ".pics{display:flex;flex-wrap:wrap;gap:32px}</style></head><body>\n";
+       ".pics{display:flex;flex-wrap:wrap;gap:32px}"
+       ".gap{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #b8860b;background:#fff5d6;"
+       "margin-top:8px}.gap ul{font-size:15px;font-weight:normal}</style></head><body>\n";
   o << "<h1>hangwatch report: job " << esc(r.job.job_id) << "</h1>\n";
   o << "<div class=\"verdict\"><span class=\"kind\">" << esc(verdictKindName(v.kind)) << "</span><br>" << esc(v.headline)
     << "</div>\n";
+  // As prominent as the verdict: what it hinges on, who is still possible, and which ranks lack data.
+  if (!v.confident || !r.job.ranks_collecting.empty()) {
+    o << "<div class=\"gap\" id=\"data-gap\">";
+    if (!v.confident) {
+      o << "Not confident: the verdict hinges on " << esc(v.hinges_on.empty() ? "data that is missing" : v.hinges_on)
+        << "<ul>";
+      if (!v.suspects.empty()) {
+        o << "<li>Suspects: ";
+        for (size_t i = 0; i < v.suspects.size(); ++i) o << (i ? "; " : "") << esc(v.suspects[i].text);
+        o << "</li>";
+      }
+      for (const DataGap& g : v.lacking_data) o << "<li>rank " << g.rank << " lacks data: " << esc(g.lacks) << "</li>";
+      o << "</ul>";
+    }
+    if (!r.job.ranks_collecting.empty()) {
+      stackmerge::RankSet collecting;
+      for (int c : r.job.ranks_collecting) collecting.insert(c);
+      o << "<p>Still collecting: rank(s) " << esc(collecting.toString())
+        << " had not finished dumping when this report was made; run it again.</p>";
+    }
+    o << "</div>\n";
+  }
   if (!v.next_steps.empty()) {
     o << "<h2>What to do next</h2><ul>";
     for (const std::string& s : v.next_steps) o << "<li>" << esc(s) << "</li>";

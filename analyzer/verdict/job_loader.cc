@@ -12,6 +12,7 @@
 
 #include "hangwatch/job_layout.h"
 #include "hangwatch/rank_set.h"
+#include "hangwatch/verdict/collection_status.h"
 #include "hangwatch/verdict/rank_dump_reader.h"
 
 namespace hangwatch::verdict {
@@ -21,6 +22,21 @@ const RankSummary* JobData::find(int rank) const {
   auto it = std::lower_bound(ranks.begin(), ranks.end(), rank,
                              [](const RankSummary& s, int r) { return s.rank < r; });
   return it != ranks.end() && it->rank == rank ? &*it : nullptr;
+}
+
+std::string RankSummary::lacking(const std::string& comm) const {
+  if (!answered()) return collecting ? "its dumps are still being collected" : "no dump";
+  if (!has_snapshot) return "no watchdog snapshot (" + (snapshot_problem.empty() ? std::string("no file") : snapshot_problem) + ")";
+  if (!has_forensics) {
+    if (collecting) return "its forensics dump is still being collected";
+    return "no forensics dump (" + (forensics_problem.empty() ? std::string("no file") : forensics_problem) + ")";
+  }
+  bool ring = std::any_of(ring_progress.begin(), ring_progress.end(), [&](const RingProgress& r) { return r.comm == comm; });
+  if (ring || comm.empty()) return "";
+  if (!target_exited_during.empty())
+    return "no ring progress: its process exited during the collector's " + target_exited_during + " phase";
+  if (collecting) return "its ring progress is still being read";
+  return "no ring progress" + (collector_errors.empty() ? std::string() : " (" + collector_errors.front() + ")");
 }
 
 namespace {
@@ -36,7 +52,7 @@ int rankOfFileName(const std::string& name) {
   }
   if (i == 1) return -1;
   std::string rest = name.substr(i);
-  if (rest != ".watchdog.json" && rest != ".forensics.json") return -1;
+  if (rest != ".watchdog.json" && rest != ".forensics.json" && rest != ".state.json") return -1;
   return static_cast<int>(rank);
 }
 
@@ -121,7 +137,14 @@ void findMissingAndPartial(JobData& job) {
       job.ranks_partial.push_back({s.rank, "watchdog snapshot", s.snapshot_problem.empty() ? "no file" : s.snapshot_problem});
     }
     if (!s.has_forensics) {
-      job.ranks_partial.push_back({s.rank, "forensics dump", s.forensics_problem.empty() ? "no file" : s.forensics_problem});
+      std::string why = s.forensics_problem.empty() ? "no file" : s.forensics_problem;
+      if (s.collecting) why = "still being collected";
+      else if (s.state && !s.state->done() && s.forensics_problem.empty()) why = "its collector did not finish by its deadline";
+      job.ranks_partial.push_back({s.rank, "forensics dump", why});
+    } else if (!s.target_exited_during.empty()) {
+      job.ranks_partial.push_back({s.rank, "part of the forensics dump",
+                                   "the process exited during the collector's " + s.target_exited_during +
+                                       " phase (killed by its launcher?): what was read before is kept"});
     } else if (!s.collector_errors.empty()) {
       job.ranks_partial.push_back({s.rank, "part of the forensics dump", "collector reported: " + s.collector_errors.front()});
     }
@@ -207,10 +230,14 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   for (std::thread& t : pool) t.join();
 
   dropForeignRanks(job, read);
+  const double now = wallClockNow();
+  const std::string host = thisHostName();
   for (RankSummary& s : read) {
+    s.collecting = s.state && stillCollecting(*s.state, now, host);
+    if (s.collecting) job.ranks_collecting.push_back(s.rank);
     if (s.answered()) {
       job.ranks.push_back(std::move(s));
-    } else {
+    } else if (!s.collecting) {
       job.problems.push_back("rank " + std::to_string(s.rank) + ": no usable file (watchdog snapshot: " +
                              (s.snapshot_problem.empty() ? "no file" : s.snapshot_problem) +
                              "; forensics dump: " + (s.forensics_problem.empty() ? "no file" : s.forensics_problem) + ")");

@@ -21,6 +21,18 @@ nlohmann::json verdictJson(const Verdict& v) {
   nlohmann::json where = nlohmann::json::array();
   for (const CulpritStack& c : v.where) where.push_back({{"rank", c.rank}, {"thread", c.thread}, {"frames", c.frames}});
   j["where"] = std::move(where);
+  j["confident"] = v.confident;
+  j["hinges_on"] = v.hinges_on.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.hinges_on);
+  nlohmann::json suspects = nlohmann::json::array();
+  for (const Suspect& s : v.suspects) {
+    nlohmann::json link = nullptr;
+    if (s.link) link = {{"from", s.link->from}, {"to", s.link->to < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.link->to)}};
+    suspects.push_back({{"ranks", s.ranks}, {"link", std::move(link)}, {"text", s.text}});
+  }
+  j["suspects"] = std::move(suspects);
+  nlohmann::json lacking = nlohmann::json::array();
+  for (const DataGap& g : v.lacking_data) lacking.push_back({{"rank", g.rank}, {"lacks", g.lacks}});
+  j["lacking_data"] = std::move(lacking);
   return j;
 }
 
@@ -35,6 +47,7 @@ nlohmann::json JsonReportWriter::toJson(const Report& r) {
   j["verdict"] = verdictJson(r.verdict);
   j["ranks_answered"] = r.job.ranks.size();
   j["ranks_missing"] = r.job.ranks_missing;
+  j["ranks_collecting"] = r.job.ranks_collecting;
   nlohmann::json partial = nlohmann::json::array();
   for (const PartialRank& p : r.job.ranks_partial) partial.push_back({{"rank", p.rank}, {"missing", p.missing}, {"reason", p.reason}});
   j["ranks_partial"] = std::move(partial);

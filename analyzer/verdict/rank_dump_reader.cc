@@ -102,6 +102,7 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   s.ring_progress = std::move(dump->ring_progress);
   s.collector_errors = std::move(dump->errors);
   s.process_state = std::move(dump->process_state);
+  s.target_exited_during = std::move(dump->target_exited_during);
 }
 
 RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks) {
@@ -110,6 +111,7 @@ RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerg
   thread_local DumpFileText file;
   if (file.open(watchdogSnapshotPath(job_dir, rank))) addPaddedSnapshotText(s, file.text());
   if (file.open(forensicsDumpPath(job_dir, rank))) addPaddedForensicsText(s, file.text(), stacks);
+  if (Expected<RankState> state = readRankState(rankStatePath(job_dir, rank))) s.state = std::move(*state);
   return s;
 }
 

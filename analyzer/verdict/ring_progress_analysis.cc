@@ -68,16 +68,54 @@ ChannelFinding analyzeChannel(int channel, const std::map<std::pair<int, int>, C
   return f;
 }
 
+// The ring's connections that no record reports, from the prev/next each record names.
+// Ranks without a record on this channel are dark: the way out of a dark rank is known only
+// when the next rank reported (its prev), and seen only when one end reported a counter.
+std::vector<Link> unseenConnections(const std::map<int, std::pair<int, int>>& prev_next, int comm_size,
+                                    const std::map<std::pair<int, int>, Connection>& conns_by_comm_rank) {
+  std::map<int, int> next_of;
+  for (const auto& [rank, pn] : prev_next) {
+    next_of[rank] = pn.second;
+    if (pn.first >= 0 && !prev_next.count(pn.first)) next_of[pn.first] = rank;
+  }
+  // One way out and one way in unknown (two dark ranks in a row): they must be one connection.
+  std::vector<int> no_next, no_prev;
+  std::set<int> has_prev;
+  for (const auto& [from, to] : next_of) has_prev.insert(to);
+  for (int m = 0; m < comm_size; ++m) {
+    if (!next_of.count(m)) no_next.push_back(m);
+    if (!has_prev.count(m)) no_prev.push_back(m);
+  }
+  if (no_next.size() == 1 && no_prev.size() == 1 && no_next[0] != no_prev[0]) next_of[no_next[0]] = no_prev[0];
+  std::vector<Link> out;
+  for (int m = 0; m < comm_size; ++m) {
+    auto n = next_of.find(m);
+    if (n == next_of.end()) {
+      out.push_back({m, -1});
+    } else if (!conns_by_comm_rank.count({m, n->second})) {
+      out.push_back({m, n->second});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void RingProgressAnalysis::add(const RingProgress& record) { records_.push_back(record); }
 
-RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq) const {
+RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size) const {
   RingFinding out;
   std::set<int> stalled;
   std::map<int, std::map<std::pair<int, int>, Connection>> channels;
+  // Per channel, in communicator ranks: each reporting rank's (prev, next), and which connections have a view.
+  std::map<int, std::map<int, std::pair<int, int>>> ring_of;
+  std::map<int, std::map<std::pair<int, int>, Connection>> seen_of;
   for (const RingProgress& r : records_) {
     if (r.comm != comm || (seq && r.seq != *seq)) continue;
+    comm_size = std::max({comm_size, r.comm_size.value_or(0), r.rank + 1, r.prev + 1, r.next + 1});
+    ring_of[r.channel][r.rank] = {r.prev, r.next};
+    if (r.recv && r.recv->peer >= 0) seen_of[r.channel][{r.recv->peer, r.rank}];
+    if (r.send && r.send->peer >= 0) seen_of[r.channel][{r.rank, r.send->peer}];
     int self = to_global_(r.rank);
     auto& conns = channels[r.channel];
     if (r.stalled) stalled.insert(self);
@@ -98,12 +136,23 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     return out;
   }
   std::map<std::pair<int, int>, int> link_votes;  // (from, to) for links; (rank, -1) for ranks
+  std::set<std::pair<int, int>> unseen, least;
   for (const auto& [ch, conns] : channels) {
     ChannelFinding f = analyzeChannel(ch, conns);
     if (f.link) ++link_votes[{f.link->from, f.link->to}];
     if (f.rank) ++link_votes[{*f.rank, -1}];
+    if (!f.link && !f.rank && static_cast<int>(f.minimal.size()) < f.connections) {
+      for (const Link& l : f.minimal) least.insert({l.from, l.to});
+    }
+    for (const Link& l : unseenConnections(ring_of[ch], comm_size, seen_of[ch])) {
+      Link g{to_global_(l.from), l.to < 0 ? -1 : to_global_(l.to)};
+      f.unseen.push_back(g);
+      unseen.insert({g.from, g.to});
+    }
     out.channels.push_back(std::move(f));
   }
+  for (const auto& [from, to] : unseen) out.unseen.push_back({from, to});
+  for (const auto& [from, to] : least) out.least_seen.push_back({from, to});
   out.channels_total = static_cast<int>(out.channels.size());
   std::pair<int, int> winner{-1, -1};
   int best = 0;

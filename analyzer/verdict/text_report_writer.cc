@@ -43,7 +43,25 @@ std::string TextReportWriter::write(const Report& r) {
   }
   if (v.op) o << "  operation: " << v.op->name << (v.op->seq ? " seq " + std::to_string(*v.op->seq) : "") << "\n";
   if (!v.communicator.empty()) o << "  communicator: " << v.communicator << "\n";
-  if (v.channels_total) o << "  ring channels agreeing: " << v.channels_agree << " of " << v.channels_total << "\n";
+  if (v.channels_total)
+    o << "  ring channels agreeing: " << v.channels_agree << " of " << v.channels_total
+      << (v.confident ? "" : " (on the connections seen)") << "\n";
+  // As prominent as the verdict: what it hinges on and who is still possible.
+  if (!v.confident) {
+    o << "\nNOT CONFIDENT: the verdict hinges on " << (v.hinges_on.empty() ? "data that is missing" : v.hinges_on) << "\n";
+    if (!v.suspects.empty()) {
+      o << "  suspects:";
+      for (size_t i = 0; i < v.suspects.size(); ++i) o << (i ? "; " : " ") << v.suspects[i].text;
+      o << "\n";
+    }
+    for (const DataGap& g : v.lacking_data) o << "  rank " << g.rank << " lacks data: " << g.lacks << "\n";
+  }
+  if (!r.job.ranks_collecting.empty()) {
+    stackmerge::RankSet collecting;
+    for (int c : r.job.ranks_collecting) collecting.insert(c);
+    o << "STILL COLLECTING: rank(s) " << collecting.toString()
+      << " had not finished dumping when this report was made; run it again (forensics report --wait S)\n";
+  }
   if (!v.next_steps.empty()) {
     o << "\nWhat to do next:\n";
     for (const std::string& s : v.next_steps) o << "  - " << s << "\n";

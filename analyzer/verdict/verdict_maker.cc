@@ -49,6 +49,65 @@ bool isInfrastructureThread(const std::string& name) {
   return name.rfind("simnccl", 0) == 0 || name.rfind("simgpu", 0) == 0 || name.rfind("hangwatch", 0) == 0;
 }
 
+// "rank 5", "ranks 5 and 6", "ranks 4, 5 and 6"; long lists as compact ranges.
+std::string ranksPhrase(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]);
+  if (ranks.size() > 6) return "ranks " + ranksText(ranks);
+  std::string out = "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return out;
+}
+
+std::string linkText(const Link& l) {
+  return l.to < 0 ? "the link out of rank " + std::to_string(l.from) : std::to_string(l.from) + " -> " + std::to_string(l.to);
+}
+
+Suspect linkSuspect(const Link& l) {
+  Suspect s;
+  s.link = l;
+  s.ranks = {l.from};
+  if (l.to >= 0 && l.to != l.from) s.ranks.push_back(l.to);
+  std::sort(s.ranks.begin(), s.ranks.end());
+  s.text = l.to < 0 ? linkText(l) : "link " + linkText(l);
+  return s;
+}
+
+Suspect rankSuspect(int rank, const std::string& why = "") {
+  return Suspect{{rank}, std::nullopt, "rank " + std::to_string(rank) + why};
+}
+
+// What a gap means for the sentence: "did not dump", "is still being collected", ...
+std::pair<std::string, std::string> gapVerb(const DataGap& g) {
+  const std::string& l = g.lacks;
+  if (l == "no dump") return {"did not dump", "did not dump"};
+  if (l.find("still being") != std::string::npos) return {"is still being collected", "are still being collected"};
+  if (l.rfind("no watchdog snapshot", 0) == 0) return {"has no snapshot", "have no snapshot"};
+  if (l.rfind("no forensics dump", 0) == 0) return {"has no forensics dump", "have no forensics dump"};
+  return {"has no ring progress", "have no ring progress"};
+}
+
+// "ranks 5 and 6 did not dump", "rank 5 did not dump, rank 6 has no ring progress".
+std::string gapsSentence(const std::vector<DataGap>& gaps) {
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<int>>> groups;
+  for (const DataGap& g : gaps) {
+    auto verb = gapVerb(g);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == verb; });
+    if (it == groups.end()) groups.push_back({verb, {g.rank}});
+    else it->second.push_back(g.rank);
+  }
+  std::string out;
+  for (const auto& [verb, ranks] : groups)
+    out += (out.empty() ? "" : ", ") + ranksPhrase(ranks) + " " + (ranks.size() == 1 ? verb.first : verb.second);
+  return out;
+}
+
+void sortSuspects(std::vector<Suspect>& s) {
+  std::stable_sort(s.begin(), s.end(), [](const Suspect& a, const Suspect& b) { return a.ranks < b.ranks; });
+}
+
 std::vector<std::string> whereFrames(std::span<const stackmerge::TableFrame> frames) {
   using stackmerge::TableFrame;
   std::vector<std::string> out;
@@ -91,6 +150,9 @@ Verdict VerdictMaker::decide() const {
     v.kind = VerdictKind::kInconclusive;
     v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
     v.headline = "Inconclusive: " + v.reason + ".";
+    v.confident = false;
+    v.hinges_on = "the watchdog snapshots, which no rank left";
+    for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
     v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
                            "are complete; then run forensics report again.");
   } else if (std::optional<HangFocus> f = sequences_.focus()) {
@@ -138,6 +200,15 @@ Verdict VerdictMaker::decide() const {
     v.evidence.insert(v.evidence.begin(), "Only " + std::to_string(answered) + " of " + std::to_string(job_.world_size) +
                                               " ranks left a usable dump" + partial + ".");
     v.headline = "Inconclusive: " + v.reason + ".";
+    if (v.suspects.empty()) {
+      if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
+      else
+        for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
+    }
+    v.confident = false;
+    v.hinges_on = "the dumps of the " + std::to_string(job_.world_size - answered) + " rank(s) that left none";
+    v.lacking_data.clear();
+    for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
     v.culprit_ranks.clear();
     v.culprit_link.reset();
   }
@@ -239,7 +310,30 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
   v.next_steps.push_back("A program bug, not a hardware fault: find the code path where rank(s) " + ranksText(odd) +
                          " issue a different collective (a rank-dependent branch or uneven data); draining hosts will "
                          "not help. Restart after fixing it.");
+  hedgeMismatch(v, p, f);
   return v;
+}
+
+void VerdictMaker::hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const {
+  if (p.members_missing.empty() || p.groups.size() < 2) return;
+  size_t largest = p.groups[0].ranks.size(), second = p.groups[1].ranks.size();
+  if (second + p.members_missing.size() < largest) return;
+  // The ranks without a snapshot could all be in the smaller group: then it is the majority.
+  v.confident = false;
+  for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
+  for (const OpGroup& g : p.groups) {
+    Suspect s;
+    s.ranks = g.ranks;
+    s.text = "rank(s) " + ranksText(g.ranks) + " in " + g.op;
+    v.suspects.push_back(std::move(s));
+  }
+  v.culprit_ranks.clear();
+  v.hinges_on = "where " + ranksPhrase(p.members_missing) + " stand: without their snapshots " +
+                std::to_string(p.members_missing.size()) + " rank(s) could turn the " + p.groups[1].op +
+                " group into the majority";
+  v.headline = "Collective mismatch at seq " + std::to_string(f.seq) + " on communicator " + f.comm + ": " +
+               std::to_string(largest) + " rank(s) in " + p.groups[0].op + ", " + std::to_string(second) + " in " +
+               p.groups[1].op + "; " + gapsSentence(v.lacking_data) + ", so which side is odd is not known.";
 }
 
 Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const {
@@ -284,6 +378,12 @@ Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p
     v.evidence.push_back("Rank(s) " + ranksText(waiting) + " have " + opText(f) + " pending, the oldest for " +
                          seconds(oldest) + ".");
   }
+  if (!p.members_missing.empty()) {
+    // The ranks named never called it whatever the others did; the silent ones may not have either.
+    for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
+    v.evidence.push_back(ranksPhrase(p.members_missing) + " left no snapshot: " +
+                         (p.members_missing.size() == 1 ? "it" : "they") + " may not have called it either.");
+  }
   v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(culprits) +
                          " are stuck in host code (see where below: a data loader, a lock, a loop). Fix the program or "
                          "its input and restart from the last checkpoint; draining hosts will not help.");
@@ -304,8 +404,8 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     }
     ranks_with_records += any;
   }
-  RingFinding rf = ring.analyze(f.comm, f.seq);
-  if (rf.channels_total == 0) rf = ring.analyze(f.comm, std::nullopt);
+  RingFinding rf = ring.analyze(f.comm, f.seq, p.comm_size);
+  if (rf.channels_total == 0) rf = ring.analyze(f.comm, std::nullopt, p.comm_size);
   std::vector<int> waiting;
   for (const OpGroup& g : p.groups) waiting.insert(waiting.end(), g.ranks.begin(), g.ranks.end());
   waiting.insert(waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
@@ -386,8 +486,107 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
       v.next_steps.push_back("Run nccl-tests on the hosts of this communicator to find the faulty link.");
     }
     v.headline = "Inconclusive: " + v.reason + ".";
+    v.confident = false;
+    if (!p.members_missing.empty()) {
+      for (int r : p.members_missing) {
+        v.lacking_data.push_back(gapOf(r, f.comm));
+        v.suspects.push_back(rankSuspect(r, " (no snapshot)"));
+      }
+      v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
+    } else if (ranks_with_records == 0) {
+      v.hinges_on = "ring progress, which no rank has";
+      for (int r : waiting) v.lacking_data.push_back(gapOf(r, f.comm));
+    } else {
+      v.confident = true;  // the data is all there; it just names nothing
+    }
+  }
+  if (!rf.unseen.empty()) {
+    hedgeUnseenLinks(v, rf, f);
+  } else if (rf.rank && v.culprit_ranks.size() == 1) {
+    const RankSummary* s = job_.find(*rf.rank);
+    if (!s || !s->has_snapshot) {
+      // Its neighbours show it stopped; only its own snapshot tells a dead GPU from a rank that never came.
+      v.confident = false;
+      v.lacking_data.push_back(gapOf(*rf.rank, f.comm));
+      v.suspects.push_back(rankSuspect(*rf.rank));
+      v.hinges_on = "rank " + std::to_string(*rf.rank) +
+                    "'s snapshot: whether its GPU stopped inside the collective or it never called it";
+    }
   }
   return v;
+}
+
+DataGap VerdictMaker::gapOf(int rank, const std::string& comm) const {
+  DataGap g;
+  g.rank = rank;
+  if (const RankSummary* s = job_.find(rank)) {
+    g.lacks = s->lacking(comm);
+    if (g.lacks.empty()) g.lacks = "no counter for this connection in its ring progress";
+  } else {
+    bool collecting = std::find(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), rank) != job_.ranks_collecting.end();
+    g.lacks = collecting ? "its dumps are still being collected" : "no dump";
+  }
+  return g;
+}
+
+void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const HangFocus& f) const {
+  std::vector<int> dark;
+  for (const Link& l : rf.unseen) {
+    dark.push_back(l.from);
+    if (l.to >= 0) dark.push_back(l.to);
+  }
+  std::sort(dark.begin(), dark.end());
+  dark.erase(std::unique(dark.begin(), dark.end()), dark.end());
+  std::vector<DataGap> gaps;
+  for (int r : dark) gaps.push_back(gapOf(r, f.comm));
+
+  std::vector<Suspect> suspects;
+  std::string seen;
+  if (rf.link) {
+    suspects.push_back(linkSuspect(*rf.link));
+    seen = "least progress on " + linkText(*rf.link) + " among ranks with data";
+  } else if (rf.rank) {
+    suspects.push_back(rankSuspect(*rf.rank));
+    seen = "rank " + std::to_string(*rf.rank) + "'s connections made the least progress among ranks with data";
+  } else {
+    for (const Link& l : rf.least_seen) suspects.push_back(linkSuspect(l));
+    seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
+                                 : "least progress among ranks with data on " + [&] {
+                                     std::string t;
+                                     for (const Link& l : rf.least_seen) t += (t.empty() ? "" : ", ") + linkText(l);
+                                     return t;
+                                   }();
+  }
+  for (const Link& l : rf.unseen) suspects.push_back(linkSuspect(l));
+  sortSuspects(suspects);
+  std::string names;
+  for (size_t i = 0; i < suspects.size(); ++i) {
+    const Suspect& s = suspects[i];
+    std::string t = s.link ? linkText(*s.link) : s.text;
+    names += (i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ") + t;
+  }
+  std::string unseen;
+  for (const Link& l : rf.unseen) unseen += (unseen.empty() ? "" : ", ") + linkText(l);
+
+  v.evidence.push_back("No rank reported the connection(s) " + unseen + ": both ends lack ring progress (" + [&] {
+    std::string t;
+    for (const DataGap& g : gaps) t += (t.empty() ? "" : "; ") + std::to_string(g.rank) + ": " + g.lacks;
+    return t;
+  }() + "), so any of them may have made less progress than what was seen.");
+  v.kind = VerdictKind::kInconclusive;
+  v.culprit_link.reset();
+  v.culprit_ranks.clear();
+  v.confident = false;
+  v.suspects = std::move(suspects);
+  v.lacking_data = std::move(gaps);
+  v.hinges_on = "ring progress of " + ranksPhrase(dark) + ", which would show " + unseen;
+  v.reason = seen + "; " + gapsSentence(v.lacking_data) + ": suspect " + names;
+  v.headline = "Inconclusive: " + v.reason + ".";
+  // Advice drawn from one culprit (drain its hosts) would act on a guess.
+  v.next_steps = {"Get the missing data: run forensics report again once " + ranksPhrase(dark) +
+                      " finished collecting (report --wait), or look at them directly (their logs, their hosts).",
+                  "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before "
+                  "draining anything."};
 }
 
 void VerdictMaker::addCulpritStacks(Verdict& v) const {
@@ -433,6 +632,11 @@ void VerdictMaker::addDataNotes(Verdict& v) const {
   if (!job_.ranks_missing.empty()) {
     v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_missing) + " left no usable dump; the verdict uses the other " +
                          std::to_string(job_.ranks.size()) + ".");
+  }
+  if (!job_.ranks_collecting.empty()) {
+    v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_collecting) +
+                         " were still being collected when this report was made: run it again (forensics report "
+                         "--wait) for their data.");
   }
 }
 

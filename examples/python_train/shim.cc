@@ -20,6 +20,7 @@
 namespace {
 
 struct ShimState {
+  std::unique_ptr<Bootstrap> boot;
   int rank = 0;
   int world_size = 1;
   cudaStream_t stream = nullptr;
@@ -44,17 +45,19 @@ int shim_init(int layers, int hidden, int batch, double grad_mb) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   state = new ShimState;
-  MPI_Comm_rank(MPI_COMM_WORLD, &state->rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &state->world_size);
+  state->boot = mpiBootstrap();
+  state->rank = state->boot->rank();
+  state->world_size = state->boot->size();
   CheckIdentity::program = "python_train";
   CheckIdentity::rank = state->rank;
+  CheckIdentity::bootstrap = state->boot.get();
 
-  selectDevice();
+  selectDevice(*state->boot);
 
   CUDA_CHECK(cudaStreamCreate(&state->stream));
   CUBLAS_CHECK(cublasCreate(&state->cublas));
   CUBLAS_CHECK(cublasSetStream(state->cublas, state->stream));
-  state->world = joinCommunicator(MPI_COMM_WORLD);
+  state->world = joinWorld(*state->boot);
   state->model = std::make_unique<Model>(ModelShape{layers, hidden, batch, DType::F32}, state->stream,
                                          state->cublas, state->rank + 1);
   state->grad_count = std::max<size_t>(1, static_cast<size_t>(grad_mb * 1024 * 1024 / sizeof(float)));

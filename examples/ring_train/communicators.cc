@@ -3,27 +3,23 @@
 #include "gpu_check.h"
 
 #include <algorithm>
+#include <numeric>
 
-void selectDevice() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
+void selectDevice(const Bootstrap& boot) {
   int devices = 0;
   CUDA_CHECK(cudaGetDeviceCount(&devices));
-  CUDA_CHECK(cudaSetDevice(local_rank % std::max(devices, 1)));
+  CUDA_CHECK(cudaSetDevice(boot.localRank() % std::max(devices, 1)));
 }
 
-ncclComm_t joinCommunicator(MPI_Comm group, bool nonblocking) {
-  int rank = 0;
-  int size = 0;
-  MPI_Comm_rank(group, &rank);
-  MPI_Comm_size(group, &size);
+ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bool nonblocking) {
+  auto me = std::find(members.begin(), members.end(), boot.rank());
   ncclUniqueId id{};
-  if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
+  if (me == members.begin()) NCCL_CHECK(ncclGetUniqueId(&id));
+  boot.share(members, &id, sizeof(id));
+  if (me == members.end()) return nullptr;
   ncclComm_t comm = nullptr;
+  const int size = static_cast<int>(members.size());
+  const int rank = static_cast<int>(me - members.begin());
   if (nonblocking) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -34,14 +30,23 @@ ncclComm_t joinCommunicator(MPI_Comm group, bool nonblocking) {
   return comm;
 }
 
-TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp, bool nonblocking) {
-  MPI_Comm group;
-  MPI_Comm_split(MPI_COMM_WORLD, global_rank / tp, global_rank, &group);
+ncclComm_t joinWorld(Bootstrap& boot, bool nonblocking) {
+  std::vector<int> all(boot.size());
+  std::iota(all.begin(), all.end(), 0);
+  return joinCommunicator(boot, all, nonblocking);
+}
+
+TensorParallelGroup joinTensorParallelGroup(Bootstrap& boot, int tp, bool nonblocking) {
   TensorParallelGroup tpg;
-  MPI_Comm_rank(group, &tpg.rank);
-  MPI_Comm_size(group, &tpg.size);
-  tpg.first_global = global_rank - tpg.rank;
-  tpg.comm = joinCommunicator(group, nonblocking);
-  MPI_Comm_free(&group);
+  tpg.first_global = boot.rank() - boot.rank() % tp;
+  tpg.rank = boot.rank() - tpg.first_global;
+  tpg.size = tp;
+  // Every group's unique id goes through the bootstrap in the same order on every rank.
+  for (int first = 0; first < boot.size(); first += tp) {
+    std::vector<int> members(tp);
+    std::iota(members.begin(), members.end(), first);
+    ncclComm_t comm = joinCommunicator(boot, members, nonblocking);
+    if (first == tpg.first_global) tpg.comm = comm;
+  }
   return tpg;
 }

@@ -1,16 +1,20 @@
 #pragma once
-// NCCL communicators bootstrapped over MPI: MPI only carries the unique id, every
-// byte of training traffic goes through NCCL.
-#include <mpi.h>
+// NCCL communicators bootstrapped over MPI or env:// (bootstrap.h): the bootstrap only
+// carries the unique ids, every byte of training traffic goes through NCCL.
 #include <nccl.h>
 
-// Rank 0 of `group` creates the unique id and broadcasts it; every member then
-// joins the NCCL communicator with its rank in `group`.
-// One device per process on a node (local rank modulo the device count).
-void selectDevice();
+#include <vector>
 
+#include "bootstrap.h"
+
+// One device per process on a node (local rank modulo the device count).
+void selectDevice(const Bootstrap& boot);
+
+// Called by every rank in the same order: members[0] creates the unique id and shares it;
+// every member joins the NCCL communicator with its index in `members` (others get nullptr).
 // `nonblocking`: made with config.blocking = 0, waited for with ncclCommGetAsyncError.
-ncclComm_t joinCommunicator(MPI_Comm group, bool nonblocking = false);
+ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bool nonblocking = false);
+ncclComm_t joinWorld(Bootstrap& boot, bool nonblocking = false);
 
 struct TensorParallelGroup {
   ncclComm_t comm = nullptr;
@@ -20,4 +24,4 @@ struct TensorParallelGroup {
 };
 
 // Groups of `tp` consecutive global ranks, each with its own communicator.
-TensorParallelGroup joinTensorParallelGroup(int global_rank, int tp, bool nonblocking = false);
+TensorParallelGroup joinTensorParallelGroup(Bootstrap& boot, int tp, bool nonblocking = false);

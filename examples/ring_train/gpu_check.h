@@ -10,18 +10,26 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bootstrap.h"
+
 struct CheckIdentity {
   static inline const char* program = "train";
   static inline int rank = -1;
+  static inline Bootstrap* bootstrap = nullptr;  // how to end the job; MPI_Abort when unset
 };
+
+[[noreturn]] inline void abortJob(int code) {
+  if (CheckIdentity::bootstrap) CheckIdentity::bootstrap->abort(code);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
 
 [[noreturn]] inline void failGpuCall(const char* call, const char* status, const char* detail, const char* file,
                                      int line) {
   std::fprintf(stderr, "%s rank=%d error: %s failed: %s%s%s at %s:%d\n", CheckIdentity::program,
                CheckIdentity::rank, call, status, *detail ? ": " : "", detail, file, line);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
+  abortJob(1);
 }
 
 #define CUDA_CHECK(call)                                                                                   \

@@ -1,6 +1,6 @@
 // ring_train: a training-shaped multi-rank program (one process per rank) used to
-// reproduce hangs and slowdowns; MPI bootstraps, NCCL carries the traffic.
-#include <mpi.h>
+// reproduce hangs and slowdowns; MPI or env:// (torchrun, Slurm) bootstraps, NCCL carries
+// the traffic.
 #include <unistd.h>
 
 #include <cstdio>
@@ -43,27 +43,25 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  int world_size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  std::unique_ptr<Bootstrap> boot = startBootstrap(&argc, &argv);
+  const int rank = boot->rank();
   CheckIdentity::program = "ring_train";
   CheckIdentity::rank = rank;
+  CheckIdentity::bootstrap = boot.get();
   try {
-    checkAgainstWorld(options, world_size);
+    checkAgainstWorld(options, boot->size());
   } catch (const UsageError& e) {
     if (rank == 0) std::fprintf(stderr, "ring_train: %s\n", e.what());
-    MPI_Finalize();
+    boot->finalize();
     return 2;
   }
 
   std::printf("ring_train rank=%d pid=%d\n", rank, static_cast<int>(getpid()));
   std::fflush(stdout);
   {
-    Trainer trainer(options, rank, world_size);
+    Trainer trainer(options, *boot);
     trainer.run();
   }
-  MPI_Finalize();
+  boot->finalize();
   return 0;
 }

@@ -15,8 +15,7 @@ void checkElement(float got, float expected, size_t index, int rank, int step) {
   std::printf("%s rank=%d FAIL step=%d index=%zu expected=%g got=%g\n", CheckIdentity::program, rank, step, index,
               static_cast<double>(expected), static_cast<double>(got));
   std::fflush(stdout);
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  std::abort();
+  abortJob(3);
 }
 
 }  // namespace

@@ -22,15 +22,15 @@ float* deviceFloats(size_t count) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options, int rank, int world_size)
-    : options_(options), rank_(rank), world_size_(world_size) {
-  selectDevice();
+Trainer::Trainer(const TrainOptions& options, Bootstrap& boot)
+    : options_(options), boot_(boot), rank_(boot.rank()), world_size_(boot.size()) {
+  selectDevice(boot_);
   CUDA_CHECK(cudaStreamCreate(&stream_));
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
 
-  world_ = joinCommunicator(MPI_COMM_WORLD, options_.nonblocking);
-  if (options_.tp > 1) tp_ = joinTensorParallelGroup(rank_, options_.tp, options_.nonblocking);
+  world_ = joinWorld(boot_, options_.nonblocking);
+  if (options_.tp > 1) tp_ = joinTensorParallelGroup(boot_, options_.tp, options_.nonblocking);
 
   model_ = std::make_unique<Model>(
       ModelShape{options_.layers, options_.hidden, options_.batch, options_.dtype}, stream_, cublas_, rank_ + 1);
@@ -83,7 +83,7 @@ void Trainer::run() {
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MPI_Barrier(MPI_COMM_WORLD);
+  boot_.barrier();
   if (rank_ == 0) {
     const double step_ms = options_.steps > 0 ? seconds * 1000.0 / options_.steps : 0.0;
     std::printf("ring_train summary ranks=%d steps=%d step_ms=%.2f grad_mb=%g tp=%d\n", world_size_,

@@ -15,7 +15,7 @@
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& options, int rank, int world_size);
+  Trainer(const TrainOptions& options, Bootstrap& boot);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -30,6 +30,7 @@ class Trainer {
   bool syncsEveryLayer() const;
 
   TrainOptions options_;
+  Bootstrap& boot_;
   int rank_;
   int world_size_;
   cudaStream_t stream_ = nullptr;

@@ -6,7 +6,7 @@
 namespace hangwatch::forensics {
 
 std::string CollectCommand::usage() const {
-  return "usage: forensics collect --pid PID [--rank R] --out DIR [--backend auto|cuda|sim|host]\n"
+  return "usage: forensics collect --pid PID [--rank R [--state]] --out DIR [--backend auto|cuda|sim|host]\n"
          "                         [--timeout-fast SECONDS] [--timeout-debugger SECONDS]\n"
          "\n"
          "Takes the native and Python stacks of every thread of PID in a fast ptrace pass,\n"
@@ -16,6 +16,8 @@ std::string CollectCommand::usage() const {
          "\n"
          "  --backend auto       sim if simgpu is loaded, cuda if libcuda/libnccl is, else host\n"
          "  --backend host       stacks only, no debugger\n"
+         "  --state              record collecting/done in DIR/ranks/rNNNNN.state.json (the\n"
+         "                       watchdog passes it; abort mode and report --wait read it)\n"
          "  --timeout-fast S     hard bound of the ptrace pass (default 10)\n"
          "  --timeout-debugger S hard bound of the debugger phase (default 60)\n"
          "\n"
@@ -28,6 +30,11 @@ Expected<CollectOptions> CollectCommand::parse(const std::vector<std::string>& a
   bool have_pid = false;
   OptionCursor c{args};
   while (!c.done()) {
+    if (args[c.i] == "--state") {
+      o.mark_state = true;
+      ++c.i;
+      continue;
+    }
     std::string v;
     std::string error;
     auto is = [&](const char* flag) {
@@ -68,6 +75,7 @@ Expected<CollectOptions> CollectCommand::parse(const std::vector<std::string>& a
   }
   if (!have_pid) return Error{"--pid is required"};
   if (o.out_dir.empty()) return Error{"--out is required"};
+  if (o.mark_state && !o.rank) return Error{"--state needs --rank"};
   if (debugger_env != nullptr) o.debugger = debugger_env;
   return o;
 }

@@ -1,10 +1,15 @@
 #include "report_command.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_set.h"
+#include "hangwatch/verdict/collection_status.h"
 #include "hangwatch/verdict/html_report_writer.h"
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/json_report_writer.h"
@@ -12,9 +17,45 @@
 #include "hangwatch/verdict/text_report_writer.h"
 
 namespace hangwatch::forensics {
+namespace {
+
+// An operator runs the report right after the job died: collectors may still be writing.
+// They announce a deadline (their own hard bounds, ~90 s) and are never waited for beyond it.
+constexpr double kDefaultWaitS = 90;
+
+// Waits while some rank's collector is still at work, at most `wait_s`; says so on stderr.
+void waitForCollectors(const std::string& job_dir, double wait_s) {
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + std::chrono::duration<double>(wait_s);
+  bool said = false;
+  std::vector<int> collecting;
+  for (bool first = true;; first = false) {
+    // After the first pass only the ranks still collecting are looked at again.
+    verdict::CollectionStatus status =
+        verdict::readCollectionStatus(job_dir, verdict::wallClockNow(), first ? nullptr : &collecting);
+    collecting = status.collecting;
+    if (status.collecting.empty()) break;
+    double left = std::chrono::duration<double>(until - Clock::now()).count();
+    if (left <= 0) {
+      std::cerr << "forensics report: stopped waiting after " << wait_s << " s; reporting without their data\n";
+      break;
+    }
+    if (!said) {
+      stackmerge::RankSet ranks;
+      for (int r : status.collecting) ranks.insert(r);
+      double by_deadline = status.latest_deadline_unix_s - verdict::wallClockNow();
+      std::cerr << "forensics report: waiting for rank(s) " << ranks.toString() << " still collecting (up to "
+                << static_cast<int>(std::max(0.0, std::min(left, by_deadline)) + 0.5) << " s; --wait 0 skips this)\n";
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+}  // namespace
 
 std::string ReportCommand::usage() const {
-  return "usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--no-save] [--threads N]\n"
+  return "usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--wait S] [--no-save] [--threads N]\n"
          "\n"
          "Reads every rank's dumps under <job-dir> (TRIGGER.json, ranks/*.watchdog.json,\n"
          "ranks/*.forensics.json) and says what hung and who is at fault: communication-hang\n"
@@ -24,6 +65,10 @@ std::string ReportCommand::usage() const {
          "\n"
          "  --format F   text (default), json or html, printed to stdout\n"
          "  -o FILE      write that format to FILE instead of stdout\n"
+         "  --wait S     first wait up to S seconds (default 90, 0: not at all) for ranks whose\n"
+         "               collectors are still at work (ranks/rNNNNN.state.json says collecting),\n"
+         "               never past the deadlines they announced; those still collecting after\n"
+         "               that are listed as ranks_collecting and the verdict says what it lacks\n"
          "  --no-save    do not also write <job-dir>/report/report.{txt,json,html}\n"
          "  --threads N  ranks read in parallel (default: one per core)\n"
          "\n"
@@ -40,13 +85,14 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     std::cout << usage();
     return 0;
   }
-  std::string job_dir, format = "text", out_file, threads_text;
+  std::string job_dir, format = "text", out_file, threads_text, wait_text;
   bool save = true;
   OptionCursor cur{args};
   while (!cur.done()) {
     Expected<bool> took = cur.take("--format", format);
     if (took && !*took) took = cur.take("-o", out_file);
     if (took && !*took) took = cur.take("--threads", threads_text);
+    if (took && !*took) took = cur.take("--wait", wait_text);
     if (!took) return usageError(took.error());
     if (*took) continue;
     const std::string& a = args[cur.i++];
@@ -68,6 +114,14 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     if (!n) return usageError(n.error());
     threads = static_cast<unsigned>(*n);
   }
+
+  double wait_s = kDefaultWaitS;
+  if (!wait_text.empty()) {
+    char* end = nullptr;
+    wait_s = std::strtod(wait_text.c_str(), &end);
+    if (*end != '\0' || !(wait_s >= 0) || wait_s > 86400) return usageError("--wait wants seconds >= 0, got '" + wait_text + "'");
+  }
+  if (wait_s > 0) waitForCollectors(job_dir, wait_s);
 
   Expected<verdict::JobData> job = verdict::JobLoader(threads).load(job_dir);
   if (!job) {

@@ -7,6 +7,7 @@
 
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/trigger_beacon.h"
 #include "hangwatch/trigger_record.h"
 
 namespace hangwatch::forensics {
@@ -14,8 +15,9 @@ namespace hangwatch::forensics {
 std::string TriggerCommand::usage() const {
   return "usage: forensics trigger <job-dir>\n"
          "\n"
-         "Creates <job-dir>/TRIGGER.json (reason \"manual\") unless one exists: every rank's\n"
-         "watchdog sees it and dumps. Exit 0 when created, 1 when a trigger exists already.\n";
+         "Creates <job-dir>/TRIGGER.json (reason \"manual\") unless one exists and says so in\n"
+         "<job-dir>/TRIGGER.beacon: every rank's watchdog sees it and dumps. Exit 0 when created,\n"
+         "1 when a trigger exists already.\n";
 }
 
 int TriggerCommand::run(const std::vector<std::string>& args) {
@@ -43,6 +45,9 @@ int TriggerCommand::run(const std::vector<std::string>& args) {
               << "remove it to trigger again\n";
     return 1;
   }
+  // The watchdogs look at the beacon, which NFS keeps fresh, not at TRIGGER.json itself.
+  if (Expected<bool> said = TriggerBeacon(args[0]).append(beaconTriggerLine(-1, t.host, t.pid, t.time_unix_s)); !said)
+    std::cerr << "forensics trigger: warning: " << said.error() << "; ranks notice TRIGGER.json within a few seconds\n";
   std::cout << "forensics trigger: created " << path << "\n";
   return 0;
 }

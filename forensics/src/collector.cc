@@ -16,6 +16,7 @@
 #include "hangwatch/forensics/remote_unwinder.h"
 #include "hangwatch/forensics/wait_manager.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_state.h"
 
 namespace hangwatch::forensics {
 namespace {
@@ -97,6 +98,10 @@ std::string gone(pid_t pid) {
   return "process " + std::to_string(pid) + " exited during the attach";
 }
 
+double wallClockNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 std::string resolveBackend(const std::string& requested, bool maps_simgpu, bool maps_cuda) {
@@ -114,13 +119,15 @@ CollectResult Collector::run() {
   dump.rank = options_.rank;
   dump.host = hostName();
   dump.backend_requested = options_.backend;
-  dump.time_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  dump.time_unix_s = wallClockNow();
+  markState(false, "pending", "");
 
   PhaseTimer proc_phase(dump, "proc");
   Expected<ProcSnapshot> proc = readProcSnapshot(pid);
   if (!proc) {
     proc_phase.finish(false, proc.error());
     result.summary = proc.error();
+    markState(true, "failed: " + proc.error(), "");
     return result;  // nothing to write: there is no such process
   }
   dump.exe = proc->exe;
@@ -148,6 +155,7 @@ CollectResult Collector::run() {
     result.summary = gone(pid);
     dump.errors.push_back(result.summary);
   }
+  if (!stacks_ok && dump.target_exited_during.empty() && processGone(pid)) dump.target_exited_during = "attach";
 
   // The debugger phase only starts after the fast pass has let go.
   dump.backend = resolveBackend(options_.backend, proc->mapsObject("libsimnccl") || proc->mapsObject("libsimcuda"),
@@ -158,7 +166,15 @@ CollectResult Collector::run() {
   } else if (!stacks_ok) {
     dump.phases.push_back({"debugger", 0, false, "skipped: the fast pass could not attach either"});
   } else {
-    degraded = !debuggerPhase(dump) || degraded;
+    bool debugger_ok = debuggerPhase(dump);
+    degraded = !debugger_ok || degraded;
+    // Killed under the debugger (a launcher's kill-on-exit): say so plainly, the stacks
+    // above were taken from the live process and stay valid.
+    if (!debugger_ok && processGoneSoon(pid)) {
+      dump.target_exited_during = "debugger";
+      dump.errors.push_back("process " + std::to_string(pid) +
+                            " exited during the debugger phase: its stacks were taken, its ring progress was not read");
+    }
   }
 
   std::string path = options_.rank ? forensicsDumpPath(options_.out_dir, *options_.rank)
@@ -175,6 +191,12 @@ CollectResult Collector::run() {
                      (dump.python_version.empty() ? "" : ", Python " + dump.python_version) +
                      (degraded && !dump.errors.empty() ? "; degraded: " + dump.errors.back() : "");
   }
+  std::string outcome = !written ? "failed: " + written.error()
+                        : result.exit_code == kCollectOk ? "written"
+                        : result.exit_code == kCollectDegraded ? "degraded"
+                                                               : "failed: " + result.summary;
+  markState(true, outcome,
+            dump.target_exited_during.empty() ? "" : "process exited during the " + dump.target_exited_during + " phase");
   return result;
 }
 
@@ -251,6 +273,24 @@ bool Collector::fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack
     dump.errors.push_back(std::to_string(n) + " Python thread(s) matched no native thread");
   }
   return true;
+}
+
+void Collector::markState(bool done, const std::string& forensics, const std::string& note) {
+  if (!options_.mark_state || !options_.rank) return;
+  std::string path = rankStatePath(options_.out_dir, *options_.rank);
+  Expected<RankState> before = readRankState(path);
+  RankState s = before ? *before : RankState{};
+  double now = wallClockNow();
+  s.rank = *options_.rank;
+  s.phase = done ? DumpPhase::kDone : DumpPhase::kCollecting;
+  s.time_unix_s = now;
+  if (s.pid == 0) s.pid = options_.pid;
+  if (s.host.empty()) s.host = hostName();
+  if (s.deadline_unix_s <= 0) s.deadline_unix_s = now + options_.timeout_fast_s + options_.timeout_debugger_s + 20;
+  s.collector_pid = done ? 0 : ::getpid();
+  s.forensics = forensics;
+  if (!note.empty()) s.note = note;
+  (void)writeFileAtomically(path, toJson(s).dump(1) + "\n");
 }
 
 bool Collector::debuggerPhase(ForensicsDump& dump) {

@@ -1,17 +1,20 @@
-"""Running multi-rank jobs from end-to-end tests: start under examples/mpirun.sh in
-a session of their own, follow their output, and always kill every process of the
-session afterwards, so a hung scenario never leaves ranks behind."""
+"""Running multi-rank jobs from end-to-end tests: start under examples/mpirun.sh (or one
+of the test launchers in launchers/) in a session of their own, follow their output, and
+always kill every process of the session and every descendant of the launcher afterwards,
+so a hung scenario never leaves ranks behind."""
 import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 SOURCE_DIR = Path(os.environ.get("HANGWATCH_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 MPIRUN = SOURCE_DIR / "examples" / "mpirun.sh"
+LAUNCHERS = Path(__file__).resolve().parent / "launchers"
 GDB_SCRIPT = Path(__file__).resolve().parent / "gdb_threads.py"
 
 
@@ -21,6 +24,40 @@ def ring_train_binary():
 
 def train_py():
     return str(SOURCE_DIR / "examples" / "python_train" / "train.py")
+
+
+def mpirun(nranks):
+    return [str(MPIRUN), "-np", str(nranks)]
+
+
+def torchrun_like(nranks, kill_grace=30, run_id="e2e-torchrun"):
+    """launchers/fake_torchrun.py: workers in sessions of their own, SIGTERM then SIGKILL on failure."""
+    return [sys.executable, str(LAUNCHERS / "fake_torchrun.py"), "--nproc-per-node", str(nranks),
+            "--kill-grace", str(kill_grace), "--run-id", run_id, "--"]
+
+
+def srun_like(nranks, kill_wait=30, job_id="4242"):
+    """launchers/fake_srun.py --kill-on-bad-exit: SLURM_* variables, SIGTERM then SIGKILL on a bad exit."""
+    return [sys.executable, str(LAUNCHERS / "fake_srun.py"), "-n", str(nranks), "--kill-on-bad-exit",
+            "--kill-wait", str(kill_wait), "--job-id", job_id, "--"]
+
+
+def descendant_pids(root):
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def session_pids(sid):
@@ -39,16 +76,17 @@ def session_pids(sid):
 
 
 class MpiJob:
-    """One mpirun job. Use as a context manager: leaving it kills whatever still runs."""
+    """One job under mpirun, or under `launcher` (an argv prefix such as torchrun_like(n)).
+    Use as a context manager: leaving it kills whatever still runs."""
 
-    def __init__(self, nranks, argv, env=None, program="ring_train"):
+    def __init__(self, nranks, argv, env=None, program="ring_train", launcher=None):
         self.nranks = nranks
         self.program = program
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.lines = []
         self._cond = threading.Condition()
-        self.proc = subprocess.Popen([str(MPIRUN), "-np", str(nranks), *argv], env=full_env,
+        self.proc = subprocess.Popen([*(launcher or mpirun(nranks)), *argv], env=full_env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -113,8 +151,9 @@ class MpiJob:
         return {int(m[1]): int(m[2]) for m in re.finditer(rf"{self.program} rank=(\d+) pid=(\d+)", self.output())}
 
     def kill(self):
-        # Ranks first, so that mpirun is still there to reap them; then mpirun itself.
-        for pid in session_pids(self.proc.pid):
+        # Ranks first, so that mpirun is still there to reap them; then mpirun itself. Workers
+        # a launcher put in sessions of their own are found as its descendants.
+        for pid in set(session_pids(self.proc.pid)) | set(descendant_pids(self.proc.pid)):
             if pid != self.proc.pid:
                 _kill(pid)
         if self.wait_exit(3) is None:

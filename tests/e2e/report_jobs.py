@@ -1,6 +1,8 @@
 """Hung jobs for the report scenarios: run a simgpu job under libhangwatch.so with the
-collector on, wait until every rank has dumped, kill the job, and run `forensics report`
-on what it left. Also usable by hand:
+collector on and HANGWATCH_ON_HANG=abort, as a job that its launcher restarts would: every
+rank dumps, waits until every rank's dumps are done, and exits; the launcher (mpirun, or a
+torchrun- or srun-like one) then returns and `forensics report` runs at once on what the
+job left. Also usable by hand:
     python3 tests/e2e/report_jobs.py dead-link /tmp/jobs   (prints the job dir)"""
 import json
 import os
@@ -9,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import MpiJob, ring_train_binary, train_py
+from harness import MpiJob, ring_train_binary, train_py, torchrun_like, srun_like
 
 SMALL_MODEL = ["--grad-mb", "1", "--hidden", "128", "--layers", "2", "--batch", "32"]
 JOB_ID = "e2e-report"
@@ -44,6 +46,9 @@ SCENARIOS = {
                       ""),
     "py-dead-link": (4, "python_train", [], "dead-link=2->3@op=6"),
     "dead-link-8": (8, "ring_train", [], "dead-link=5->6@op=8"),
+    "dead-rank-6": (6, "ring_train", [], "dead-rank=3@op=6"),
+    "host-loop-6": (6, "ring_train", ["--stall-rank", "4", "--stall-at-step", "4", "--stall-kind", "host-loop"], ""),
+    "mismatch-8": (8, "ring_train", ["--mismatch-rank", "6", "--mismatch-at-step", "4"], ""),
     "healthy": (4, "ring_train", [], ""),
 }
 
@@ -60,18 +65,28 @@ def dumps_complete(job_dir, nranks):
                for r in range(nranks))
 
 
-def run_hung_job(name, dump_root, wait_s=90):
-    """Runs scenario `name` until every rank dumped (or wait_s passed); returns (job_dir, job output)."""
+LAUNCHERS = {"mpirun": None, "torchrun": torchrun_like, "srun": srun_like}
+
+
+def run_hung_job(name, dump_root, launcher="mpirun", wait_s=240, extra_env=None):
+    """Runs scenario `name` in abort mode under `launcher` until the launcher returns; returns
+    (job_dir, job output, launcher exit code or None when it was still running after wait_s).
+    Under torchrun and srun the job id comes from the launcher (TORCHELASTIC_RUN_ID, SLURM_JOB_ID)."""
     nranks, program, args, faults = SCENARIOS[name]
-    job_dir = Path(dump_root) / JOB_ID
     env = watchdog_env(dump_root, faults=faults)
-    with MpiJob(nranks, job_argv(program, args, 50), env=env, program=program) as job:
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and not dumps_complete(job_dir, nranks):
-            if job.proc.poll() is not None:
-                break
-            time.sleep(0.5)
-        return job_dir, job.output()
+    env["HANGWATCH_ON_HANG"] = "abort"
+    prefix = LAUNCHERS[launcher](nranks) if LAUNCHERS[launcher] else None
+    job_id = JOB_ID
+    if launcher == "torchrun":
+        env["HANGWATCH_JOB_ID"] = ""
+        job_id = "e2e-torchrun"
+    elif launcher == "srun":
+        env["HANGWATCH_JOB_ID"] = ""
+        job_id = "4242"
+    env.update(extra_env or {})
+    with MpiJob(nranks, job_argv(program, args, 50), env=env, program=program, launcher=prefix) as job:
+        code = job.wait_exit(wait_s)
+        return Path(dump_root) / job_id, job.output(), code
 
 
 def run_healthy_job(dump_root, steps=8):
@@ -84,9 +99,9 @@ def run_healthy_job(dump_root, steps=8):
 
 
 def report(job_dir, fmt="json", extra=()):
-    """Runs `forensics report`; returns (exit code, stdout, stderr)."""
+    """Runs `forensics report` (with its default --wait); returns (exit code, stdout, stderr)."""
     r = subprocess.run([forensics_binary(), "report", str(job_dir), "--format", fmt, *extra],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=240)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -102,5 +117,5 @@ if __name__ == "__main__":
     if scenario == "healthy":
         print(run_healthy_job(root)[0])
     else:
-        d, out = run_hung_job(scenario, root)
+        d, out, code = run_hung_job(scenario, root)
         print(d)

@@ -52,8 +52,11 @@ class WatchdogCase(E2ECase):
         return json.loads((self.job_dir / "TRIGGER.json").read_text())
 
     def assert_exactly_one_trigger(self):
-        triggers = [p.name for p in self.job_dir.iterdir() if p.name.startswith("TRIGGER")]
-        self.assertEqual(triggers, ["TRIGGER.json"])
+        triggers = sorted(p.name for p in self.job_dir.iterdir() if p.name.startswith("TRIGGER"))
+        self.assertEqual(triggers, ["TRIGGER.beacon", "TRIGGER.json"])
+        # The winner alone announced it; rank 0 may have added that every rank is done.
+        lines = (self.job_dir / "TRIGGER.beacon").read_text().splitlines()
+        self.assertEqual(sum(1 for line in lines if line.startswith("triggered")), 1, lines)
 
     def assert_dumped_within(self, snapshots, trigger, limit_s):
         # The hang began when the stuck op got its turn: detection time minus its age.

@@ -40,6 +40,8 @@ TEST_CASE("DumpPathsMatchTheContractLayout") {
   CHECK(hangwatch::forensicsDumpPath(job, 123456) == "/shared/dumps/9/ranks/r123456.forensics.json");
   CHECK(hangwatch::forensicsDumpPathForPid(job, 4242) == "/shared/dumps/9/ranks/p4242.forensics.json");
   CHECK(hangwatch::metricsPath(job, 0) == "/shared/dumps/9/metrics/r00000.jsonl");
+  CHECK(hangwatch::rankStatePath(job, 7) == "/shared/dumps/9/ranks/r00007.state.json");
+  CHECK(hangwatch::triggerBeaconPath(job) == "/shared/dumps/9/TRIGGER.beacon");
 }
 
 TEST_CASE("TriggerRecordRoundTrips") {

@@ -42,6 +42,7 @@ hangwatch::ForensicsDump sampleDump() {
   d.ring_progress.push_back(r);
   d.phases = {{"ptrace", 0.012, true, ""}, {"debugger", 0.4, false, "gdb timed out"}};
   d.errors = {"debugger: gdb timed out"};
+  d.target_exited_during = "debugger";
   return d;
 }
 
@@ -68,6 +69,7 @@ TEST_CASE("ForensicsDumpRoundTripsEveryField") {
   CHECK(back->phases[1].error == "gdb timed out");
   CHECK(back->phases[0].error.empty());
   CHECK(back->errors == d.errors);
+  CHECK(back->target_exited_during == "debugger");
   CHECK(hangwatch::toJson(*back) == hangwatch::toJson(d));
 }
 

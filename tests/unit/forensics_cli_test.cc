@@ -18,6 +18,10 @@ TEST_CASE("CollectParsesTheContractArguments") {
   CHECK(o->out_dir == "/tmp/job");
   CHECK(o->backend == "sim");
   CHECK(o->debugger.empty());
+  CHECK_FALSE(o->mark_state);
+  auto marked = CollectCommand::parse(args({"--pid", "123", "--rank", "7", "--state", "--out", "/tmp/job"}), nullptr);
+  REQUIRE(marked.ok());
+  CHECK(marked->mark_state);
 }
 
 TEST_CASE("CollectAcceptsEqualsFormAndTimeouts") {
@@ -47,6 +51,7 @@ TEST_CASE("CollectRejectsBadArgumentsWithAReason") {
   CHECK(error({"--pid", "1", "--out", "/d", "--frobnicate"}).find("unknown argument '--frobnicate'") != std::string::npos);
   CHECK(error({"--pid", "1", "--out"}).find("--out needs a value") != std::string::npos);
   CHECK(error({"--pid", "1", "--out", "/d", "--timeout-fast", "0"}).find("--timeout-fast") != std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/d", "--state"}).find("--state needs --rank") != std::string::npos);
 }
 
 TEST_CASE("AutoBackendFollowsTheLibrariesInTheProcess") {

@@ -14,6 +14,8 @@
 #include "hangwatch/forensics/proc_snapshot.h"
 #include "hangwatch/forensics/ptrace_session.h"
 #include "hangwatch/forensics/wait_manager.h"
+#include "hangwatch/job_layout.h"
+#include "hangwatch/rank_state.h"
 
 using namespace hangwatch::forensics;
 
@@ -298,6 +300,33 @@ TEST_CASE("DebuggerPhaseTimeBoundKillsAHungDebuggerAndTheTargetRunsOn") {
   CHECK(r.dump.threads.size() == kWorkers + 1);
   CHECK(child.waitForState([](char s) { return s == 'S'; }));
   CHECK(child.releaseAndWait() == 0);
+  std::filesystem::remove_all(o.out_dir);
+}
+
+TEST_CASE("ATargetKilledUnderTheDebuggerKeepsItsStacksAndTheDumpAndStateSaySo") {
+  BlockedChild child;
+  CollectOptions o;
+  o.pid = child.pid();
+  o.rank = 3;
+  o.mark_state = true;
+  o.out_dir = tempJobDir();
+  o.backend = "sim";
+  o.debugger = (std::filesystem::path(__FILE__).parent_path().parent_path() / "programs" / "killing_debugger.py").string();
+  CollectResult r = Collector(o).run();
+  INFO(r.summary);
+  CHECK(r.exit_code == kCollectDegraded);
+  CHECK(r.dump.target_exited_during == "debugger");
+  CHECK(r.dump.threads.size() == kWorkers + 1);
+  bool said = false;
+  for (const std::string& e : r.dump.errors) said = said || e.find("exited during the debugger phase") != std::string::npos;
+  CHECK(said);
+  CHECK_FALSE(r.dump_path.empty());
+  auto state = hangwatch::readRankState(hangwatch::rankStatePath(o.out_dir, 3));
+  REQUIRE(state.ok());
+  CHECK(state->done());
+  CHECK(state->forensics == "degraded");
+  CHECK(state->note == "process exited during the debugger phase");
+  CHECK(state->collector_pid == 0);
   std::filesystem::remove_all(o.out_dir);
 }
 

@@ -30,6 +30,7 @@ ForensicsDump richDump() {
   d.debugger = "/usr/bin/gdb";
   d.python_version = "3.11.2";
   d.errors = {"debugger: timed out\nafter 30 s"};
+  d.target_exited_during = "debugger";
   ThreadStack t;
   t.tid = 77;
   t.name = "MainThread";

@@ -1,8 +1,16 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include "hangwatch/rank_state.h"
+#include "hangwatch/verdict/collection_status.h"
 
 #include "report_command.h"
 #include "verdict_test_fixture.h"
@@ -18,6 +26,27 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// ranks/rNNNNN.state.json as the watchdog writes it, on this host.
+void writeState(const std::string& dir, int rank, hangwatch::DumpPhase phase, int64_t pid, int64_t collector_pid,
+                double deadline_in_s) {
+  hangwatch::RankState s;
+  s.rank = rank;
+  s.phase = phase;
+  s.pid = pid;
+  s.collector_pid = collector_pid;
+  s.host = hangwatch::verdict::thisHostName();
+  s.deadline_unix_s = hangwatch::verdict::wallClockNow() + deadline_in_s;
+  REQUIRE(hangwatch::writeFileAtomically(hangwatch::rankStatePath(dir, rank), toJson(s).dump()).ok());
+}
+
+// A pid that surely belongs to no live process: a child we made and reaped.
+int64_t deadPid() {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
 }  // namespace
 
 TEST_CASE("ReportUsageErrorsExitTwo") {
@@ -27,6 +56,57 @@ TEST_CASE("ReportUsageErrorsExitTwo") {
   CHECK(c.run({"/tmp", "--bogus"}) == 2);
   CHECK(c.run({"/tmp", "/var"}) == 2);
   CHECK(c.run({"/tmp", "--threads", "0"}) == 2);
+  CHECK(c.run({"/tmp", "--wait", "-1"}) == 2);
+  CHECK(c.run({"/tmp", "--wait", "soon"}) == 2);
+}
+
+TEST_CASE("ReportWaitsForARankStillCollectingUntilItIsDone") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 2; ++r) verdict_test::FakeRank(r, 2, 3).write(dir.path);
+  std::filesystem::remove(hangwatch::forensicsDumpPath(dir.path, 1));
+  writeState(dir.path, 0, hangwatch::DumpPhase::kDone, ::getpid(), 0, 60);
+  writeState(dir.path, 1, hangwatch::DumpPhase::kCollecting, ::getpid(), ::getpid(), 60);
+  // Rank 1's collector finishes a little later.
+  std::thread collector([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    verdict_test::FakeRank(1, 2, 3).write(dir.path);
+    writeState(dir.path, 1, hangwatch::DumpPhase::kDone, ::getpid(), 0, 60);
+  });
+  std::string out = dir.path + "/out.json";
+  ReportCommand c;
+  int code = c.run({dir.path, "--format=json", "-o", out, "--wait", "30"});
+  collector.join();
+  REQUIRE(code == 0);
+  nlohmann::json j = nlohmann::json::parse(slurp(out));
+  CHECK(j.at("ranks_collecting").empty());
+  CHECK(j.at("ranks_partial").empty());
+}
+
+TEST_CASE("ReportListsRanksStillCollectingWhenTheWaitEnds") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 3; ++r) verdict_test::FakeRank(r, 3, 3).write(dir.path);
+  std::filesystem::remove(hangwatch::forensicsDumpPath(dir.path, 2));
+  writeState(dir.path, 2, hangwatch::DumpPhase::kCollecting, ::getpid(), ::getpid(), 60);
+  std::string out = dir.path + "/out.json";
+  ReportCommand c;
+  REQUIRE(c.run({dir.path, "--format=json", "-o", out, "--wait", "0.2"}) == 0);
+  nlohmann::json j = nlohmann::json::parse(slurp(out));
+  CHECK(j.at("ranks_collecting") == nlohmann::json::array({2}));
+  bool said = false;
+  for (const auto& p : j.at("ranks_partial")) said = said || (p.at("rank") == 2 && p.at("reason") == "still being collected");
+  CHECK(said);
+  REQUIRE(c.run({dir.path, "-o", dir.path + "/out.txt", "--wait", "0"}) == 0);
+  CHECK(slurp(dir.path + "/out.txt").find("STILL COLLECTING: rank(s) 2") != std::string::npos);
+}
+
+TEST_CASE("ACollectorThatDiedOrMissedItsDeadlineIsNotWaitedFor") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 3; ++r) verdict_test::FakeRank(r, 3, 3).write(dir.path);
+  writeState(dir.path, 0, hangwatch::DumpPhase::kCollecting, deadPid(), deadPid(), 600);  // both gone
+  writeState(dir.path, 1, hangwatch::DumpPhase::kCollecting, ::getpid(), ::getpid(), -1);  // past its deadline
+  writeState(dir.path, 2, hangwatch::DumpPhase::kCollecting, ::getpid(), 0, 600);  // collector not started, rank alive
+  auto status = hangwatch::verdict::readCollectionStatus(dir.path, hangwatch::verdict::wallClockNow());
+  CHECK(status.collecting == std::vector<int>{2});
 }
 
 TEST_CASE("ReportOfAMissingDirectoryExitsOne") {

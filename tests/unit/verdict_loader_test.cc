@@ -48,20 +48,46 @@ TEST_CASE("DeletedAndTruncatedRankFilesAreListedAndTheCulpritIsStillFound") {
   std::filesystem::remove(watchdogSnapshotPath(dir.path, 5));
   std::filesystem::remove(forensicsDumpPath(dir.path, 5));
   truncateFile(watchdogSnapshotPath(dir.path, 3));
-  truncateFile(forensicsDumpPath(dir.path, 6));
+  truncateFile(forensicsDumpPath(dir.path, 7));
   Expected<JobData> job = JobLoader(3).load(dir.path);
   REQUIRE(job.ok());
   CHECK(job->world_size == 8);
   CHECK(job->ranks_missing == std::vector<int>{5});
   std::vector<std::pair<int, std::string>> partial;
   for (const PartialRank& p : job->ranks_partial) partial.emplace_back(p.rank, p.missing);
-  CHECK(partial == std::vector<std::pair<int, std::string>>{{3, "watchdog snapshot"}, {6, "forensics dump"}});
+  CHECK(partial == std::vector<std::pair<int, std::string>>{{3, "watchdog snapshot"}, {7, "forensics dump"}});
   CHECK(job->ranks_partial[0].reason.find("truncated or corrupt JSON") != std::string::npos);
   Report r = ReportBuilder::build(std::move(*job));
+  // Every connection has a reporting end: ranks 4 and 6 report 5's, 6 and 0 report 7's.
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  CHECK(r.verdict.confident);
   REQUIRE(r.verdict.culprit_link);
   CHECK(r.verdict.culprit_link->from == 1);
   CHECK(r.verdict.culprit_link->to == 2);
+}
+
+TEST_CASE("TwoNeighboursWithoutRingProgressLeaveTheirLinkUnseenAndTheVerdictUnsure") {
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : deadLinkJob(8, 1)) r.write(dir.path);
+  verdict_test::writeTrigger(dir.path, 2, 10);
+  std::filesystem::remove(watchdogSnapshotPath(dir.path, 5));
+  std::filesystem::remove(forensicsDumpPath(dir.path, 5));
+  truncateFile(forensicsDumpPath(dir.path, 6));
+  Expected<JobData> job = JobLoader(3).load(dir.path);
+  REQUIRE(job.ok());
+  Report r = ReportBuilder::build(std::move(*job));
+  const Verdict& v = r.verdict;
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  CHECK_FALSE(v.culprit_link);
+  std::vector<std::string> suspects;
+  for (const Suspect& s : v.suspects) suspects.push_back(s.text);
+  CHECK(suspects == std::vector<std::string>{"link 1 -> 2", "link 5 -> 6"});
+  std::vector<int> lacking;
+  for (const DataGap& g : v.lacking_data) lacking.push_back(g.rank);
+  CHECK(lacking == std::vector<int>{5, 6});
+  CHECK(v.headline.find("rank 5 did not dump, rank 6 has no forensics dump") != std::string::npos);
 }
 
 TEST_CASE("GarbageInEveryFileIsReportedNeverFatal") {

@@ -25,7 +25,74 @@ Report deadLinkReport(const std::string& dir, int missing_rank = -1) {
   return ReportBuilder::build(std::move(*job));
 }
 
+// A dead link 1->2 on 6 ranks where 3 and 4 left nothing: 3 -> 4 is seen by neither end.
+Report unsureReport(const std::string& dir) {
+  auto ranks = verdict_test::ringJob(
+      6, 10, 2, [](int f, int) -> std::optional<uint64_t> { return 100 + (f - 1 + 6) % 6; },
+      [](int f, int) -> std::optional<uint64_t> { return 100 + (f - 1 + 6) % 6; });
+  for (const auto& r : ranks) {
+    int n = *r.snap.identity.rank;
+    if (n != 3 && n != 4) r.write(dir);
+  }
+  verdict_test::writeTrigger(dir, 0, 10);
+  Expected<JobData> job = JobLoader().load(dir);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job));
+}
+
 }  // namespace
+
+TEST_CASE("JsonSaysWhatAnUnsureVerdictHingesOnAndWhoIsStillSuspect") {
+  verdict_test::TempDir dir;
+  nlohmann::json j = JsonReportWriter::toJson(unsureReport(dir.path));
+  const nlohmann::json& v = j.at("verdict");
+  CHECK(v.at("kind") == "inconclusive");
+  CHECK(v.at("confident") == false);
+  CHECK(v.at("culprit_link").is_null());
+  CHECK(v.at("culprit_ranks").empty());
+  CHECK(v.at("hinges_on").get<std::string>().find("ranks 3 and 4") != std::string::npos);
+  REQUIRE(v.at("suspects").size() == 2);
+  CHECK(v.at("suspects")[0].at("link") == nlohmann::json({{"from", 1}, {"to", 2}}));
+  CHECK(v.at("suspects")[1].at("link") == nlohmann::json({{"from", 3}, {"to", 4}}));
+  CHECK(v.at("suspects")[1].at("ranks") == nlohmann::json::array({3, 4}));
+  CHECK(v.at("lacking_data") == nlohmann::json::parse(R"([{"rank": 3, "lacks": "no dump"}, {"rank": 4, "lacks": "no dump"}])"));
+  CHECK(j.at("ranks_collecting").is_array());
+  nlohmann::json sure = JsonReportWriter::toJson(deadLinkReport(dir.path + "/sure"));
+  CHECK(sure.at("verdict").at("confident") == true);
+  CHECK(sure.at("verdict").at("hinges_on").is_null());
+  CHECK(sure.at("verdict").at("suspects").empty());
+}
+
+TEST_CASE("TextShowsWhatTheVerdictHingesOnRightUnderIt") {
+  verdict_test::TempDir dir;
+  std::string text = TextReportWriter::write(unsureReport(dir.path));
+  size_t verdict = text.find("VERDICT: INCONCLUSIVE");
+  size_t gap = text.find("NOT CONFIDENT: the verdict hinges on ring progress of ranks 3 and 4");
+  size_t next = text.find("What to do next");
+  CHECK(verdict == 0);
+  REQUIRE(gap != std::string::npos);
+  CHECK(gap < next);
+  CHECK(text.find("suspects: link 1 -> 2; link 3 -> 4") != std::string::npos);
+  CHECK(text.find("rank 3 lacks data: no dump") != std::string::npos);
+}
+
+TEST_CASE("HtmlShowsTheDataGapBesideTheVerdictAndSuspectsInAmberNotRed") {
+  verdict_test::TempDir dir;
+  std::string html = HtmlReportWriter::write(unsureReport(dir.path));
+  size_t verdict = html.find("<div class=\"verdict\">");
+  size_t gap = html.find("<div class=\"gap\" id=\"data-gap\">Not confident");
+  REQUIRE(gap != std::string::npos);
+  CHECK(verdict < gap);
+  CHECK(gap < html.find("<svg id=\"ring\""));
+  CHECK(html.find("<title>3 -&gt; 4: suspect</title>") != std::string::npos);
+  // No culprit was named, so nothing drawn is red (only the unused arrow-head definition is).
+  for (const char* element : {"<line", "<circle", "<rect"}) {
+    for (size_t p = html.find(element); p != std::string::npos; p = html.find(element, p + 1)) {
+      size_t end = html.find('>', p);
+      CHECK(html.substr(p, end - p).find(HtmlReportWriter::kCulpritColour) == std::string::npos);
+    }
+  }
+}
 
 TEST_CASE("JsonCarriesTheContractFields") {
   verdict_test::TempDir dir;

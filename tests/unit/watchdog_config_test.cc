@@ -26,7 +26,8 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
                                                   {"HANGWATCH_METRICS_INTERVAL", "3"},
                                                   {"HANGWATCH_DUMP_DIR", "/d"},
                                                   {"HANGWATCH_JOB_ID", "j"},
-                                                  {"HANGWATCH_KERNEL_SAMPLE", "0"}}),
+                                                  {"HANGWATCH_KERNEL_SAMPLE", "0"},
+                                                  {"HANGWATCH_ABORT_GRACE", "45"}}),
                                            &warnings);
   CHECK(warnings.empty());
   CHECK(c.timeoutNs() == 2'500'000'000);
@@ -35,6 +36,7 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
   CHECK(c.metrics_interval_s == 3);
   CHECK(c.job_dir == "/d/j");
   CHECK(c.kernel_sample == 0);
+  CHECK(c.abort_grace_s == 45);
   CHECK_FALSE(c.disabled);
   CHECK(watchdogConfigFromEnv(envOf({{"HANGWATCH_DISABLE", "1"}}), nullptr).disabled);
 }
@@ -42,11 +44,14 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
 TEST_CASE("MalformedWatchdogVariablesKeepTheDefaultsAndSayWhich") {
   std::string warnings;
   WatchdogConfig c = watchdogConfigFromEnv(
-      envOf({{"HANGWATCH_TIMEOUT", "soon"}, {"HANGWATCH_ON_HANG", "explode"}, {"HANGWATCH_METRICS_INTERVAL", "-1"}}),
+      envOf({{"HANGWATCH_TIMEOUT", "soon"}, {"HANGWATCH_ON_HANG", "explode"}, {"HANGWATCH_METRICS_INTERVAL", "-1"},
+             {"HANGWATCH_ABORT_GRACE", "0"}}),
       &warnings);
   CHECK(c.timeout_s == 300);
   CHECK(c.on_hang == OnHang::kWait);
   CHECK(c.metrics_interval_s == 10);
+  CHECK(c.abort_grace_s == 120);
+  CHECK(warnings.find("HANGWATCH_ABORT_GRACE=0") != std::string::npos);
   CHECK(warnings.find("HANGWATCH_TIMEOUT=soon") != std::string::npos);
   CHECK(warnings.find("HANGWATCH_ON_HANG=explode") != std::string::npos);
   CHECK(warnings.find("HANGWATCH_METRICS_INTERVAL=-1") != std::string::npos);

@@ -88,6 +88,9 @@ struct ForensicsDump {
   std::vector<RingProgress> ring_progress;
   std::vector<CollectionPhase> phases;
   std::vector<std::string> errors;  // every failure, as a sentence for the report
+  // The phase during which the process exited (a launcher killed it): the dump holds what
+  // was taken before. Empty while the process lived through the whole collection.
+  std::string target_exited_during;
 };
 
 nlohmann::json toJson(const RingProgress& r);

@@ -1,7 +1,9 @@
 #pragma once
 // Where a job's dumps live (DESIGN.md §4, contract):
 //   $HANGWATCH_DUMP_DIR/<job-id>/TRIGGER.json
-//                               ranks/r00007.watchdog.json, ranks/r00007.forensics.json
+//                               TRIGGER.beacon (the trigger and completion flag every node re-reads)
+//                               ranks/r00007.watchdog.json, ranks/r00007.forensics.json,
+//                               ranks/r00007.state.json (collecting / done)
 //                               metrics/r00007.jsonl
 //                               report/
 #include <sys/types.h>
@@ -20,10 +22,14 @@ std::string jobIdFromEnv(const EnvLookup& env = nullptr);
 std::string jobDirFromEnv(const EnvLookup& env = nullptr);
 
 std::string triggerPath(const std::string& job_dir);
+// Exists from the job's start and grows a line when the job triggers and when every rank's
+// dumps are done: a file whose content changes is what NFS close-to-open keeps fresh.
+std::string triggerBeaconPath(const std::string& job_dir);
 // "r00007": five digits, more when the rank needs them.
 std::string rankTag(int rank);
 std::string watchdogSnapshotPath(const std::string& job_dir, int rank);
 std::string forensicsDumpPath(const std::string& job_dir, int rank);
+std::string rankStatePath(const std::string& job_dir, int rank);
 // A collection by hand without a rank: ranks/p<PID>.forensics.json.
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid);
 std::string metricsPath(const std::string& job_dir, int rank);

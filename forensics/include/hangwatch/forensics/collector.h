@@ -22,6 +22,10 @@ struct CollectOptions {
   double timeout_fast_s = 10;
   double timeout_debugger_s = 60;
   std::string debugger;           // $HANGWATCH_DEBUGGER; empty: cuda-gdb, else gdb
+  // With a rank: record collecting/done in <out_dir>/ranks/rNNNNN.state.json, so the job
+  // (abort mode) and the report know when this rank's dumps are complete, also if the
+  // watchdog that started us is gone.
+  bool mark_state = false;
   size_t max_frames = 256;
   // Tests only: runs while every thread is held stopped, before unwinding.
   std::function<void()> while_stopped;
@@ -53,6 +57,8 @@ class Collector {
                 bool& degraded);
   // False when the debugger is missing, failed or hit its time bound.
   bool debuggerPhase(ForensicsDump& dump);
+  // Rewrites the rank's state file, keeping what the watchdog wrote there (pid, deadline).
+  void markState(bool done, const std::string& forensics, const std::string& note);
 
   CollectOptions options_;
 };

@@ -31,6 +31,7 @@ struct JobData {
   std::shared_ptr<stackmerge::StackTable> stacks = std::make_shared<stackmerge::StackTable>();
   std::vector<int> ranks_missing;  // in [0, world_size): no usable file at all
   std::vector<PartialRank> ranks_partial;
+  std::vector<int> ranks_collecting;  // collectors still at work when the report was made
   std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences
   int metrics_files = 0;
   bool has_report_inputs() const { return trigger.has_value() || !ranks.empty(); }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hangwatch/forensics_dump.h"
+#include "hangwatch/rank_state.h"
 #include "hangwatch/stack_frame.h"
 #include "hangwatch/stack_table.h"
 #include "hangwatch/watchdog_snapshot.h"
@@ -38,8 +39,15 @@ struct RankSummary {
   std::vector<RingProgress> ring_progress;
   std::vector<std::string> collector_errors;
   std::string process_state;
+  std::string target_exited_during;  // the collector's target died in this phase
+
+  std::optional<RankState> state;  // ranks/rNNNNN.state.json, when there is one
+  bool collecting = false;         // its collector was still at work when the report was made
 
   bool answered() const { return has_snapshot || has_forensics; }
+  // Why this rank's data is short of complete, for the verdict to name; empty when complete
+  // (a snapshot, and a forensics dump with ring progress on `comm`).
+  std::string lacking(const std::string& comm) const;
 };
 
 }  // namespace hangwatch::verdict

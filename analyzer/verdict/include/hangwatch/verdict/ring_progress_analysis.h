@@ -4,6 +4,9 @@
 // delivered), X's send record reads Y's head (steps consumed); its progress is the
 // smaller of the two, counted from where the collective began (base_step). One minimal connection names a link; when the minimal ones are
 // exactly the connections into and out of one rank, that rank is named instead.
+// A connection neither end reported (both ranks lack ring progress) may hold less progress
+// than any seen one: such connections are listed as unseen, and a finding is only as sure
+// as the channel has none.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,6 +26,8 @@ struct ChannelFinding {
   uint64_t next_least = 0;     // the least progress among all other connections
   std::vector<Link> minimal;   // every connection at the least progress (global ranks)
   int connections = 0;         // connections seen on this channel
+  // Ring connections no record reports; `to` is -1 where the ring order there is unknown.
+  std::vector<Link> unseen;
 };
 
 struct RingFinding {
@@ -33,6 +38,8 @@ struct RingFinding {
   std::vector<ChannelFinding> channels;
   std::vector<int> stalled_ranks;  // ranks whose device stopped inside the collective (records say `stalled`)
   std::string note;  // why nothing was named, when nothing was
+  std::vector<Link> unseen;      // every channel's unseen connections, each once
+  std::vector<Link> least_seen;  // the least-progress connections of the channels that named nothing
 };
 
 class RingProgressAnalysis {
@@ -41,8 +48,9 @@ class RingProgressAnalysis {
   explicit RingProgressAnalysis(std::function<int(int)> to_global) : to_global_(std::move(to_global)) {}
 
   void add(const RingProgress& record);
-  // Only records of `comm` at `seq`; every record when seq is unset.
-  RingFinding analyze(const std::string& comm, std::optional<uint64_t> seq) const;
+  // Only records of `comm` at `seq`; every record when seq is unset. `comm_size` (0: from the
+  // records) is how many ranks the ring has, so connections nobody reported can be found.
+  RingFinding analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size = 0) const;
 
  private:
   std::function<int(int)> to_global_;

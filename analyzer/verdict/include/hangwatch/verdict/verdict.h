@@ -23,6 +23,19 @@ struct OpRef {
   std::optional<uint64_t> seq;
 };
 
+// A culprit the data at hand cannot rule out.
+struct Suspect {
+  std::vector<int> ranks;    // global ranks it involves
+  std::optional<Link> link;  // a connection; `to` is -1 when the ring order there is unknown
+  std::string text;          // "link 5 -> 6", "rank 3", "the link out of rank 4"
+};
+
+// A rank whose data the decision needed and does not have.
+struct DataGap {
+  int rank = -1;
+  std::string lacks;  // "no dump", "no ring progress (...)", "its dumps are still being collected"
+};
+
 // Where a culprit rank stands: one thread, innermost frame first.
 struct CulpritStack {
   int rank = -1;
@@ -43,6 +56,12 @@ struct Verdict {
   int channels_agree = 0;                // communication hang: channels naming the culprit
   int channels_total = 0;                // channels with ring progress
   std::vector<CulpritStack> where;
+  // False when the deciding evidence touches ranks with no or partial data. Culprit fields are
+  // then filled only if every possibility left names the same culprit; `suspects` lists them.
+  bool confident = true;
+  std::string hinges_on;  // what the verdict depends on that is missing; empty when confident
+  std::vector<Suspect> suspects;
+  std::vector<DataGap> lacking_data;
 };
 
 }  // namespace hangwatch::verdict

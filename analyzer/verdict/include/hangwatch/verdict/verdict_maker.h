@@ -6,6 +6,7 @@
 
 #include "hangwatch/stack_classifier.h"
 #include "hangwatch/verdict/job_data.h"
+#include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/sequence_analysis.h"
 #include "hangwatch/verdict/verdict.h"
 
@@ -28,6 +29,12 @@ class VerdictMaker {
   Verdict fromRingProgress(const HangFocus& f, const CommPositions& p) const;
   void addCulpritStacks(Verdict& v) const;
   void addDataNotes(Verdict& v) const;
+  // What `rank` lacks for a decision on communicator `comm`.
+  DataGap gapOf(int rank, const std::string& comm) const;
+  // Ring connections neither end reported: the culprit may be one of them.
+  void hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const HangFocus& f) const;
+  // Ranks without a snapshot could outvote the group named odd one out.
+  void hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const;
 
   const JobData& job_;
   const std::vector<stackmerge::StackClass>& classes_;

@@ -1,0 +1,311 @@
+// Every shape of missing or partial data, on every kind of hang the report names: the verdict
+// may lose confidence, but it never names a wrong culprit, and when it is not confident the
+// truth is among its suspects and it says which ranks lack what.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "hangwatch/rank_state.h"
+#include "hangwatch/verdict/job_loader.h"
+#include "hangwatch/verdict/report_builder.h"
+#include "verdict_test_fixture.h"
+
+using namespace hangwatch;
+using namespace hangwatch::verdict;
+using verdict_test::FakeRank;
+
+namespace {
+
+enum class Damage { kNoFiles, kNoForensics, kNoSnapshot, kTruncatedForensics, kTruncatedSnapshot, kNoRingProgress,
+                    kStillCollecting };
+constexpr Damage kDamages[] = {Damage::kNoFiles,           Damage::kNoForensics,     Damage::kNoSnapshot,
+                               Damage::kTruncatedForensics, Damage::kTruncatedSnapshot, Damage::kNoRingProgress,
+                               Damage::kStillCollecting};
+
+const char* damageName(Damage d) {
+  switch (d) {
+    case Damage::kNoFiles: return "no files";
+    case Damage::kNoForensics: return "no forensics dump";
+    case Damage::kNoSnapshot: return "no snapshot";
+    case Damage::kTruncatedForensics: return "truncated forensics dump";
+    case Damage::kTruncatedSnapshot: return "truncated snapshot";
+    case Damage::kNoRingProgress: return "debugger phase cut short";
+    case Damage::kStillCollecting: return "still collecting";
+  }
+  return "?";
+}
+
+struct Truth {
+  VerdictKind kind;
+  std::vector<int> culprits;
+  std::optional<Link> link;
+};
+
+struct Scenario {
+  std::string name;
+  int world;
+  uint64_t seq;
+  Truth truth;
+  std::vector<FakeRank> ranks;
+};
+
+constexpr int kChannels = 2;
+constexpr uint64_t kSeq = 10;
+
+// Progress of connection X -> X+1 grows with the distance downstream of where the ring
+// stopped, as measured on simgpu (a dead link 5->6 on 8 ranks: 0 on 5->6, 1 on 6->7, ...).
+std::vector<FakeRank> stuckRing(int world, const std::function<uint64_t(int)>& progress_from,
+                                std::vector<int> without_records = {}) {
+  auto delivered = [&](int from, int) -> std::optional<uint64_t> { return 100 + progress_from(from); };
+  auto consumed = [&](int from, int) -> std::optional<uint64_t> { return 100 + progress_from(from); };
+  return verdict_test::ringJob(world, kSeq, kChannels, delivered, consumed, std::move(without_records));
+}
+
+Scenario deadLink(int world, int from) {
+  Scenario s{"dead link " + std::to_string(from) + "->" + std::to_string((from + 1) % world), world, kSeq,
+             {VerdictKind::kCommunicationHang, {std::min(from, (from + 1) % world), std::max(from, (from + 1) % world)},
+              Link{from, (from + 1) % world}},
+             {}};
+  s.ranks = stuckRing(world, [=](int x) { return static_cast<uint64_t>((x - from + world) % world); });
+  return s;
+}
+
+// Both connections of `rank` stopped; the rest of the ring drained as far as it could.
+uint64_t aroundRank(int x, int rank, int world) {
+  if (x == rank || (x + 1) % world == rank) return 0;
+  return static_cast<uint64_t>((x - rank + world) % world);
+}
+
+Scenario deadRank(int world, int rank) {
+  Scenario s{"dead rank " + std::to_string(rank), world, kSeq, {VerdictKind::kCommunicationHang, {rank}, std::nullopt}, {}};
+  s.ranks = stuckRing(world, [=](int x) { return aroundRank(x, rank, world); }, {rank});
+  // Its device stopped: the collector finds its channels stalled, waiting on nothing.
+  for (int ch = 0; ch < kChannels; ++ch) {
+    RingProgress r;
+    r.comm = verdict_test::kComm;
+    r.op = "ncclAllReduce";
+    r.seq = kSeq;
+    r.channel = ch;
+    r.rank = rank;
+    r.prev = (rank + world - 1) % world;
+    r.next = (rank + 1) % world;
+    r.stalled = true;
+    s.ranks[rank].dump.ring_progress.push_back(r);
+  }
+  return s;
+}
+
+Scenario stuckInHostCode(int world, int rank) {
+  Scenario s{"rank " + std::to_string(rank) + " stuck in host code", world, kSeq,
+             {VerdictKind::kNonCommunicationHang, {rank}, std::nullopt}, {}};
+  s.ranks = stuckRing(world, [=](int x) { return aroundRank(x, rank, world); }, {rank});
+  s.ranks[rank].notInCollective(kSeq, {"stall_in_host_loop", "train_step", "main"});
+  return s;
+}
+
+Scenario mismatch(int world, int rank) {
+  Scenario s{"rank " + std::to_string(rank) + " in another collective", world, kSeq,
+             {VerdictKind::kCollectiveMismatch, {rank}, std::nullopt}, {}};
+  s.ranks = stuckRing(world, [=](int x) { return aroundRank(x, rank, world); });
+  FakeRank& odd = s.ranks[rank];
+  odd.snap.streams[0].pending[0].op = "ncclAllGather";
+  for (RingProgress& r : odd.dump.ring_progress) r.op = "ncclAllGather";
+  return s;
+}
+
+// FakeRank::write without fsync: a thousand job directories per test case.
+void writeRank(const FakeRank& r, const std::string& dir) {
+  int n = *r.snap.identity.rank;
+  std::filesystem::create_directories(dir + "/ranks");
+  std::ofstream(watchdogSnapshotPath(dir, n)) << toJson(r.snap).dump();
+  std::ofstream(forensicsDumpPath(dir, n)) << toJson(r.dump).dump();
+}
+
+void truncate(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  std::ofstream(path, std::ios::trunc) << text.substr(0, text.size() / 3);
+}
+
+void writeDamaged(const FakeRank& rank, Damage d, const std::string& dir) {
+  FakeRank r = rank;
+  int n = *r.snap.identity.rank;
+  if (d == Damage::kNoFiles) return;
+  if (d == Damage::kNoRingProgress) {
+    r.dump.ring_progress.clear();
+    r.dump.errors.push_back("debugger: Couldn't get registers: No such process.");
+    r.dump.target_exited_during = "debugger";
+  }
+  writeRank(r, dir);
+  switch (d) {
+    case Damage::kNoForensics: std::filesystem::remove(forensicsDumpPath(dir, n)); break;
+    case Damage::kNoSnapshot: std::filesystem::remove(watchdogSnapshotPath(dir, n)); break;
+    case Damage::kTruncatedForensics: truncate(forensicsDumpPath(dir, n)); break;
+    case Damage::kTruncatedSnapshot: truncate(watchdogSnapshotPath(dir, n)); break;
+    case Damage::kStillCollecting: {
+      std::filesystem::remove(forensicsDumpPath(dir, n));
+      RankState s;
+      s.rank = n;
+      s.host = "another-node";  // not this host: only the deadline says when to stop waiting
+      s.deadline_unix_s = 4e9;
+      std::ofstream(rankStatePath(dir, n)) << toJson(s).dump();
+      break;
+    }
+    default: break;
+  }
+}
+
+bool covers(const Suspect& s, const Truth& t) {
+  if (t.link) {
+    if (s.link && s.link->from == t.link->from && (s.link->to == t.link->to || s.link->to < 0)) return true;
+    return !s.link && (std::count(s.ranks.begin(), s.ranks.end(), t.link->from) ||
+                       std::count(s.ranks.begin(), s.ranks.end(), t.link->to));
+  }
+  return std::all_of(t.culprits.begin(), t.culprits.end(),
+                     [&](int c) { return std::count(s.ranks.begin(), s.ranks.end(), c) > 0; });
+}
+
+std::string describe(const Verdict& v) {
+  std::string out = std::string(verdictKindName(v.kind)) + (v.confident ? " (confident)" : " (not confident)") + ": " +
+                    v.headline + "\n  suspects:";
+  for (const Suspect& s : v.suspects) out += " [" + s.text + "]";
+  out += "\n  hinges on: " + v.hinges_on;
+  return out;
+}
+
+// Writes the scenario with `damaged` ranks damaged and checks what the report says.
+void checkShape(const Scenario& sc, const std::vector<std::pair<int, Damage>>& damaged) {
+  verdict_test::TempDir dir;
+  std::string shape;
+  for (const FakeRank& r : sc.ranks) {
+    int n = *r.snap.identity.rank;
+    auto d = std::find_if(damaged.begin(), damaged.end(), [&](const auto& x) { return x.first == n; });
+    if (d == damaged.end()) writeRank(r, dir.path);
+    else {
+      writeDamaged(r, d->second, dir.path);
+      shape += "rank " + std::to_string(n) + ": " + damageName(d->second) + "; ";
+    }
+  }
+  // Detected by a rank with data; the trigger names the collective.
+  int detector = 0;
+  while (std::any_of(damaged.begin(), damaged.end(), [&](const auto& x) { return x.first == detector; })) ++detector;
+  verdict_test::writeTrigger(dir.path, detector, sc.seq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  Verdict v = ReportBuilder::build(std::move(*job)).verdict;
+  INFO(sc.name << " with " << shape << "\n" << describe(v));
+  const Truth& t = sc.truth;
+  CHECK(v.kind != VerdictKind::kNoHang);
+  // A culprit, when named, is the right one, confident or not.
+  if (v.culprit_link) {
+    REQUIRE(t.link);
+    CHECK(*v.culprit_link == *t.link);
+  }
+  if (!v.culprit_ranks.empty()) CHECK(v.culprit_ranks == t.culprits);
+  if (v.confident) {
+    CHECK(v.kind == t.kind);
+    CHECK(v.culprit_ranks == t.culprits);
+  } else {
+    CHECK_FALSE(v.hinges_on.empty());
+    CHECK_FALSE(v.lacking_data.empty());
+    bool truth_left = (!v.culprit_ranks.empty() && v.culprit_ranks == t.culprits) ||
+                      std::any_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) { return covers(s, t); });
+    CHECK(truth_left);
+  }
+}
+
+// Every single rank and pair of ranks, and every three neighbours, with each kind of damage
+// (pairs also with two different kinds).
+void checkEveryShape(const Scenario& sc) {
+  const int n = sc.world;
+  for (Damage d : kDamages) {
+    for (int a = 0; a < n; ++a) {
+      checkShape(sc, {{a, d}});
+      for (int b = a + 1; b < n; ++b) {
+        checkShape(sc, {{a, d}, {b, d}});
+        Damage other = kDamages[(static_cast<int>(d) + 1) % std::size(kDamages)];
+        checkShape(sc, {{a, d}, {b, other}});
+      }
+      checkShape(sc, {{a, d}, {(a + 1) % n, d}, {(a + 2) % n, d}});
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("DeadLinkOnEightRanksNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {
+  checkEveryShape(deadLink(8, 5));
+}
+
+TEST_CASE("DeadRankOnSixRanksNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {
+  checkEveryShape(deadRank(6, 3));
+}
+
+TEST_CASE("RankStuckInHostCodeNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {
+  checkEveryShape(stuckInHostCode(6, 2));
+}
+
+TEST_CASE("CollectiveMismatchNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {
+  checkEveryShape(mismatch(8, 1));
+}
+
+TEST_CASE("LinkNeitherEndReportedIsASuspectBesideTheLeastProgressSeen") {
+  Scenario sc = deadLink(8, 5);
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : sc.ranks) {
+    int n = *r.snap.identity.rank;
+    if (n != 5 && n != 6) r.write(dir.path);
+  }
+  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  Report report = ReportBuilder::build(std::move(*job));
+  const Verdict& v = report.verdict;
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK(v.headline ==
+        "Inconclusive: least progress on 6 -> 7 among ranks with data; ranks 5 and 6 did not dump: suspect 5 -> 6 or "
+        "6 -> 7.");
+  CHECK(v.hinges_on.find("ring progress of ranks 5 and 6") != std::string::npos);
+  REQUIRE(v.lacking_data.size() == 2);
+  CHECK(v.lacking_data[0].lacks == "no dump");
+}
+
+TEST_CASE("DeadRankWithoutItsSnapshotIsNamedButTheVerdictSaysWhatItCannotTell") {
+  Scenario sc = deadRank(6, 3);
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : sc.ranks) {
+    if (*r.snap.identity.rank != 3) r.write(dir.path);
+  }
+  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  const Verdict v = ReportBuilder::build(std::move(*job)).verdict;
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK_FALSE(v.confident);
+  CHECK(v.hinges_on.find("whether its GPU stopped inside the collective or it never called it") != std::string::npos);
+}
+
+TEST_CASE("MismatchWhoseMajorityMissingRanksCouldTurnNamesNoSide") {
+  Scenario sc = mismatch(4, 1);
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : sc.ranks) {
+    int n = *r.snap.identity.rank;
+    if (n != 2 && n != 3) r.write(dir.path);
+  }
+  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  const Verdict v = ReportBuilder::build(std::move(*job)).verdict;
+  CHECK(v.kind == VerdictKind::kCollectiveMismatch);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  REQUIRE(v.suspects.size() == 2);
+  CHECK(v.headline.find("which side is odd is not known") != std::string::npos);
+}

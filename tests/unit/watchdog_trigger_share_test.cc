@@ -1,0 +1,375 @@
+// The trigger shared per node (node_share.h, trigger_watcher.h, TRIGGER.beacon), the job-wide
+// completion ranks wait for in abort mode, and SIGTERM held back while dumping.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <thread>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "hang_responder.h"
+#include "hangwatch/atomic_file.h"
+#include "hangwatch/job_layout.h"
+#include "hangwatch/rank_state.h"
+#include "hangwatch/trigger_beacon.h"
+#include "job_completion.h"
+#include "node_share.h"
+#include "term_deferral.h"
+#include "trigger_watcher.h"
+
+using namespace hangwatch;
+using namespace hangwatch::watchdog;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kInterval = 250 * kMs;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/hangwatch-share-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A node's ranks: each attaches to the board in `shm` (a private directory standing in for
+// /dev/shm) and watches the trigger through it.
+struct Node {
+  std::vector<std::unique_ptr<NodeShare>> boards;
+  std::vector<std::unique_ptr<TriggerWatcher>> ranks;
+  Node(const std::string& job, const std::string& shm, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto b = NodeShare::attach(job, shm);
+      REQUIRE(b.ok());
+      boards.push_back(std::move(*b));
+      ranks.push_back(std::make_unique<TriggerWatcher>(job, kInterval, boards.back().get()));
+    }
+  }
+};
+
+TriggerRecord record(int rank) {
+  TriggerRecord t;
+  t.rank = rank;
+  t.host = "node0";
+  t.reason = "timeout";
+  return t;
+}
+
+void writeState(const std::string& job, int rank, DumpPhase phase, double deadline) {
+  RankState s;
+  s.rank = rank;
+  s.phase = phase;
+  s.deadline_unix_s = deadline;
+  REQUIRE(writeFileAtomically(rankStatePath(job, rank), toJson(s).dump()).ok());
+}
+
+}  // namespace
+
+TEST_CASE("EightRanksOfANodeLookAtSharedStorageAtTheRateOfOne") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  Node node(job, dir.path, 8);
+  // 10 s of healthy job, every rank polling every 10 ms.
+  for (int64_t now = 0; now < 10'000 * kMs; now += 10 * kMs) {
+    for (auto& r : node.ranks) CHECK_FALSE(r->triggered(now));
+  }
+  uint64_t lookups = node.boards[0]->lookups();
+  // One beacon read per 250 ms per node, plus a stat() of TRIGGER.json every 8th turn.
+  CHECK(lookups == 40 + 5);
+  CHECK(lookups <= 8 * 10);
+  struct stat st;
+  CHECK(::stat(triggerBeaconPath(job).c_str(), &st) == 0);  // made on the first look-up, before any trigger
+}
+
+TEST_CASE("RanksRacingForTheSameLookupTurnGetExactlyOneWinner") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  constexpr int kRanks = 8;
+  constexpr int kTurns = 500;
+  std::vector<std::unique_ptr<NodeShare>> boards;
+  for (int i = 0; i < kRanks; ++i) {
+    auto b = NodeShare::attach(job, dir.path);
+    REQUIRE(b.ok());
+    boards.push_back(std::move(*b));
+  }
+  std::vector<std::atomic<int>> winners(kTurns);
+  std::barrier turn(kRanks);
+  std::vector<std::thread> ranks;
+  for (int i = 0; i < kRanks; ++i) {
+    ranks.emplace_back([&, i] {
+      for (int t = 0; t < kTurns; ++t) {
+        turn.arrive_and_wait();
+        // Every rank sees the same clock reading: one of them looks, the others wait their turn.
+        if (boards[i]->claim(NodeShare::Lookup::kTrigger, t * kInterval, kInterval)) winners[t].fetch_add(1);
+        if (t % 7 == 0) boards[i]->markTriggered();
+      }
+    });
+  }
+  for (auto& r : ranks) r.join();
+  int wrong = 0;
+  for (auto& w : winners) wrong += w.load() != 1;
+  CHECK(wrong == 0);
+  CHECK(boards[3]->triggered());
+}
+
+TEST_CASE("ATriggerOneRankFiredReachesTheOtherRanksOfItsNodeWithoutALookup") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  Node node(job, dir.path, 4);
+  CHECK_FALSE(node.ranks[1]->triggered(0));
+  uint64_t before = node.boards[0]->lookups();
+  auto won = node.ranks[0]->fire(record(0));
+  REQUIRE(won.ok());
+  CHECK(*won);
+  for (int i = 1; i < 4; ++i) CHECK(node.ranks[i]->triggered(1 * kMs));  // before the next turn
+  CHECK(node.boards[0]->lookups() == before);
+}
+
+TEST_CASE("AnotherNodesTriggerIsSeenFromTheBeaconAloneWhileTriggerJsonStaysInvisible") {
+  // On NFS this node may keep a negative lookup of TRIGGER.json cached for a minute; the
+  // beacon it opens and reads is what must carry the news. Here TRIGGER.json never shows.
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  Node node(job, dir.path, 2);
+  CHECK_FALSE(node.ranks[0]->triggered(0));
+  REQUIRE(TriggerBeacon(job).append(beaconTriggerLine(5, "node9", 77, 1.0)).ok());
+  CHECK_FALSE(node.ranks[1]->triggered(100 * kMs));  // not this node's turn yet
+  CHECK(node.ranks[1]->triggered(kInterval));
+  CHECK(node.ranks[0]->triggered(kInterval + 1));
+  CHECK_FALSE(fs::exists(triggerPath(job)));
+}
+
+TEST_CASE("ATriggerMadeWithoutTheBeaconIsStillSeenByTheStatFallback") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  Node node(job, dir.path, 1);
+  CHECK_FALSE(node.ranks[0]->triggered(0));
+  REQUIRE(createFileExclusively(triggerPath(job), "{}").ok());  // an older tool, or by hand
+  bool seen = false;
+  int64_t now = 0;
+  while (!seen && now < 5'000 * kMs) seen = node.ranks[0]->triggered(now += 10 * kMs);
+  CHECK(seen);
+  CHECK(now <= TriggerWatcher::kStatEvery * kInterval);
+}
+
+TEST_CASE("ABeaconLeftFromAnEarlierRunWithoutItsTriggerDoesNotTrigger") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  REQUIRE(TriggerBeacon(job).append(beaconTriggerLine(1, "old", 1, 1.0)).ok());
+  Node node(job, dir.path, 2);
+  CHECK_FALSE(node.ranks[0]->triggered(0));
+  CHECK_FALSE(node.ranks[1]->triggered(kInterval));
+  // A fresh trigger of this run: TRIGGER.json and a new beacon line, seen by another node.
+  REQUIRE(createFileExclusively(triggerPath(job), "{}").ok());
+  REQUIRE(TriggerBeacon(job).append(beaconTriggerLine(1, "new", 2, 2.0)).ok());
+  fs::create_directories(dir.path + "/other");
+  Node other(job, dir.path + "/other", 1);
+  CHECK(other.ranks[0]->triggered(0));
+  CHECK_FALSE(node.ranks[0]->triggered(kInterval + 1));  // this node's next turn is later
+  CHECK(node.ranks[0]->triggered(2 * kInterval));
+}
+
+TEST_CASE("ABoardWhoseMembersAllExitedBelongsToAnEarlierRunAndIsReset") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto b = NodeShare::attach(job, dir.path);
+    if (!b.ok()) ::_exit(1);
+    (*b)->markTriggered();
+    (*b)->markComplete();
+    ::_exit(0);  // killed, as it were: never leaves
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto b = NodeShare::attach(job, dir.path);
+  REQUIRE(b.ok());
+  CHECK_FALSE((*b)->triggered());
+  CHECK_FALSE((*b)->complete());
+  // A live member keeps what it set.
+  (*b)->markTriggered();
+  auto again = NodeShare::attach(job, dir.path);
+  REQUIRE(again.ok());
+  CHECK((*again)->triggered());
+}
+
+TEST_CASE("TheLastRankToLeaveRemovesTheBoard") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  auto b = NodeShare::attach(job, dir.path);
+  REQUIRE(b.ok());
+  CHECK((*b)->shared());
+  CHECK(fs::exists((*b)->path()));
+  (*b)->leave();
+  CHECK_FALSE(fs::exists((*b)->path()));
+}
+
+TEST_CASE("BoardsOfKilledJobsAreRemovedWhenAnotherJobStarts") {
+  TempDir dir;
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto b = NodeShare::attach(dir.path + "/killed-job", dir.path);
+    ::_exit(b.ok() ? 0 : 1);  // never leaves, as a SIGKILLed rank
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::string killed = nodeSharePath(dir.path + "/killed-job", dir.path);
+  REQUIRE(fs::exists(killed));
+  auto live = NodeShare::attach(dir.path + "/live-job", dir.path);
+  REQUIRE(live.ok());
+  auto next = NodeShare::attach(dir.path + "/next-job", dir.path);
+  REQUIRE(next.ok());
+  CHECK_FALSE(fs::exists(killed));
+  CHECK(fs::exists((*live)->path()));  // its member is alive
+}
+
+TEST_CASE("AnUnusableSharedMemoryDirectoryIsAnErrorNotACrash") {
+  TempDir dir;
+  auto b = NodeShare::attach(dir.path + "/job", dir.path + "/no/such/dir");
+  CHECK_FALSE(b.ok());
+  auto own = NodeShare::unshared();
+  CHECK_FALSE(own->shared());
+  CHECK(own->claim(NodeShare::Lookup::kTrigger, 0, kInterval));
+  CHECK_FALSE(own->claim(NodeShare::Lookup::kTrigger, 1, kInterval));
+}
+
+TEST_CASE("CompletionWaitsForEveryRankAndCountsThosePastTheirDeadline") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  JobCompletion completion(job, 4);
+  CHECK_FALSE(completion.poll(100));
+  CHECK(completion.waitingFor() == 0);
+  writeState(job, 0, DumpPhase::kDone, 150);
+  writeState(job, 1, DumpPhase::kDone, 150);
+  writeState(job, 2, DumpPhase::kCollecting, 150);
+  writeState(job, 3, DumpPhase::kDone, 150);
+  CHECK_FALSE(completion.poll(100));
+  CHECK(completion.waitingFor() == 2);
+  CHECK(completion.poll(151));  // rank 2's collector never came back
+  CHECK(completion.ranksDone() == 3);
+  CHECK(completion.ranksGivenUp() == 1);
+}
+
+TEST_CASE("CompletionAnnouncedInTheBeaconReachesARankOfAnotherNode") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  Node here(job, dir.path + "/", 1);
+  fs::create_directories(dir.path + "/other");
+  Node there(job, dir.path + "/other", 1);
+  REQUIRE(here.ranks[0]->fire(record(0)).ok());
+  CHECK(there.ranks[0]->triggered(0));
+  CHECK_FALSE(there.ranks[0]->jobComplete(0));
+  REQUIRE(here.ranks[0]->announceComplete(2, 0, 10).ok());
+  CHECK(here.ranks[0]->jobComplete(0));
+  CHECK_FALSE(there.ranks[0]->jobComplete(10 * kMs));  // one completion look-up per second per node
+  CHECK(there.ranks[0]->jobComplete(TriggerWatcher::kCompletionCheckNs));
+}
+
+TEST_CASE("AbortModeExitsOnlyOnceTheWholeJobIsDoneAndMarksThisRankDoneFirst") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  std::atomic<int> polls{0};
+  int exit_code = -1;
+  bool aborted = false;
+  bool released = false;
+  HangResponse r;
+  r.on_hang = OnHang::kAbort;
+  r.state.rank = 3;
+  r.state_path = rankStatePath(job, 3);
+  r.abort_grace_s = 60;
+  r.job_complete = [&] {
+    // This rank is already marked done while it waits for the others.
+    auto s = readRankState(rankStatePath(job, 3));
+    CHECK((s.ok() && s->done()));
+    return ++polls >= 3;
+  };
+  HangResponder responder([&] { aborted = true; }, [&](int code) { exit_code = code; },
+                          TermHandling{[] { return false; }, [] { return 0.0; }, [&] { released = true; }});
+  responder.respondHere(r);
+  CHECK(polls.load() == 3);
+  CHECK(aborted);
+  CHECK(released);
+  CHECK(exit_code == HangResponder::kAbortExitCode);
+  auto s = readRankState(rankStatePath(job, 3));
+  REQUIRE(s.ok());
+  CHECK(s->done());
+  CHECK(s->forensics == "off");
+}
+
+TEST_CASE("AbortModeGivesUpWaitingForTheJobAfterTheGrace") {
+  int exit_code = -1;
+  HangResponse r;
+  r.on_hang = OnHang::kAbort;
+  r.abort_grace_s = 0.3;
+  r.job_complete = [] { return false; };
+  HangResponder responder(nullptr, [&](int code) { exit_code = code; },
+                          TermHandling{[] { return false; }, [] { return 0.0; }, [] {}});
+  responder.respondHere(r);
+  CHECK(exit_code == HangResponder::kAbortExitCode);
+}
+
+TEST_CASE("AHeldBackSigtermCutsTheJobWaitShortAndIsPassedOn") {
+  int exit_code = -1;
+  int released = 0;
+  HangResponse r;
+  r.on_hang = OnHang::kAbort;
+  r.abort_grace_s = 3600;
+  r.job_complete = [] { return false; };
+  HangResponder responder(nullptr, [&](int code) { exit_code = code; },
+                          TermHandling{[] { return true; }, [] { return 1.0; }, [&] { ++released; }});
+  responder.respondHere(r);
+  CHECK(released == 1);
+  CHECK(exit_code == HangResponder::kAbortExitCode);
+}
+
+namespace {
+std::atomic<int> job_handler_calls{0};
+void jobTermHandler(int) { job_handler_calls.fetch_add(1); }
+}  // namespace
+
+TEST_CASE("SigtermWhileDumpingIsHeldThenDeliveredToTheJobsOwnHandler") {
+  struct sigaction job {};
+  job.sa_handler = &jobTermHandler;
+  sigemptyset(&job.sa_mask);
+  REQUIRE(sigaction(SIGTERM, &job, nullptr) == 0);
+  TermDeferral::arm();
+  ::raise(SIGTERM);
+  CHECK(TermDeferral::pending());
+  CHECK(job_handler_calls.load() == 0);
+  TermDeferral::release();
+  CHECK(job_handler_calls.load() == 1);
+  CHECK_FALSE(TermDeferral::pending());
+  struct sigaction now {};
+  REQUIRE(sigaction(SIGTERM, nullptr, &now) == 0);
+  CHECK(now.sa_handler == &jobTermHandler);
+}
+
+TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
+  TermDeferral::arm();
+  struct sigaction job {};
+  job.sa_handler = &jobTermHandler;
+  sigemptyset(&job.sa_mask);
+  REQUIRE(sigaction(SIGTERM, &job, nullptr) == 0);  // e.g. Python's signal.signal meanwhile
+  TermDeferral::release();
+  struct sigaction now {};
+  REQUIRE(sigaction(SIGTERM, nullptr, &now) == 0);
+  CHECK(now.sa_handler == &jobTermHandler);
+}

@@ -1,0 +1,288 @@
+#include "node_share.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <new>
+
+namespace hangwatch::watchdog {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
+constexpr uint32_t kVersion = 1;
+constexpr int kMaxMembers = 256;
+
+static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "the board is shared between processes: its atomics must not hide a lock");
+
+}  // namespace
+
+struct NodeShare::Layout {
+  std::atomic<uint32_t> magic;  // stored last when a board is made
+  uint32_t version;
+  pthread_mutex_t members_lock;  // robust and process-shared: a member may die holding it
+  int32_t members[kMaxMembers];  // pids, 0 = free slot
+  std::atomic<int64_t> next_lookup_ns[2];
+  std::atomic<uint32_t> triggered;
+  std::atomic<uint32_t> complete;
+  std::atomic<uint64_t> lookups;
+  std::atomic<int64_t> beacon_base;
+};
+
+namespace {
+
+void initLayout(NodeShare::Layout* l, bool process_shared) {
+  new (l) NodeShare::Layout();
+  l->version = kVersion;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  if (process_shared) {
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  }
+  pthread_mutex_init(&l->members_lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  for (int32_t& m : l->members) m = 0;
+  for (auto& n : l->next_lookup_ns) n.store(0, std::memory_order_relaxed);
+  l->triggered.store(0, std::memory_order_relaxed);
+  l->complete.store(0, std::memory_order_relaxed);
+  l->lookups.store(0, std::memory_order_relaxed);
+  l->beacon_base.store(-1, std::memory_order_relaxed);
+  l->magic.store(kMagic, std::memory_order_release);
+}
+
+class MembersLock {
+ public:
+  explicit MembersLock(NodeShare::Layout* l) : l_(l) {
+    // A member killed inside the lock leaves it "owner dead": the list is still consistent
+    // (one int store at a time), so take it over.
+    if (pthread_mutex_lock(&l_->members_lock) == EOWNERDEAD) pthread_mutex_consistent(&l_->members_lock);
+  }
+  ~MembersLock() { pthread_mutex_unlock(&l_->members_lock); }
+
+ private:
+  NodeShare::Layout* l_;
+};
+
+bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+// Under the lock: drops dead members; returns how many live ones are left.
+int pruneDeadMembers(NodeShare::Layout* l) {
+  int live = 0;
+  for (int32_t& m : l->members) {
+    if (m == 0) continue;
+    if (alive(m)) ++live;
+    else m = 0;
+  }
+  return live;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+Expected<NodeShare::Layout*> mapBoard(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Error{errnoText("fstat")};
+  if (static_cast<size_t>(st.st_size) < sizeof(NodeShare::Layout)) return Error{"board is smaller than expected"};
+  void* p = ::mmap(nullptr, sizeof(NodeShare::Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return Error{errnoText("mmap")};
+  auto* l = static_cast<NodeShare::Layout*>(p);
+  if (l->magic.load(std::memory_order_acquire) != kMagic || l->version != kVersion) {
+    ::munmap(p, sizeof(NodeShare::Layout));
+    return Error{"board of another hangwatch version"};
+  }
+  return l;
+}
+
+// Killed jobs (SIGKILL, a node's OOM killer) never leave their boards: remove those of this
+// user whose members are all gone, a bounded number per start so a start stays cheap.
+void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
+  constexpr int kMaxLooked = 64;
+  std::string prefix = "hangwatch-" + std::to_string(::getuid()) + "-";
+  DIR* dir = ::opendir(shm_dir.c_str());
+  if (dir == nullptr) return;
+  int looked = 0;
+  while (dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0 || name.find(".tmp.") != std::string::npos) continue;
+    std::string path = shm_dir + "/" + name;
+    if (path == keep || ++looked > kMaxLooked) continue;
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (Expected<NodeShare::Layout*> board = mapBoard(fd)) {
+      {
+        MembersLock lock(*board);
+        struct stat mine, named;
+        if (pruneDeadMembers(*board) == 0 && ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
+            mine.st_ino == named.st_ino)
+          ::unlink(path.c_str());
+      }
+      ::munmap(*board, sizeof(NodeShare::Layout));
+    }
+    ::close(fd);
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir) {
+  std::error_code ec;
+  std::string absolute = std::filesystem::absolute(job_dir, ec).lexically_normal().string();
+  if (ec) absolute = job_dir;
+  char name[96];
+  std::snprintf(name, sizeof name, "/hangwatch-%u-%016llx", static_cast<unsigned>(::getuid()),
+                static_cast<unsigned long long>(fnv1a(absolute)));
+  return shm_dir + name;
+}
+
+Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir) {
+  std::string path = nodeSharePath(job_dir, shm_dir);
+  const pid_t self = ::getpid();
+  int fd = -1;
+  Layout* layout = nullptr;
+  for (int attempt = 0; attempt < 2 && layout == nullptr; ++attempt) {
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      // Made complete under a private name, then linked into place: no one ever maps half a board.
+      std::string tmp = path + ".tmp." + std::to_string(self);
+      int tfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (tfd < 0) return Error{errnoText("cannot create " + tmp)};
+      if (::ftruncate(tfd, sizeof(Layout)) != 0) {
+        std::string e = errnoText("cannot size " + tmp);
+        ::close(tfd);
+        ::unlink(tmp.c_str());
+        return Error{e};
+      }
+      void* p = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, tfd, 0);
+      if (p == MAP_FAILED) {
+        std::string e = errnoText("cannot map " + tmp);
+        ::close(tfd);
+        ::unlink(tmp.c_str());
+        return Error{e};
+      }
+      initLayout(static_cast<Layout*>(p), true);
+      int linked = ::link(tmp.c_str(), path.c_str());
+      int link_errno = errno;
+      ::unlink(tmp.c_str());
+      if (linked == 0) {
+        fd = tfd;
+        layout = static_cast<Layout*>(p);
+        break;
+      }
+      ::munmap(p, sizeof(Layout));
+      ::close(tfd);
+      if (link_errno != EEXIST) {
+        errno = link_errno;
+        return Error{errnoText("cannot link " + path)};
+      }
+      continue;  // another rank of this node made it first: use theirs
+    }
+    if (fd < 0) return Error{errnoText("cannot open " + path)};
+    Expected<Layout*> mapped = mapBoard(fd);
+    if (!mapped) {
+      ::close(fd);
+      return Error{path + ": " + mapped.error()};
+    }
+    layout = *mapped;
+  }
+  if (layout == nullptr) return Error{"cannot attach to " + path};
+
+  {
+    MembersLock lock(layout);
+    if (pruneDeadMembers(layout) == 0) {
+      // Everyone who wrote these flags has exited: an earlier run of this job directory.
+      layout->triggered.store(0, std::memory_order_relaxed);
+      layout->complete.store(0, std::memory_order_relaxed);
+      layout->beacon_base.store(-1, std::memory_order_relaxed);
+      for (auto& n : layout->next_lookup_ns) n.store(0, std::memory_order_relaxed);
+    }
+    bool registered = false;
+    for (int32_t& m : layout->members) {
+      if (m == self) registered = true;
+    }
+    for (int32_t& m : layout->members) {
+      if (registered) break;
+      if (m == 0) {
+        m = self;
+        registered = true;
+      }
+    }
+  }
+  sweepDeadBoards(shm_dir, path);
+  return std::unique_ptr<NodeShare>(new NodeShare(layout, fd, path));
+}
+
+std::unique_ptr<NodeShare> NodeShare::unshared() {
+  auto* layout = static_cast<Layout*>(::operator new(sizeof(Layout)));
+  initLayout(layout, false);
+  return std::unique_ptr<NodeShare>(new NodeShare(layout, -1, ""));
+}
+
+NodeShare::~NodeShare() {
+  if (fd_ >= 0) {
+    ::munmap(layout_, sizeof(Layout));
+    ::close(fd_);
+  } else {
+    pthread_mutex_destroy(&layout_->members_lock);
+    layout_->~Layout();
+    ::operator delete(layout_);
+  }
+}
+
+bool NodeShare::claim(Lookup which, int64_t now_ns, int64_t interval_ns) {
+  std::atomic<int64_t>& next = layout_->next_lookup_ns[static_cast<int>(which)];
+  int64_t due = next.load(std::memory_order_acquire);
+  if (now_ns < due) return false;
+  return next.compare_exchange_strong(due, now_ns + interval_ns, std::memory_order_acq_rel);
+}
+
+bool NodeShare::triggered() const { return layout_->triggered.load(std::memory_order_acquire) != 0; }
+void NodeShare::markTriggered() { layout_->triggered.store(1, std::memory_order_release); }
+bool NodeShare::complete() const { return layout_->complete.load(std::memory_order_acquire) != 0; }
+void NodeShare::markComplete() { layout_->complete.store(1, std::memory_order_release); }
+void NodeShare::countLookup() { layout_->lookups.fetch_add(1, std::memory_order_relaxed); }
+uint64_t NodeShare::lookups() const { return layout_->lookups.load(std::memory_order_relaxed); }
+int64_t NodeShare::beaconBase() const { return layout_->beacon_base.load(std::memory_order_acquire); }
+
+int64_t NodeShare::setBeaconBase(int64_t bytes) {
+  int64_t expected = -1;
+  if (layout_->beacon_base.compare_exchange_strong(expected, bytes, std::memory_order_acq_rel)) return bytes;
+  return expected;
+}
+
+void NodeShare::leave() {
+  if (left_ || fd_ < 0) return;
+  left_ = true;
+  const pid_t self = ::getpid();
+  MembersLock lock(layout_);
+  for (int32_t& m : layout_->members) {
+    if (m == self) m = 0;
+  }
+  if (pruneDeadMembers(layout_) > 0) return;
+  // Last one out removes the file, unless it was already replaced by a newer board.
+  struct stat mine, named;
+  if (::fstat(fd_, &mine) == 0 && ::stat(path_.c_str(), &named) == 0 && mine.st_ino == named.st_ino)
+    ::unlink(path_.c_str());
+}
+
+}  // namespace hangwatch::watchdog
