@@ -48,6 +48,7 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
   }
   if (const char* v = env("HANGWATCH_COLLECT_WAIT"); v && !parsePositive(v, &c.collect_wait_s))
     warn(std::string("HANGWATCH_COLLECT_WAIT=") + v + " is not a positive number of seconds");
+  if (const char* v = env("HANGWATCH_PROMETHEUS_DIR")) c.prometheus_dir = v;
   c.job_dir = jobDirFromEnv(env);
   return c;
 }

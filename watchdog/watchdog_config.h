@@ -20,6 +20,7 @@ struct WatchdogConfig {
   std::string debugger;           // HANGWATCH_DEBUGGER, passed on to the collector's environment
   uint32_t kernel_sample = 64;    // HANGWATCH_KERNEL_SAMPLE: time 1 in N generic kernels, 0 = none
   double collect_wait_s = 120;    // HANGWATCH_COLLECT_WAIT: bound on waiting for the collector
+  std::string prometheus_dir;     // HANGWATCH_PROMETHEUS_DIR: node_exporter textfile directory, empty: none
 
   int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
 };
