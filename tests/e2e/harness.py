@@ -41,14 +41,15 @@ def session_pids(sid):
 class MpiJob:
     """One mpirun job. Use as a context manager: leaving it kills whatever still runs."""
 
-    def __init__(self, nranks, argv, env=None, program="ring_train"):
+    def __init__(self, nranks, argv, env=None, program="ring_train", wrap=()):
+        """`wrap`: a command that runs mpirun, e.g. one that enters a mount namespace first."""
         self.nranks = nranks
         self.program = program
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.lines = []
         self._cond = threading.Condition()
-        self.proc = subprocess.Popen([str(MPIRUN), "-np", str(nranks), *argv], env=full_env,
+        self.proc = subprocess.Popen([*wrap, str(MPIRUN), "-np", str(nranks), *argv], env=full_env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
