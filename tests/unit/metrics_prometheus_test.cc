@@ -311,3 +311,18 @@ TEST_CASE("UnwritablePrometheusDirectoryIsLoggedOnceAndTriedAgainNextWindow") {
   CHECK(std::filesystem::exists(blocker + "/hangwatch_r00001.prom"));
   CHECK(logged.size() == 1);
 }
+
+TEST_CASE("PrometheusBandwidthsAverageOnlyTheKeysThatHaveThem") {
+  PrometheusTextfile file("", nullptr);
+  MetricsWindow w = window();
+  w.ops.clear();
+  w.ops.push_back(allReduce(1 << 20, 10 * kMs, 1, 1.0, 1.5));
+  OpWindowStats no_factor = allReduce(4 << 20, 30 * kMs, 1, 3.0, 0);
+  no_factor.busbw_gbps.reset();  // a collective nccl-tests has no bus factor for
+  w.ops.push_back(no_factor);
+  std::string text = file.text(w);
+  INFO(text);
+  CHECK(text.find("collective=\"ncclAllReduce\"} 1.5\n") != std::string::npos);  // busbw: the first key only
+  CHECK(text.find("hangwatch_algbw_gbps{rank=\"3\",host=\"node-7\",comm=\"0xc0ffee\",collective=\"ncclAllReduce\"} 2.5\n") !=
+        std::string::npos);  // (1*10 + 3*30) / 40 ms
+}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -19,26 +20,33 @@ namespace {
 
 constexpr double kNsPerSecond = 1e9;
 
+// A rate over several keys, weighted by their GPU time: total work / total time.
+struct TimeWeighted {
+  double value_ns = 0;
+  int64_t ns = 0;
+  void add(const std::optional<double>& v, int64_t t) {
+    if (!v) return;
+    value_ns += *v * static_cast<double>(t);
+    ns += t;
+  }
+  double mean() const { return value_ns / static_cast<double>(ns); }
+};
+
 // One (communicator, collective) or one GEMM shape: the window's keys of it merged.
 struct SeriesGroup {
   std::string comm;
   std::string name;  // collective name or GEMM shape
   int64_t total_ns = 0;
-  double busbw_ns = 0;  // sum of busbw * ns, so the merged value is time-weighted
-  double algbw_ns = 0;
-  double tflops_ns = 0;
-  int64_t rated_ns = 0;  // time of the keys that carry a bandwidth or TFLOPS
+  TimeWeighted busbw, algbw, tflops;
   LogHistogram durations;
 };
 
 void addTo(SeriesGroup& g, const OpWindowStats& op) {
   g.total_ns += op.total_ns;
   g.durations.merge(op.durations);
-  double ns = static_cast<double>(op.total_ns);
-  if (op.busbw_gbps || op.tflops) g.rated_ns += op.total_ns;
-  if (op.busbw_gbps) g.busbw_ns += *op.busbw_gbps * ns;
-  if (op.algbw_gbps) g.algbw_ns += *op.algbw_gbps * ns;
-  if (op.tflops) g.tflops_ns += *op.tflops * ns;
+  g.busbw.add(op.busbw_gbps, op.total_ns);
+  g.algbw.add(op.algbw_gbps, op.total_ns);
+  g.tflops.add(op.tflops, op.total_ns);
 }
 
 // Busiest first; ties keep the label order, so the same window gives the same file.
@@ -183,28 +191,22 @@ std::string PrometheusTextfile::render(const MetricsWindow& w, const OpGroups& g
 
   std::span<const SeriesGroup> colls(groups.collectives.data(), caps.collectives);
   std::span<const SeriesGroup> gemms(groups.gemms.data(), caps.gemm_shapes);
-  auto rated = [](std::span<const SeriesGroup> gs) {
-    return std::any_of(gs.begin(), gs.end(), [](const SeriesGroup& g) { return g.rated_ns > 0; });
+  // Each family only with samples: a family of HELP and TYPE alone would cost bytes for nothing.
+  auto ratedFamily = [&](std::span<const SeriesGroup> gs, TimeWeighted SeriesGroup::*rate, std::string_view name,
+                         std::string_view help, bool gemm) {
+    if (std::none_of(gs.begin(), gs.end(), [&](const SeriesGroup& g) { return (g.*rate).ns > 0; })) return;
+    e.family(name, "gauge", help);
+    for (const SeriesGroup& g : gs)
+      if ((g.*rate).ns > 0) e.sample(name, opLabels(g, gemm), (g.*rate).mean());
   };
-  auto mean = [](double weighted, const SeriesGroup& g) { return weighted / static_cast<double>(g.rated_ns); };
-  if (rated(colls)) {
-    e.family("hangwatch_busbw_gbps", "gauge", "Bus bandwidth, GB/s.");
-    for (const SeriesGroup& g : colls)
-      if (g.rated_ns > 0) e.sample("hangwatch_busbw_gbps", opLabels(g, false), mean(g.busbw_ns, g));
-    e.family("hangwatch_algbw_gbps", "gauge", "Algorithm bandwidth, GB/s.");
-    for (const SeriesGroup& g : colls)
-      if (g.rated_ns > 0) e.sample("hangwatch_algbw_gbps", opLabels(g, false), mean(g.algbw_ns, g));
-  }
+  ratedFamily(colls, &SeriesGroup::busbw, "hangwatch_busbw_gbps", "Bus bandwidth, GB/s.", false);
+  ratedFamily(colls, &SeriesGroup::algbw, "hangwatch_algbw_gbps", "Algorithm bandwidth, GB/s.", false);
   if (!colls.empty()) {
     e.family("hangwatch_collective_seconds", "gauge", "Collective duration.");
     for (const SeriesGroup& g : colls)
       if (!g.durations.empty()) percentiles(e, "hangwatch_collective_seconds", opLabels(g, false), g.durations);
   }
-  if (rated(gemms)) {
-    e.family("hangwatch_gemm_tflops", "gauge", "GEMM TFLOPS.");
-    for (const SeriesGroup& g : gemms)
-      if (g.rated_ns > 0) e.sample("hangwatch_gemm_tflops", opLabels(g, true), mean(g.tflops_ns, g));
-  }
+  ratedFamily(gemms, &SeriesGroup::tflops, "hangwatch_gemm_tflops", "GEMM TFLOPS.", true);
   if (caps.links > 0) {
     e.family("hangwatch_link_wire_seconds_total", "counter", "Send time on the wire.");
     size_t n = 0;
