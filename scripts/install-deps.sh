@@ -11,6 +11,8 @@ packages=(
   libbenchmark-dev libsimdjson-dev
   chromium fonts-dejavu-core  # the report's HTML page is checked with a headless screenshot
   clang libclang-rt-14-dev     # libFuzzer, for tests/fuzz/run.sh
+  dpkg-dev                     # dpkg-shlibdeps, for the .deb's dependencies (cpack -G DEB)
+  prometheus prometheus-node-exporter  # promtool and the live scrape in tests/e2e/test_prometheus.py
 )
 
 missing=()

@@ -14,6 +14,11 @@
 
 namespace bp = boost::process;
 
+// Where bin/ is seen from lib/ in the install layout (packaging/install.cmake).
+#ifndef HANGWATCH_LIB_TO_BIN
+#define HANGWATCH_LIB_TO_BIN "../bin"
+#endif
+
 namespace hangwatch::watchdog {
 namespace {
 
@@ -28,13 +33,19 @@ std::string CollectorLauncher::findForensicsBinary(const std::string& configured
   if (!configured.empty()) return isExecutable(configured) ? configured : "";
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&CollectorLauncher::findForensicsBinary), &info) && info.dli_fname) {
-    std::filesystem::path dir = std::filesystem::path(info.dli_fname).parent_path();
-    for (const auto& candidate : {dir / ".." / "forensics" / "forensics", dir / "forensics",
-                                  dir / ".." / "bin" / "forensics", dir / "bin" / "forensics"})
-      if (isExecutable(candidate)) return std::filesystem::weakly_canonical(candidate).string();
+    std::string next_to = forensicsNextTo(std::filesystem::path(info.dli_fname).parent_path().string());
+    if (!next_to.empty()) return next_to;
   }
   auto found = bp::search_path("forensics");
   return found.empty() ? "" : found.string();
+}
+
+std::string CollectorLauncher::forensicsNextTo(const std::string& library_dir) {
+  const std::filesystem::path dir(library_dir);
+  for (const auto& candidate : {dir / ".." / "forensics" / "forensics", dir / HANGWATCH_LIB_TO_BIN / "forensics",
+                                dir / "forensics", dir / ".." / "bin" / "forensics", dir / "bin" / "forensics"})
+    if (isExecutable(candidate)) return std::filesystem::weakly_canonical(candidate).string();
+  return "";
 }
 
 Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {

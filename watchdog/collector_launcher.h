@@ -38,6 +38,10 @@ class CollectorLauncher {
   // HANGWATCH_FORENSICS if set, else next to libhangwatch.so in the build or install
   // tree, else PATH. Empty when not found.
   static std::string findForensicsBinary(const std::string& configured);
+  // The collector that belongs to a libhangwatch.so in `library_dir`: the build tree's,
+  // or the installed one at the same relative place as in the install layout, wherever
+  // the prefix was moved to. Empty when there is none.
+  static std::string forensicsNextTo(const std::string& library_dir);
 
   Expected<CollectorOutcome> run(const CollectorRequest& request);
 };

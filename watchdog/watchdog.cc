@@ -283,6 +283,7 @@ void Watchdog::pollLoop() {
     mc.timeline_path = timelinePath(config_.job_dir, *rank);
     mc.host = hostName();
     mc.links = &linkMeter();
+    if (!config_.prometheus_dir.empty()) mc.prometheus_path = PrometheusTextfile::pathFor(config_.prometheus_dir, *rank);
     mc.log_failure = [&log](const std::string& m) { log.failureOnce("metrics-write", m); };
     metrics = std::make_unique<MetricsWindows>(mc);
   };
@@ -345,7 +346,11 @@ void Watchdog::pollLoop() {
     else
       log.info(std::string(detected_here ? "hang detected" : "TRIGGER.json seen") + "; snapshot " + path);
 #ifdef HANGWATCH_WITH_METRICS
-    if (metrics) metrics->flush(now_ns);
+    startMetrics();
+    if (metrics) {
+      metrics->markHang();
+      metrics->flush(now_ns);
+    }
 #endif
     HangResponse response;
     response.on_hang = config_.on_hang;
@@ -468,6 +473,8 @@ void Watchdog::pollLoop() {
   }
 #ifdef HANGWATCH_WITH_METRICS
   if (metrics) metrics->flush(monotonicNs());
+  // Before onExit stops waiting: the Prometheus textfile of a finished rank goes away here.
+  metrics.reset();
 #endif
   poller_done_.store(true, std::memory_order_release);
 }

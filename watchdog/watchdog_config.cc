@@ -50,6 +50,7 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
     warn(std::string("HANGWATCH_COLLECT_WAIT=") + v + " is not a positive number of seconds");
   if (const char* v = env("HANGWATCH_ABORT_GRACE"); v && !parsePositive(v, &c.abort_grace_s))
     warn(std::string("HANGWATCH_ABORT_GRACE=") + v + " is not a positive number of seconds");
+  if (const char* v = env("HANGWATCH_PROMETHEUS_DIR")) c.prometheus_dir = v;
   c.job_dir = jobDirFromEnv(env);
   return c;
 }

@@ -24,6 +24,7 @@ struct WatchdogConfig {
   // dumping, for every rank's dumps to be done before it exits. As long as a rank waits for
   // its own collector, so a slow collection elsewhere is never cut shorter than one's own.
   double abort_grace_s = 120;
+  std::string prometheus_dir;     // HANGWATCH_PROMETHEUS_DIR: node_exporter textfile directory, empty: none
 
   int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
 };

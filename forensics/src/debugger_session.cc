@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -16,6 +18,10 @@
 
 #ifndef HANGWATCH_GDB_SCRIPTS_DIR
 #define HANGWATCH_GDB_SCRIPTS_DIR "gdb-scripts"
+#endif
+// Where the scripts are seen from bin/ in the install layout (packaging/install.cmake).
+#ifndef HANGWATCH_BIN_TO_GDB_SCRIPTS
+#define HANGWATCH_BIN_TO_GDB_SCRIPTS "../share/hangwatch/gdb-scripts"
 #endif
 
 namespace hangwatch::forensics {
@@ -80,8 +86,19 @@ bool DebuggerSession::isCudaGdb(const std::string& debugger) {
 }
 
 std::string DebuggerSession::scriptPath(const std::string& name) {
-  const char* dir = std::getenv("HANGWATCH_GDB_SCRIPTS");
-  return std::string(dir && *dir ? dir : HANGWATCH_GDB_SCRIPTS_DIR) + "/" + name;
+  if (const char* dir = std::getenv("HANGWATCH_GDB_SCRIPTS"); dir && *dir) return std::string(dir) + "/" + name;
+  std::error_code ec;
+  return scriptsDirFor(std::filesystem::read_symlink("/proc/self/exe", ec).string()) + "/" + name;
+}
+
+std::string DebuggerSession::scriptsDirFor(const std::string& exe) {
+  if (!exe.empty()) {
+    // /proc/self/exe has no symlinks left, so resolving ".." by name is exact.
+    auto installed = (std::filesystem::path(exe).parent_path() / HANGWATCH_BIN_TO_GDB_SCRIPTS).lexically_normal();
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(installed / "collector_probe.py", ec)) return installed.string();
+  }
+  return HANGWATCH_GDB_SCRIPTS_DIR;
 }
 
 Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pid, const std::string& script,

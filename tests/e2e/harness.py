@@ -79,14 +79,15 @@ class MpiJob:
     """One job under mpirun, or under `launcher` (an argv prefix such as torchrun_like(n)).
     Use as a context manager: leaving it kills whatever still runs."""
 
-    def __init__(self, nranks, argv, env=None, program="ring_train", launcher=None):
+    def __init__(self, nranks, argv, env=None, program="ring_train", launcher=None, wrap=()):
+        """`wrap`: a command that runs the launcher, e.g. one that enters a mount namespace first."""
         self.nranks = nranks
         self.program = program
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.lines = []
         self._cond = threading.Condition()
-        self.proc = subprocess.Popen([*(launcher or mpirun(nranks)), *argv], env=full_env,
+        self.proc = subprocess.Popen([*wrap, *(launcher or mpirun(nranks)), *argv], env=full_env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)

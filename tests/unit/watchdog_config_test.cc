@@ -27,7 +27,8 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
                                                   {"HANGWATCH_DUMP_DIR", "/d"},
                                                   {"HANGWATCH_JOB_ID", "j"},
                                                   {"HANGWATCH_KERNEL_SAMPLE", "0"},
-                                                  {"HANGWATCH_ABORT_GRACE", "45"}}),
+                                                  {"HANGWATCH_ABORT_GRACE", "45"},
+                                                  {"HANGWATCH_PROMETHEUS_DIR", "/var/lib/node-exporter"}}),
                                            &warnings);
   CHECK(warnings.empty());
   CHECK(c.timeoutNs() == 2'500'000'000);
@@ -37,6 +38,8 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
   CHECK(c.job_dir == "/d/j");
   CHECK(c.kernel_sample == 0);
   CHECK(c.abort_grace_s == 45);
+  CHECK(c.prometheus_dir == "/var/lib/node-exporter");
+  CHECK(watchdogConfigFromEnv(envOf({}), nullptr).prometheus_dir.empty());
   CHECK_FALSE(c.disabled);
   CHECK(watchdogConfigFromEnv(envOf({{"HANGWATCH_DISABLE", "1"}}), nullptr).disabled);
 }

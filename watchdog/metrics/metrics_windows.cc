@@ -52,7 +52,8 @@ MetricsWindows::MetricsWindows(MetricsConfig config)
       keys_(config_.max_keys),
       timeline_(config_.start_ns),
       ring_(config_.timeline_path.empty() ? 1 : config_.timeline_ops,
-            config_.timeline_path.empty() ? 1 : config_.timeline_syncs) {}
+            config_.timeline_path.empty() ? 1 : config_.timeline_syncs),
+      prometheus_(config_.prometheus_path, config_.log_failure) {}
 
 void MetricsWindows::record(const CompletedOp& op) {
   if (op.gpu_start_ns <= 0 || op.gpu_end_ns < op.gpu_start_ns) {
@@ -112,6 +113,7 @@ void MetricsWindows::flush(int64_t now_ns) {
         toJson(last_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';
     writer_.append(line);
+    prometheus_.write(last_);
   } catch (const std::exception& e) {
     // Out of memory while formatting: lose this window, never the job.
     config_.log_failure(std::string("metrics window lost: ") + e.what());

@@ -19,6 +19,7 @@
 #include "metrics_file_writer.h"
 #include "op_key_table.h"
 #include "op_record.h"
+#include "prometheus_textfile.h"
 #include "step_tracker.h"
 #include "timeline_ring.h"
 
@@ -38,6 +39,8 @@ struct MetricsConfig {
   size_t timeline_syncs = 1024;
   // Network transfers per connection (NCCL's profiler plugin), drained into each window; may be null.
   LinkMeter* links = nullptr;
+  // node_exporter textfile rewritten at every flush (PrometheusTextfile::pathFor); "" = none.
+  std::string prometheus_path;
   // Called once when writing fails (then metrics stop); default: a line on stderr.
   std::function<void(const std::string&)> log_failure;
 };
@@ -57,6 +60,8 @@ class MetricsWindows {
   void maybeFlush(int64_t now_ns);
   // Writes the window now (the last one, or at a hang) and starts the next.
   void flush(int64_t now_ns);
+  // The hang trigger fired: the Prometheus textfile says so from the next flush on.
+  void markHang() { prometheus_.markHang(); }
 
   // The window the last flush wrote (or tried to write).
   const MetricsWindow& lastWindow() const { return last_; }
@@ -91,6 +96,7 @@ class MetricsWindows {
   MetricsWindow last_;
   TimelineRing ring_;
   bool timeline_failed_ = false;
+  PrometheusTextfile prometheus_;
 };
 
 }  // namespace hangwatch::watchdog

@@ -35,6 +35,9 @@ class DebuggerSession {
   static bool isCudaGdb(const std::string& debugger);
   // Scripts ship in gdb-scripts/; $HANGWATCH_GDB_SCRIPTS overrides the folder.
   static std::string scriptPath(const std::string& name);
+  // The scripts folder of the collector at `exe`: the installed one relative to it
+  // (a moved prefix keeps working), else the source tree's it was built from.
+  static std::string scriptsDirFor(const std::string& exe);
 
   Expected<DebuggerRun> run(const std::string& debugger, pid_t pid, const std::string& script, Deadline deadline);
 
