@@ -21,6 +21,7 @@ nlohmann::json verdictJson(const Verdict& v) {
   nlohmann::json where = nlohmann::json::array();
   for (const CulpritStack& c : v.where) where.push_back({{"rank", c.rank}, {"thread", c.thread}, {"frames", c.frames}});
   j["where"] = std::move(where);
+  j["source"] = v.source.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.source);
   j["confident"] = v.confident;
   j["hinges_on"] = v.hinges_on.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.hinges_on);
   nlohmann::json suspects = nlohmann::json::array();

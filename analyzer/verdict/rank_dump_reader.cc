@@ -1,5 +1,6 @@
 #include "hangwatch/verdict/rank_dump_reader.h"
 
+#include <set>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,51 @@ std::string parseProblem(const nlohmann::json& j, std::string_view text) {
   return "";
 }
 
+uint64_t hexId(const std::string& hex) {
+  if (hex.empty() || hex.size() > 16) return 0;
+  uint64_t v = 0;
+  for (char c : hex) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return 0;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+// Keeps the profiler's view of the communicators this rank has a collective pending on.
+void takeProgress(RankSummary& s, const SnapshotProgress& p) {
+  s.has_progress = true;
+  std::set<uint64_t> wanted;
+  for (const SnapshotPendingOp& op : s.pending) {
+    if (op.comm.empty()) continue;
+    for (const SnapshotComm& c : s.comms)
+      if (c.hash == op.comm && !c.nccl_id.empty()) wanted.insert(hexId(c.nccl_id));
+  }
+  for (const SnapshotHostCall& h : s.host_calls) {
+    for (const SnapshotComm& c : s.comms)
+      if (!h.comm.empty() && c.hash == h.comm && !c.nccl_id.empty()) wanted.insert(hexId(c.nccl_id));
+  }
+  for (const SnapshotProxyConnection& c : p.connections) {
+    const uint64_t id = hexId(c.nccl_comm);
+    if (!wanted.count(id) || (c.dir != "send" && c.dir != "recv")) continue;
+    ProxyEnd e;
+    e.nccl_comm = id;
+    e.comm_rank = c.rank;
+    e.comm_size = c.nranks;
+    e.peer = c.peer;
+    e.channel = c.channel;
+    e.send = c.dir == "send";
+    e.steps = c.steps;
+    for (int i = 0; i < kSnapshotProxyStages; ++i)
+      e.moved_s_ago[i] = c.moved_s_ago[i] ? static_cast<float>(*c.moved_s_ago[i]) : -1.0f;
+    s.proxy_ends.push_back(e);
+  }
+  for (const SnapshotKernelChannel& k : p.kernel_channels) {
+    const uint64_t id = hexId(k.nccl_comm);
+    if (wanted.count(id)) s.kernel_channels.push_back({id, k.channel, k.started, k.stopped});
+  }
+}
+
 void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
   s.has_snapshot = true;
   SnapshotIdentity& id = snap.identity;
@@ -35,6 +81,7 @@ void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
     for (SnapshotPendingOp& op : st.pending) s.pending.push_back(std::move(op));
   }
   s.host_calls = std::move(snap.host_calls);
+  if (snap.progress) takeProgress(s, *snap.progress);
 }
 
 }  // namespace

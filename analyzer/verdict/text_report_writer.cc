@@ -46,6 +46,13 @@ std::string TextReportWriter::write(const Report& r) {
   if (v.channels_total)
     o << "  ring channels agreeing: " << v.channels_agree << " of " << v.channels_total
       << (v.confident ? "" : " (on the connections seen)") << "\n";
+  if (!v.source.empty()) {
+    o << "  ring progress from: "
+      << (v.source == "profiler"   ? "NCCL's profiler events in the snapshots (no debugger)"
+          : v.source == "debugger" ? "the collector's debugger phase"
+                                   : "the debugger phase and NCCL's profiler events")
+      << "\n";
+  }
   // As prominent as the verdict: what it hinges on and who is still possible.
   if (!v.confident) {
     o << "\nNOT CONFIDENT: the verdict hinges on " << (v.hinges_on.empty() ? "data that is missing" : v.hinges_on) << "\n";

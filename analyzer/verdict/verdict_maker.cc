@@ -6,6 +6,7 @@
 #include <span>
 
 #include "hangwatch/rank_set.h"
+#include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
 
@@ -419,9 +420,35 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     v.evidence.push_back(describeRank(job_, r) + " has a host thread still blocked inside the " +
                          (f.op.empty() ? std::string("collective") : f.op) + " call itself.");
   }
+
+  // The second source: NCCL's own profiler events in the snapshots (no debugger).
+  std::vector<int> members = waiting;
+  members.insert(members.end(), p.idle.begin(), p.idle.end());
+  members.insert(members.end(), p.members_missing.begin(), p.members_missing.end());
+  ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
+  const ProxyFinding pf = proxy.analyze(f.comm, members);
+  const bool debugger_named = rf.link || rf.rank;
+  const bool profiler_named = pf.link || pf.rank;
+  auto sameCulprit = [&] { return (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank); };
+  if (debugger_named && profiler_named && !sameCulprit()) {
+    return sourcesDisagree(v, f, rf, pf);
+  }
+  if (debugger_named) {
+    v.source = profiler_named ? "debugger and profiler" : "debugger";
+    if (profiler_named) v.evidence.push_back("NCCL's profiler events in the snapshots show the same: " + proxySummary(pf) + ".");
+  } else if (profiler_named) {
+    // Nothing from the debugger names anyone: the profiler's view decides.
+    v.source = "profiler";
+    rf = RingFinding{};
+    rf.link = pf.link;
+    rf.rank = pf.rank;
+    rf.channels_agree = pf.channels_agree;
+    rf.channels_total = pf.channels_total;
+  }
   v.channels_total = rf.channels_total;
   v.channels_agree = rf.channels_agree;
-  std::string channels = std::to_string(rf.channels_agree) + " of " + std::to_string(rf.channels_total) + " ring channel(s)";
+  std::string channels = std::to_string(rf.channels_agree) + " of " + std::to_string(rf.channels_total) +
+                         (v.source == "profiler" ? " channel(s) with network connections" : " ring channel(s)");
   const ChannelFinding* example = nullptr;
   for (const ChannelFinding& c : rf.channels) {
     if ((rf.link && c.link && *c.link == *rf.link) || (rf.rank && c.rank && *c.rank == *rf.rank)) {
@@ -440,8 +467,13 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     v.headline = "Communication hang: the link from rank " + std::to_string(rf.link->from) + " (" +
                  deviceText(job_, rf.link->from) + ") to rank " + std::to_string(rf.link->to) + " (" +
                  deviceText(job_, rf.link->to) + ") stopped delivering during " + opText(f) + ".";
-    v.evidence.push_back("On " + channels + " the connection " + std::to_string(rf.link->from) + " -> " +
-                         std::to_string(rf.link->to) + " made the least progress" + steps + ".");
+    if (v.source == "profiler") {
+      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
+                           proxySummary(pf) + ".");
+    } else {
+      v.evidence.push_back("On " + channels + " the connection " + std::to_string(rf.link->from) + " -> " +
+                           std::to_string(rf.link->to) + " made the least progress" + steps + ".");
+    }
     std::string a = hostOf(job_, rf.link->from), b = hostOf(job_, rf.link->to);
     std::string hosts = a == b || b.empty() ? "host " + (a.empty() ? std::string("?") : a) : "hosts " + a + " and " + b;
     v.next_steps.push_back("Test the link " + deviceText(job_, rf.link->from) + " -> " + deviceText(job_, rf.link->to) +
@@ -452,7 +484,10 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     v.culprit_ranks = {*rf.rank};
     v.headline = "Communication hang: rank " + std::to_string(*rf.rank) + " (" + deviceText(job_, *rf.rank) +
                  ") stopped making progress inside " + opText(f) + "; its neighbours wait on it.";
-    if (rf.channels_agree > 0) {
+    if (v.source == "profiler") {
+      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
+                           proxySummary(pf) + ".");
+    } else if (rf.channels_agree > 0) {
       v.evidence.push_back("On " + channels + " both ring connections of rank " + std::to_string(*rf.rank) +
                            " (in from its prev, out to its next) made the least progress" + steps + ".");
     }
@@ -476,9 +511,20 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
                  " of the communicator left no snapshot: the culprit is most likely among them";
       v.next_steps.push_back("Look at rank(s) " + ranksText(p.members_missing) +
                              " directly (their logs, their hosts); they did not dump.");
+    } else if (ranks_with_records == 0 && !pf.narrowed.empty()) {
+      v.source = "profiler";
+      std::string hosts;
+      for (const std::string& h : pf.narrowed_hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+      v.reason = "every rank waits in the same collective; NCCL's profiler has no per-link data for links inside a "
+                 "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
+                 ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
+      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
+      v.next_steps.push_back("Run the collector's debugger phase (HANGWATCH_COLLECT=1, the default) for per-link "
+                             "progress inside the node, or run nccl-tests between the GPUs of host(s) " + hosts + ".");
     } else if (ranks_with_records == 0) {
       v.reason = "every rank waits in the same collective and no rank has ring progress records "
                  "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
+      if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
       v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
                              "forensics collect by hand on two neighbouring ranks while the job still hangs.");
     } else {
@@ -493,6 +539,12 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
         v.suspects.push_back(rankSuspect(r, " (no snapshot)"));
       }
       v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
+    } else if (ranks_with_records == 0 && !pf.narrowed.empty()) {
+      Suspect narrowed;
+      narrowed.ranks = pf.narrowed;
+      narrowed.text = ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)";
+      v.suspects.push_back(std::move(narrowed));
+      v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
     } else if (ranks_with_records == 0) {
       v.hinges_on = "ring progress, which no rank has";
       for (int r : waiting) v.lacking_data.push_back(gapOf(r, f.comm));
@@ -500,7 +552,7 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
       v.confident = true;  // the data is all there; it just names nothing
     }
   }
-  if (!rf.unseen.empty()) {
+  if (!rf.unseen.empty() && v.source != "profiler") {
     hedgeUnseenLinks(v, rf, f);
   } else if (rf.rank && v.culprit_ranks.size() == 1) {
     const RankSummary* s = job_.find(*rf.rank);
@@ -513,6 +565,55 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
                     "'s snapshot: whether its GPU stopped inside the collective or it never called it";
     }
   }
+  return v;
+}
+
+std::string VerdictMaker::proxySummary(const ProxyFinding& pf) const {
+  auto first = [&](auto pred) -> const ProxyLinkState* {
+    for (const ProxyLinkState& l : pf.links)
+      if (pred(l)) return &l;
+    return nullptr;
+  };
+  if (pf.link) {
+    const ProxyLinkState* l = first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
+    return "the connection " + linkText(*pf.link) + " holds steps on the wire" + (l ? " (channel " + std::to_string(l->channel) + ": " + l->detail + ")" : "");
+  }
+  if (pf.rank) {
+    return "rank " + std::to_string(*pf.rank) + "'s GPU neither takes the steps that arrived nor fills the buffers it was "
+           "given, while its neighbours' connections wait on it";
+  }
+  std::string out;
+  int shown = 0;
+  for (const ProxyLinkState& l : pf.links) {
+    if (l.stall == ProxyStall::kIdle || shown >= 4) continue;
+    out += (out.empty() ? "" : "; ") + linkText(l.link) + " channel " + std::to_string(l.channel) + " " +
+           proxyStallText(l.stall) + " (" + l.detail + ")";
+    ++shown;
+  }
+  return out.empty() ? pf.note : out;
+}
+
+Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const {
+  auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
+    return l ? "link " + linkText(*l) : "rank " + std::to_string(*r);
+  };
+  const std::string debugger = name(rf.link, rf.rank), profiler = name(pf.link, pf.rank);
+  v.kind = VerdictKind::kInconclusive;
+  v.source = "debugger and profiler";
+  v.confident = false;
+  v.channels_agree = rf.channels_agree;
+  v.channels_total = rf.channels_total;
+  v.reason = "the two sources of ring progress disagree: the debugger's records name " + debugger +
+             ", NCCL's profiler events name " + profiler;
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "which source is right: the debugger reads the ring as it stands, the profiler as NCCL's proxy last saw it";
+  v.suspects.push_back(rf.link ? linkSuspect(*rf.link) : rankSuspect(*rf.rank, " (debugger)"));
+  v.suspects.push_back(pf.link ? linkSuspect(*pf.link) : rankSuspect(*pf.rank, " (profiler)"));
+  sortSuspects(v.suspects);
+  v.evidence.push_back("From NCCL's profiler events in the snapshots: " + proxySummary(pf) + ".");
+  v.next_steps.push_back("Test both suspects (nccl-tests between those GPUs; NVLink / InfiniBand error counters) "
+                         "before draining anything.");
+  (void)f;
   return v;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // What the report keeps of one rank's dumps: the parsed JSON is dropped as soon as a rank is
 // read, so 16,384 ranks fit in memory. Passive data; JobLoader fills it, the analyses read it.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,27 @@
 #include "hangwatch/watchdog_snapshot.h"
 
 namespace hangwatch::verdict {
+
+// One end of a network connection of a communicator this rank had a collective pending on,
+// from the snapshot's profiler progress (NCCL's ProxyOp/ProxyStep events).
+struct ProxyEnd {
+  uint64_t nccl_comm = 0;  // NCCL's commHash
+  int comm_rank = -1;      // this rank in the communicator
+  int comm_size = 0;
+  int peer = -1;           // the other end, in the communicator
+  int channel = 0;
+  bool send = false;
+  std::array<uint64_t, kSnapshotProxyStages> steps{};  // send: posted, filled, sent, done; recv: posted,
+                                                       // arrived, delivered, done
+  float moved_s_ago[kSnapshotProxyStages] = {-1, -1, -1, -1};  // -1: never
+};
+
+// A kernel channel of such a communicator.
+struct KernelChannelState {
+  uint64_t nccl_comm = 0;
+  int channel = 0;
+  uint64_t started = 0, stopped = 0;
+};
 
 struct RankSummary {
   int rank = -1;  // from the file name, the only rank a corrupt file still tells
@@ -33,6 +55,11 @@ struct RankSummary {
   std::vector<SnapshotComm> comms;
   std::vector<SnapshotPendingOp> pending;  // every stream's pending ops, oldest first per stream
   std::vector<SnapshotHostCall> host_calls;
+  // NCCL's profiler, for the communicators with a pending collective here (the others are
+  // not kept: 16,384 ranks must fit). has_progress: the plugin ran in this process.
+  bool has_progress = false;
+  std::vector<ProxyEnd> proxy_ends;
+  std::vector<KernelChannelState> kernel_channels;
 
   // Each thread's stack is an id in JobData::stacks: ranks share a few hundred distinct stacks.
   std::vector<stackmerge::RankThread> threads;

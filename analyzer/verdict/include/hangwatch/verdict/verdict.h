@@ -56,6 +56,10 @@ struct Verdict {
   int channels_agree = 0;                // communication hang: channels naming the culprit
   int channels_total = 0;                // channels with ring progress
   std::vector<CulpritStack> where;
+  // Where the ring progress behind a communication verdict came from: "debugger" (the
+  // collector's ring records), "profiler" (NCCL's profiler events in the snapshots), "debugger
+  // and profiler" (both, agreeing or not); empty when the verdict did not use ring progress.
+  std::string source;
   // False when the deciding evidence touches ranks with no or partial data. Culprit fields are
   // then filled only if every possibility left names the same culprit; `suspects` lists them.
   bool confident = true;

@@ -6,6 +6,7 @@
 
 #include "hangwatch/stack_classifier.h"
 #include "hangwatch/verdict/job_data.h"
+#include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/sequence_analysis.h"
 #include "hangwatch/verdict/verdict.h"
@@ -33,6 +34,10 @@ class VerdictMaker {
   DataGap gapOf(int rank, const std::string& comm) const;
   // Ring connections neither end reported: the culprit may be one of them.
   void hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const HangFocus& f) const;
+  // The debugger's records and NCCL's profiler events name different culprits.
+  Verdict sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const;
+  // One sentence of what the profiler's progress shows.
+  std::string proxySummary(const ProxyFinding& pf) const;
   // Ranks without a snapshot could outvote the group named odd one out.
   void hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const;
 

@@ -1,0 +1,213 @@
+#include "hangwatch/verdict/proxy_progress_analysis.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace hangwatch::verdict {
+namespace {
+
+enum class EndState { kAbsent, kIdle, kWire, kCredit, kOwnGpu, kWaitingData, kFlush };
+
+// Stages: send posted, filled, sent, done; recv posted, arrived, delivered, done.
+EndState sendState(const ProxyEnd* e) {
+  if (e == nullptr) return EndState::kAbsent;
+  const auto& s = e->steps;
+  if (s[2] > s[3]) return EndState::kWire;
+  if (s[1] > s[2]) return EndState::kCredit;
+  if (s[0] > s[1]) return EndState::kOwnGpu;
+  return EndState::kIdle;
+}
+
+EndState recvState(const ProxyEnd* e) {
+  if (e == nullptr) return EndState::kAbsent;
+  const auto& s = e->steps;
+  if (s[0] > s[1]) return EndState::kWaitingData;
+  if (s[1] > s[2]) return EndState::kFlush;
+  if (s[2] > s[3]) return EndState::kOwnGpu;
+  return EndState::kIdle;
+}
+
+uint64_t hexId(const std::string& hex) {
+  if (hex.empty() || hex.size() > 16) return 0;
+  uint64_t v = 0;
+  for (char c : hex) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return 0;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+std::string ago(float s) {
+  if (s < 0) return "never";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f s ago", s);
+  return b;
+}
+
+struct Ends {
+  const ProxyEnd* send = nullptr;
+  const ProxyEnd* recv = nullptr;
+};
+
+ProxyLinkState classify(const Link& link, int channel, const Ends& e) {
+  ProxyLinkState st;
+  st.link = link;
+  st.channel = channel;
+  st.send_seen = e.send != nullptr;
+  st.recv_seen = e.recv != nullptr;
+  const EndState s = sendState(e.send), r = recvState(e.recv);
+  const std::string from = "rank " + std::to_string(link.from), to = "rank " + std::to_string(link.to);
+  if (s == EndState::kWire && (r == EndState::kAbsent || r == EndState::kWaitingData || r == EndState::kIdle)) {
+    st.stall = ProxyStall::kOnTheWire;
+    st.detail = from + " handed " + std::to_string(e.send->steps[2] - e.send->steps[3]) +
+                " step(s) to the network that never completed (the last completion " + ago(e.send->moved_s_ago[3]) + ")" +
+                (r == EndState::kWaitingData ? "; " + to + " still waits for data (the last arrival " +
+                                                   ago(e.recv->moved_s_ago[1]) + ")"
+                                             : "");
+  } else if (s == EndState::kCredit || r == EndState::kOwnGpu || r == EndState::kFlush) {
+    st.stall = ProxyStall::kReceiverSide;
+    st.detail = r == EndState::kOwnGpu || r == EndState::kFlush
+                    ? to + "'s GPU does not take " + std::to_string(e.recv->steps[1] - e.recv->steps[3]) +
+                          " step(s) that arrived"
+                    : from + " has data ready that " + to + " posted no buffer for";
+  } else if (s == EndState::kOwnGpu) {
+    st.stall = ProxyStall::kSenderSide;
+    st.detail = from + "'s GPU has not filled the " + std::to_string(e.send->steps[0] - e.send->steps[1]) +
+                " buffer(s) it was given" + (r == EndState::kWaitingData ? "; " + to + " waits for data" : "");
+  } else if (r == EndState::kWaitingData) {
+    st.stall = ProxyStall::kWaitingForData;
+    st.detail = to + " waits for data; " + from + (s == EndState::kAbsent ? " did not report this connection" : " shows nothing pending");
+  }
+  return st;
+}
+
+}  // namespace
+
+const char* proxyStallText(ProxyStall s) {
+  switch (s) {
+    case ProxyStall::kIdle: return "idle";
+    case ProxyStall::kOnTheWire: return "on the wire";
+    case ProxyStall::kReceiverSide: return "stopped at the receiver";
+    case ProxyStall::kSenderSide: return "stopped at the sender";
+    case ProxyStall::kWaitingForData: return "waiting for data";
+  }
+  return "idle";
+}
+
+ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::vector<int>& members) const {
+  ProxyFinding f;
+  std::map<std::string, int> ids;
+  for (const RankSummary& s : job_.ranks) {
+    if (s.has_progress) f.ranks_with_progress.push_back(s.rank);
+    for (const SnapshotComm& c : s.comms)
+      if (c.hash == comm && !c.nccl_id.empty()) ++ids[c.nccl_id];
+  }
+  if (f.ranks_with_progress.empty()) {
+    f.note = "no rank's snapshot has NCCL profiler progress (the plugin did not run: HANGWATCH_LINK_PROFILER=0, "
+             "NCCL_PROFILER_PLUGIN=none, or an NCCL without the v5 profiler API)";
+    return f;
+  }
+  if (ids.empty()) {
+    f.note = "no rank could tie this communicator to NCCL's own id, so its profiler progress cannot be told apart";
+    return f;
+  }
+  f.nccl_comm = std::max_element(ids.begin(), ids.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  const uint64_t id = hexId(f.nccl_comm);
+
+  std::map<std::tuple<int, int, int>, Ends> ends;  // (channel, from, to), global ranks
+  for (const RankSummary& s : job_.ranks) {
+    for (const ProxyEnd& e : s.proxy_ends) {
+      if (e.nccl_comm != id || e.peer < 0) continue;
+      const int other = to_global_(e.peer);
+      if (e.send) ends[{e.channel, s.rank, other}].send = &e;
+      else ends[{e.channel, other, s.rank}].recv = &e;
+    }
+  }
+  std::set<int> channels;
+  for (const auto& [key, e] : ends) {
+    const auto& [channel, from, to] = key;
+    ProxyLinkState st = classify({from, to}, channel, e);
+    if (st.stall == ProxyStall::kIdle && !(e.send && e.recv)) continue;  // one idle end says nothing
+    channels.insert(channel);
+    f.links.push_back(std::move(st));
+  }
+  f.channels_total = static_cast<int>(channels.size());
+
+  std::set<int> member_set(members.begin(), members.end());
+  for (const RankSummary& s : job_.ranks) {
+    if (!member_set.count(s.rank) || !s.has_progress) continue;
+    bool any = false, in_flight = false;
+    for (const KernelChannelState& k : s.kernel_channels) {
+      if (k.nccl_comm != id) continue;
+      any = true;
+      in_flight = in_flight || k.started > k.stopped;
+    }
+    if (in_flight) f.kernel_in_flight.push_back(s.rank);
+    else if (any) f.kernel_not_started.push_back(s.rank);
+  }
+  if (f.kernel_in_flight.empty()) f.kernel_not_started.clear();  // nothing runs anywhere: no contrast
+
+  if (f.links.empty()) {
+    f.note = "NCCL's profiler saw no network connection of this communicator: its links are inside nodes "
+             "(P2P, SHM, NVLink), which have no proxy and report no steps";
+    return f;
+  }
+
+  // A link on the wire names itself.
+  std::map<std::pair<int, int>, std::set<int>> wire;
+  for (const ProxyLinkState& l : f.links)
+    if (l.stall == ProxyStall::kOnTheWire) wire[{l.link.from, l.link.to}].insert(l.channel);
+  for (const auto& [k, chs] : wire) f.wire_links.push_back({k.first, k.second});
+  if (wire.size() == 1) {
+    f.link = f.wire_links.front();
+    f.channels_agree = static_cast<int>(wire.begin()->second.size());
+    return f;
+  }
+  if (wire.size() > 1) {
+    f.note = "more than one link holds steps on the wire";
+    return f;
+  }
+
+  // A rank whose GPU neither takes what arrived (its own recv end) nor fills what it was
+  // given (its own send end) on one channel has stopped: it is blocked on neither side.
+  std::map<int, std::set<int>> stopped;  // rank -> channels
+  for (const ProxyLinkState& in : f.links) {
+    if (in.stall != ProxyStall::kReceiverSide || !in.recv_seen) continue;
+    const int r = in.link.to;
+    auto e = ends.find({in.channel, in.link.from, r});
+    if (e == ends.end() || recvState(e->second.recv) != EndState::kOwnGpu) continue;
+    for (const ProxyLinkState& out : f.links) {
+      if (out.channel != in.channel || out.link.from != r || out.stall != ProxyStall::kSenderSide || !out.send_seen)
+        continue;
+      stopped[r].insert(in.channel);
+    }
+  }
+  if (stopped.size() == 1) {
+    f.rank = stopped.begin()->first;
+    f.channels_agree = static_cast<int>(stopped.begin()->second.size());
+    return f;
+  }
+
+  // Narrow by node: the stop is at or after the receiver of a receiver-side link and at or
+  // before the sender of a sender-side link; what lies between is inside the nodes named.
+  std::set<std::string> hosts;
+  for (const ProxyLinkState& l : f.links) {
+    int r = l.stall == ProxyStall::kReceiverSide ? l.link.to : l.stall == ProxyStall::kSenderSide ? l.link.from : -1;
+    if (r < 0) continue;
+    const RankSummary* s = job_.find(r);
+    hosts.insert(s && !s->host.empty() ? s->host : "rank " + std::to_string(r) + "'s host");
+  }
+  for (int m : members) {
+    const RankSummary* s = job_.find(m);
+    if (s && hosts.count(s->host)) f.narrowed.push_back(m);
+  }
+  f.narrowed_hosts.assign(hosts.begin(), hosts.end());
+  f.note = stopped.size() > 1 ? "more than one rank looks stopped" : "no network connection is stuck on the wire";
+  return f;
+}
+
+}  // namespace hangwatch::verdict

@@ -1,0 +1,215 @@
+// A verdict from the snapshots alone (issue 12): NCCL's profiler progress of each network
+// connection names a dead link or a stopped GPU without any debugger record, narrows a fault
+// inside a node to that node's ranks, and must agree with the debugger's records when both
+// exist. The connection states follow what NCCL 2.28's net transport records on a ring that
+// stopped (analyzer/verdict/README.md): downstream of the fault connections are empty (the
+// sender's GPU has nothing to send), upstream they are full (the receiver's GPU takes nothing,
+// the sender waits for a posted buffer).
+#include <catch2/catch.hpp>
+
+#include "hangwatch/verdict/job_loader.h"
+#include "hangwatch/verdict/report_builder.h"
+#include "verdict_test_fixture.h"
+
+using namespace hangwatch;
+using namespace hangwatch::verdict;
+using verdict_test::FakeRank;
+
+namespace {
+
+constexpr uint64_t kSeq = 7;
+const std::string kNcclId = "00000000000abcde";
+
+struct Fault {
+  std::optional<Link> dead_link;
+  std::optional<int> dead_rank;
+};
+
+SnapshotProxyConnection end(int rank, int world, int channel, int peer, bool send, std::array<uint64_t, 4> steps) {
+  SnapshotProxyConnection c;
+  c.nccl_comm = kNcclId;
+  c.rank = rank;
+  c.nranks = world;
+  c.channel = channel;
+  c.peer = peer;
+  c.dir = send ? "send" : "recv";
+  c.ops = 3;
+  c.ops_done = 2;
+  c.steps = steps;
+  for (int i = 0; i < 4; ++i) c.moved_s_ago[i] = 4.0 + i;
+  return c;
+}
+
+// Adds to every rank what NCCL's proxies show for a ring 0 -> 1 -> ... -> world-1 -> 0 that
+// stopped at `fault`, `per_node` consecutive ranks a node (hosts "node<k>"). Only links
+// between nodes report.
+void addProxyProgress(std::vector<FakeRank>& ranks, int per_node, int channels, Fault fault) {
+  const int n = static_cast<int>(ranks.size());
+  const int origin = fault.dead_link ? fault.dead_link->to : *fault.dead_rank;  // the first rank starved
+  for (FakeRank& r : ranks) {
+    const int me = *r.snap.identity.rank;
+    r.snap.identity.host = "node" + std::to_string(me / per_node);
+    r.dump.host = r.snap.identity.host;
+    r.snap.comms[0].nccl_id = kNcclId;
+    r.snap.progress = SnapshotProgress{};
+    r.snap.progress->plugin_inits = 1;
+    for (int ch = 0; ch < channels; ++ch) r.snap.progress->kernel_channels.push_back({kNcclId, ch, 8, 7, 4.0, 5.0});
+  }
+  for (int x = 0; x < n; ++x) {
+    const int y = (x + 1) % n;
+    if (x / per_node == y / per_node) continue;  // P2P inside a node: no proxy
+    std::array<uint64_t, 4> send, recv;
+    const int k = (x - origin + n) % n;  // connections downstream of the origin
+    if (fault.dead_link && x == fault.dead_link->from) {
+      send = {16, 16, 16, 8};  // on the wire, never completed
+      recv = {16, 8, 8, 8};    // waiting for the data
+    } else if (k < n / 2) {
+      send = {16, 8, 8, 8};  // empty: the sender's GPU has nothing to send
+      recv = {16, 8, 8, 8};
+    } else {
+      send = {24, 24, 16, 16};  // full: the receiver posts no buffer
+      recv = {16, 16, 16, 8};   // its GPU takes nothing
+    }
+    for (int ch = 0; ch < channels; ++ch) {
+      ranks[x].snap.progress->connections.push_back(end(x, n, ch, y, true, send));
+      ranks[y].snap.progress->connections.push_back(end(y, n, ch, x, false, recv));
+    }
+  }
+}
+
+// Snapshots only (HANGWATCH_COLLECT=0): no forensics dumps at all.
+Verdict verdictOf(const std::vector<FakeRank>& ranks, bool with_dumps = false) {
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : ranks) {
+    const int n = *r.snap.identity.rank;
+    (void)writeFileAtomically(watchdogSnapshotPath(dir.path, n), toJson(r.snap).dump());
+    if (with_dumps) (void)writeFileAtomically(forensicsDumpPath(dir.path, n), toJson(r.dump).dump());
+  }
+  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job)).verdict;
+}
+
+std::vector<FakeRank> job(int world) {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < world; ++r) ranks.emplace_back(r, world, kSeq);
+  return ranks;
+}
+
+std::string all(const Verdict& v) {
+  std::string t = v.headline + "\n" + v.reason + "\n";
+  for (const std::string& e : v.evidence) t += e + "\n";
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("ADeadLinkIsNamedFromTheSnapshotsAloneWhenEveryLinkIsANetworkLink") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {Link{5, 6}, std::nullopt});
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{5, 6});
+  CHECK(v.confident);
+  CHECK(v.source == "profiler");
+  CHECK(v.channels_agree == 2);
+  CHECK(all(v).find("holds steps on the wire") != std::string::npos);
+}
+
+TEST_CASE("AStoppedGpuIsNamedFromTheSnapshotsAlone") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {std::nullopt, 3});
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK_FALSE(v.culprit_link);
+  CHECK(v.source == "profiler");
+}
+
+TEST_CASE("ADeadLinkBetweenTwoNodesIsNamedFromTheSnapshots") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 4, 2, {Link{3, 4}, std::nullopt});
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{3, 4});
+  CHECK(v.source == "profiler");
+}
+
+TEST_CASE("ADeadLinkInsideANodeIsNarrowedToThatNodeAndSaidSo") {
+  for (Link dead : {Link{1, 2}, Link{5, 6}}) {
+    auto ranks = job(8);
+    addProxyProgress(ranks, 4, 2, {dead, std::nullopt});
+    const Verdict v = verdictOf(ranks);
+    INFO(all(v));
+    CHECK(v.kind == VerdictKind::kInconclusive);
+    CHECK_FALSE(v.culprit_link);
+    CHECK(v.culprit_ranks.empty());
+    CHECK_FALSE(v.confident);
+    CHECK(v.reason.find("no per-link data for links inside a node") != std::string::npos);
+    const int node = dead.from / 4;
+    REQUIRE(v.suspects.size() == 1);
+    CHECK(v.suspects[0].ranks == std::vector<int>{node * 4, node * 4 + 1, node * 4 + 2, node * 4 + 3});
+    CHECK(v.reason.find("node" + std::to_string(node)) != std::string::npos);
+  }
+}
+
+TEST_CASE("ADeadRankInsideANodeIsNarrowedToItsNode") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 4, 1, {std::nullopt, 6});
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK_FALSE(v.confident);
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{4, 5, 6, 7});
+}
+
+TEST_CASE("TheDebuggerAndTheProfilerAgreeingSaySoAndDisagreeingNameNeither") {
+  auto agreeing = verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  addProxyProgress(agreeing, 1, 2, {Link{5, 6}, std::nullopt});
+  Verdict v = verdictOf(agreeing, true);
+  INFO(all(v));
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{5, 6});
+  CHECK(v.source == "debugger and profiler");
+  CHECK(v.confident);
+
+  auto disagreeing = verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  addProxyProgress(disagreeing, 1, 2, {Link{2, 3}, std::nullopt});
+  v = verdictOf(disagreeing, true);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  REQUIRE(v.suspects.size() == 2);
+  CHECK(v.reason.find("disagree") != std::string::npos);
+}
+
+TEST_CASE("WithoutTheProfilersDataTheVerdictSaysWhyNotInsteadOfGuessing") {
+  auto ranks = job(8);  // no progress sections: the plugin did not run
+  Verdict v = verdictOf(ranks);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK(v.reason.find("the plugin did not run") != std::string::npos);
+
+  auto intra = job(4);  // one node: every link is P2P, the profiler reports none
+  addProxyProgress(intra, 4, 1, {Link{1, 2}, std::nullopt});
+  v = verdictOf(intra);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK(v.reason.find("no network connection") != std::string::npos);
+}
+
+TEST_CASE("ProfilerProgressOfAnotherCommunicatorIsNotMistakenForTheHungOne") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {Link{5, 6}, std::nullopt});
+  for (FakeRank& r : ranks) r.snap.comms[0].nccl_id = "0000000000000bad";  // the hung one is another id
+  const Verdict v = verdictOf(ranks);
+  CHECK_FALSE(v.culprit_link);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+}
