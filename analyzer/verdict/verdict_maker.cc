@@ -128,6 +128,14 @@ std::vector<std::string> whereFrames(std::span<const stackmerge::TableFrame> fra
   return out;
 }
 
+// The watchdog's hash of the communicator NCCL knows as `nccl_id` on this rank; empty when
+// the rank's snapshot does not tie them.
+std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
+  for (const SnapshotComm& c : s.comms)
+    if (c.nccl_id == nccl_id) return c.hash;
+  return "";
+}
+
 }  // namespace
 
 std::string describeRank(const JobData& job, int rank) {
@@ -400,6 +408,15 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
+      if (r.comm.empty() && !r.nccl_comm.empty()) {
+        // A reader that saw only NCCL's own id (nccl-host, cuda): joined through this rank's
+        // comms[].nccl_id, so every record source reaches the same analysis.
+        RingProgress joined = r;
+        joined.comm = watchdogHashOf(s, r.nccl_comm);
+        ring.add(joined);
+        any = any || joined.comm == f.comm;
+        continue;
+      }
       ring.add(r);
       any = any || r.comm == f.comm;
     }

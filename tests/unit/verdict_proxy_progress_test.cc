@@ -213,3 +213,27 @@ TEST_CASE("ProfilerProgressOfAnotherCommunicatorIsNotMistakenForTheHungOne") {
   CHECK_FALSE(v.culprit_link);
   CHECK(v.kind == VerdictKind::kInconclusive);
 }
+
+TEST_CASE("RecordsKeyedByNcclsOwnIdReachTheVerdictThroughTheSnapshotsNcclId") {
+  // The nccl-host and cuda readers cannot compute the watchdog's hash; they give NCCL's.
+  auto ranks = verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  for (FakeRank& r : ranks) {
+    r.snap.comms[0].nccl_id = kNcclId;
+    for (RingProgress& p : r.dump.ring_progress) {
+      p.comm = "";
+      p.nccl_comm = kNcclId;
+      p.source = "nccl-host";
+    }
+  }
+  Verdict v = verdictOf(ranks, true);
+  INFO(all(v));
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{5, 6});
+  CHECK(v.source == "debugger");
+
+  for (FakeRank& r : ranks) r.snap.comms[0].nccl_id = "";  // nothing ties them: no record counts
+  v = verdictOf(ranks, true);
+  CHECK_FALSE(v.culprit_link);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+}
