@@ -119,8 +119,16 @@ void findWorldSize(JobData& job, int highest_file_rank) {
     if (s.world_size) world = std::max(world, *s.world_size);
   }
   if (world == 0) {
+    // No launcher said: a communicator's size, in processes (one process may hold several
+    // of its ranks, one per device it drives).
     for (const RankSummary& s : job.ranks) {
-      for (const SnapshotComm& c : s.comms) world = std::max(world, c.size);
+      std::map<std::string, int> held;
+      for (const SnapshotComm& c : s.comms)
+        if (c.rank >= 0) ++held[c.hash];
+      for (const SnapshotComm& c : s.comms) {
+        const int per_process = std::max(1, held[c.hash]);
+        world = std::max(world, (c.size + per_process - 1) / per_process);
+      }
     }
   }
   job.world_size_known = world > 0;

@@ -10,6 +10,7 @@ nlohmann::json verdictJson(const Verdict& v) {
   j["culprit_ranks"] = v.culprit_ranks;
   j["culprit_link"] = v.culprit_link ? nlohmann::json{{"from", v.culprit_link->from}, {"to", v.culprit_link->to}}
                                      : nlohmann::json(nullptr);
+  j["culprit_link_ranks"] = v.link_in_comm_ranks ? "communicator" : "global";
   j["communicator"] = v.communicator.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.communicator);
   j["op"] = v.op ? nlohmann::json{{"name", v.op->name}, {"seq", v.op->seq ? nlohmann::json(*v.op->seq) : nlohmann::json(nullptr)}}
                  : nlohmann::json(nullptr);

@@ -63,8 +63,10 @@ ProxyLinkState classify(const Link& link, int channel, const Ends& e) {
   const std::string from = "rank " + std::to_string(link.from), to = "rank " + std::to_string(link.to);
   if (s == EndState::kWire && (r == EndState::kAbsent || r == EndState::kWaitingData || r == EndState::kIdle)) {
     st.stall = ProxyStall::kOnTheWire;
+    const float last = e.send->moved_s_ago[3];
     st.detail = from + " handed " + std::to_string(e.send->steps[2] - e.send->steps[3]) +
-                " step(s) to the network that never completed (the last completion " + ago(e.send->moved_s_ago[3]) + ")" +
+                " step(s) to the network that never completed (" +
+                (last < 0 ? std::string("no step ever completed") : "the last completion " + ago(last)) + ")" +
                 (r == EndState::kWaitingData ? "; " + to + " still waits for data (the last arrival " +
                                                    ago(e.recv->moved_s_ago[1]) + ")"
                                              : "");
@@ -122,9 +124,11 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
   for (const RankSummary& s : job_.ranks) {
     for (const ProxyEnd& e : s.proxy_ends) {
       if (e.nccl_comm != id || e.peer < 0) continue;
+      // Its own rank through the communicator too: a process may hold several of its ranks.
+      const int me = e.comm_rank >= 0 ? to_global_(e.comm_rank) : s.rank;
       const int other = to_global_(e.peer);
-      if (e.send) ends[{e.channel, s.rank, other}].send = &e;
-      else ends[{e.channel, other, s.rank}].recv = &e;
+      if (e.send) ends[{e.channel, me, other}].send = &e;
+      else ends[{e.channel, other, me}].recv = &e;
     }
   }
   std::set<int> channels;

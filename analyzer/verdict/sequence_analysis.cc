@@ -28,14 +28,30 @@ bool blockedInCall(const RankSummary& s, const HangFocus& focus) {
 
 SequenceAnalysis::SequenceAnalysis(const JobData& job) : job_(job) {
   for (const RankSummary& s : job.ranks) {
+    std::map<std::string, int> held;
     for (const SnapshotComm& c : s.comms) {
       if (c.rank >= 0) members_[c.hash][c.rank] = s.rank;
       sizes_[c.hash] = std::max(sizes_[c.hash], c.size);
+      if (c.rank >= 0 && c.state != "destroyed" && ++held[c.hash] > 1) shared_.insert(c.hash);
     }
   }
 }
 
+const SnapshotComm* SequenceAnalysis::commEntry(const std::string& comm, int comm_rank, const RankSummary** owner) const {
+  auto m = members_.find(comm);
+  if (m == members_.end()) return nullptr;
+  auto r = m->second.find(comm_rank);
+  if (r == m->second.end()) return nullptr;
+  const RankSummary* s = job_.find(r->second);
+  if (s == nullptr) return nullptr;
+  if (owner) *owner = s;
+  for (const SnapshotComm& c : s->comms)
+    if (c.hash == comm && c.rank == comm_rank) return &c;
+  return nullptr;
+}
+
 int SequenceAnalysis::globalRank(const std::string& comm, int comm_rank) const {
+  if (shared_.count(comm)) return comm_rank;
   auto c = members_.find(comm);
   if (c != members_.end()) {
     auto r = c->second.find(comm_rank);

@@ -35,7 +35,10 @@ std::string TextReportWriter::write(const Report& r) {
   const Verdict& v = r.verdict;
   std::ostringstream o;
   o << "VERDICT: " << upper(verdictKindName(v.kind)) << "\n" << v.headline << "\n";
-  if (v.culprit_link) o << "  culprit link: rank " << v.culprit_link->from << " -> rank " << v.culprit_link->to << "\n";
+  if (v.culprit_link) {
+    o << "  culprit link: rank " << v.culprit_link->from << " -> rank " << v.culprit_link->to
+      << (v.link_in_comm_ranks ? " (communicator ranks: one process drives several devices)" : "") << "\n";
+  }
   if (!v.culprit_ranks.empty()) {
     o << "  culprit rank(s):";
     for (int c : v.culprit_ranks) o << " " << describeRank(r.job, c);

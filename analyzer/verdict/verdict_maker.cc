@@ -175,6 +175,8 @@ Verdict VerdictMaker::decide() const {
     }
   } else if (sequences_.ranksWithPendingWork().empty()) {
     v = nothingPending();
+  } else if (std::string comm = stuckP2pComm(); !comm.empty()) {
+    v = fromP2p(comm);
   } else {
     // Work is pending but no collective: a GEMM, kernel or copy that never finished.
     std::vector<int> stuck;
@@ -473,17 +475,22 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
       break;
     }
   }
+  // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
+  auto who = [&](int r) {
+    return sequences_.sharedByProcess(f.comm) ? rankIn(f.comm, r) : "rank " + std::to_string(r) + " (" + deviceText(job_, r) + ")";
+  };
   std::string steps = example ? " (it reached step " + std::to_string(example->least_progress) +
                                     ", the next-least connection step " + std::to_string(example->next_least) + ")"
                               : "";
   if (rf.link) {
     v.kind = VerdictKind::kCommunicationHang;
     v.culprit_link = rf.link;
+    v.link_in_comm_ranks = sequences_.sharedByProcess(f.comm);
     v.culprit_ranks = {rf.link->from, rf.link->to};
     std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
-    v.headline = "Communication hang: the link from rank " + std::to_string(rf.link->from) + " (" +
-                 deviceText(job_, rf.link->from) + ") to rank " + std::to_string(rf.link->to) + " (" +
-                 deviceText(job_, rf.link->to) + ") stopped delivering during " + opText(f) + ".";
+    if (v.link_in_comm_ranks) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
+    v.headline = "Communication hang: the link from " + who(rf.link->from) + " to " + who(rf.link->to) +
+                 " stopped delivering during " + opText(f) + ".";
     if (v.source == "profiler") {
       v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
                            proxySummary(pf) + ".");
@@ -499,8 +506,9 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   } else if (rf.rank) {
     v.kind = VerdictKind::kCommunicationHang;
     v.culprit_ranks = {*rf.rank};
-    v.headline = "Communication hang: rank " + std::to_string(*rf.rank) + " (" + deviceText(job_, *rf.rank) +
-                 ") stopped making progress inside " + opText(f) + "; its neighbours wait on it.";
+    if (sequences_.sharedByProcess(f.comm)) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
+    v.headline = "Communication hang: " + who(*rf.rank) + " stopped making progress inside " + opText(f) +
+                 "; its neighbours wait on it.";
     if (v.source == "profiler") {
       v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
                            proxySummary(pf) + ".");
@@ -631,6 +639,93 @@ Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const Ring
   v.next_steps.push_back("Test both suspects (nccl-tests between those GPUs; NVLink / InfiniBand error counters) "
                          "before draining anything.");
   (void)f;
+  return v;
+}
+
+std::string VerdictMaker::stuckP2pComm() const {
+  for (const RankSummary& s : job_.ranks)
+    for (const SnapshotPendingOp& op : s.pending)
+      if (op.op_class == "p2p" && !op.comm.empty() && s.timeout_s > 0 && op.age_s >= s.timeout_s) return op.comm;
+  return "";
+}
+
+std::string VerdictMaker::rankIn(const std::string& comm, int rank) const {
+  if (!sequences_.sharedByProcess(comm)) return describeRank(job_, rank);
+  const RankSummary* owner = nullptr;
+  const SnapshotComm* c = sequences_.commEntry(comm, rank, &owner);
+  std::string out = "rank " + std::to_string(rank);
+  if (!c || !owner) return out;
+  return out + " (GPU " + std::to_string(c->device) + " of pid " + std::to_string(owner->pid) +
+         (owner->host.empty() ? "" : " on host " + owner->host) + ")";
+}
+
+std::vector<int> VerdictMaker::processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const {
+  std::set<int> out;
+  for (int r : comm_ranks) {
+    const RankSummary* owner = nullptr;
+    if (sequences_.commEntry(comm, r, &owner) && owner) out.insert(owner->rank);
+  }
+  return {out.begin(), out.end()};
+}
+
+Verdict VerdictMaker::fromP2p(const std::string& comm) const {
+  Verdict v;
+  v.communicator = comm;
+  v.op = OpRef{"ncclSend/ncclRecv", std::nullopt};
+  const bool shared = sequences_.sharedByProcess(comm);
+  // What each stuck stream waits on, in communicator terms: "rank 2 waits to receive from 1".
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
+      const std::string who = shared ? "process rank " + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ")"
+                                     : describeRank(job_, s.rank);
+      v.evidence.push_back(who + " has " + op.op + (op.op == "ncclRecv" ? " from " : " to ") +
+                           (shared ? "communicator rank " : "rank ") + std::to_string(*op.peer) + " pending for " +
+                           seconds(op.age_s) + ".");
+      if (v.evidence.size() >= 6) break;
+    }
+  }
+  if (shared) {
+    v.evidence.push_back("One process holds several ranks of communicator " + comm +
+                         " (one per device it drives): ranks below are communicator ranks.");
+  }
+  std::vector<int> members(std::max(0, sequences_.commSize(comm)));
+  for (size_t i = 0; i < members.size(); ++i) members[i] = sequences_.globalRank(comm, static_cast<int>(i));
+  ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(comm, comm_rank); });
+  const ProxyFinding pf = proxy.analyze(comm, members);
+  if (pf.link) {
+    v.kind = VerdictKind::kCommunicationHang;
+    v.source = "profiler";
+    v.culprit_link = pf.link;
+    v.link_in_comm_ranks = shared;
+    v.culprit_ranks = shared ? processesOf(comm, {pf.link->from, pf.link->to})
+                             : std::vector<int>{std::min(pf.link->from, pf.link->to), std::max(pf.link->from, pf.link->to)};
+    v.channels_agree = pf.channels_agree;
+    v.channels_total = pf.channels_total;
+    v.headline = "Communication hang: the link from " + rankIn(comm, pf.link->from) + " to " + rankIn(comm, pf.link->to) +
+                 " stopped delivering during point-to-point operations on communicator " + comm + ".";
+    v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
+    v.next_steps.push_back("Test the link " + rankIn(comm, pf.link->from) + " -> " + rankIn(comm, pf.link->to) +
+                           " (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).");
+    v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
+    return v;
+  }
+  v.kind = VerdictKind::kInconclusive;
+  v.confident = false;
+  v.reason = "point-to-point operations are stuck on communicator " + comm +
+             " and no ring progress tells the link from the peer that never sent" +
+             (pf.note.empty() ? "" : " (" + pf.note + ")");
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "per-connection progress of the stuck point-to-point operations";
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (op.comm != comm || op.op != "ncclRecv" || !op.peer) continue;
+      const int me = shared ? -1 : s.rank;
+      if (me >= 0) v.suspects.push_back(linkSuspect({sequences_.globalRank(comm, *op.peer), me}));
+    }
+  }
+  v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
+                         "ranks named above with nccl-tests.");
   return v;
 }
 

@@ -3,3 +3,6 @@ hangwatch_e2e_test(device_ring.correct_shapes test_device_ring.CorrectShapes 300
 hangwatch_e2e_test(device_ring.dead_link test_device_ring.DeadLink 120)
 set_property(TEST e2e.device_ring.correct_shapes e2e.device_ring.dead_link APPEND PROPERTY ENVIRONMENT
              DEVICE_RING=$<TARGET_FILE:device_ring>)
+if(TARGET forensics)
+  set_property(TEST e2e.device_ring.dead_link APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)
+endif()

@@ -1,7 +1,7 @@
 """One process driving several devices (examples/device_ring), as NCCL's single-process
 examples do (issue 15): every correct program shape runs to success under the watchdog
 with no trigger, and a ring exchange with one link killed is detected with a log line
-that names the device and the communicator rank."""
+that names the device and the communicator rank, and the report names the link."""
 import json
 import os
 import shutil
@@ -25,6 +25,10 @@ def device_ring():
 
 def hangwatch_lib():
     return os.environ.get("HANGWATCH_LIB", str(build_dir() / "watchdog" / "libhangwatch.so"))
+
+
+def forensics_binary():
+    return os.environ.get("FORENSICS", str(build_dir() / "forensics" / "forensics"))
 
 
 class DeviceRingCase(unittest.TestCase):
@@ -91,3 +95,14 @@ class DeadLink(DeviceRingCase):
         # Every device's communicator with its own rank, and the stuck stream's device.
         self.assertEqual(sorted((c["rank"], c["device"]) for c in snap["comms"]), [(d, d) for d in range(4)])
         self.assertIn(2, [s.get("device") for s in snap["streams"]])
+        # The report names the link, in communicator ranks, from NCCL's profiler events.
+        r = subprocess.run([forensics_binary(), "report", str(job_dir), "--format", "json", "--wait", "0"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        verdict = json.loads(r.stdout)["verdict"]
+        context = json.dumps(verdict, indent=1)
+        self.assertEqual(verdict["kind"], "communication-hang", context)
+        self.assertEqual(verdict["culprit_link"], {"from": 1, "to": 2}, context)
+        self.assertEqual(verdict["culprit_link_ranks"], "communicator", context)
+        self.assertEqual(verdict["culprit_ranks"], [0], context)  # the one process
+        self.assertIn("GPU 1 of pid", verdict["headline"])

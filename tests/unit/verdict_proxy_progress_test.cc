@@ -237,3 +237,44 @@ TEST_CASE("RecordsKeyedByNcclsOwnIdReachTheVerdictThroughTheSnapshotsNcclId") {
   CHECK_FALSE(v.culprit_link);
   CHECK(v.kind == VerdictKind::kInconclusive);
 }
+
+TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
+  // examples/device_ring: ncclCommInitAll communicators, one group of ncclSend/ncclRecv per
+  // step; the link 1 -> 2 died. One snapshot holds all four communicator ranks.
+  verdict_test::TempDir dir;
+  WatchdogSnapshot s;
+  s.time_unix_s = 1000.5;
+  s.timeout_s = 2;
+  s.identity.rank = 0;
+  s.identity.rank_source = "communicator";
+  s.identity.host = "box";
+  s.identity.pid = 4242;
+  s.identity.job_id = "job1";
+  for (int d = 0; d < 4; ++d) s.comms.push_back({verdict_test::kComm, d, 4, d, "live", std::nullopt, std::nullopt, kNcclId, ""});
+  SnapshotStream st;
+  st.stream = "0x5100030";
+  st.device = 2;
+  st.pending.push_back({"ncclSend", "p2p", verdict_test::kComm, std::nullopt, 4096, "float32", 1024, 3, 2.0, 2.1, true});
+  st.pending.push_back({"ncclRecv", "p2p", verdict_test::kComm, std::nullopt, 4096, "float32", 1024, 1, 0.0, 2.1, true});
+  s.streams.push_back(st);
+  s.progress = SnapshotProgress{};
+  s.progress->plugin_inits = 4;
+  for (int d = 0; d < 4; ++d) {
+    const bool dead = d == 1;
+    s.progress->connections.push_back(end(d, 4, 0, (d + 1) % 4, true, dead ? std::array<uint64_t, 4>{4, 4, 4, 0}
+                                                                              : std::array<uint64_t, 4>{4, 4, 4, 4}));
+  }
+  (void)writeFileAtomically(watchdogSnapshotPath(dir.path, 0), toJson(s).dump());
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->world_size == 1);  // one process, not four
+  const Verdict v = ReportBuilder::build(std::move(*job)).verdict;
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{1, 2});
+  CHECK(v.source == "profiler");
+  CHECK(v.headline.find("rank 1 (GPU 1 of pid 4242 on host box)") != std::string::npos);
+  CHECK(v.link_in_comm_ranks);
+  CHECK(v.culprit_ranks == std::vector<int>{0});  // the one process
+}

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,17 @@ class SequenceAnalysis {
 
   std::optional<HangFocus> focus() const;
   CommPositions positions(const HangFocus& focus) const;
-  // Global rank of `comm_rank` on communicator `comm`; itself when unknown.
+  // Global rank of `comm_rank` on communicator `comm`; itself when unknown, and itself on a
+  // communicator one process holds several ranks of (one process driving several devices):
+  // there the verdict speaks in communicator ranks (sharedByProcess).
   int globalRank(const std::string& comm, int comm_rank) const;
+  // The process holding `comm_rank` of such a communicator, and the device of that rank.
+  bool sharedByProcess(const std::string& comm) const { return shared_.count(comm) > 0; }
+  int commSize(const std::string& comm) const {
+    auto s = sizes_.find(comm);
+    return s == sizes_.end() ? 0 : s->second;
+  }
+  const SnapshotComm* commEntry(const std::string& comm, int comm_rank, const RankSummary** owner) const;
   // Ranks with any pending operation or a blocked NCCL host call.
   std::vector<int> ranksWithPendingWork() const;
 
@@ -56,6 +66,7 @@ class SequenceAnalysis {
   const JobData& job_;
   std::map<std::string, std::map<int, int>> members_;  // comm hash -> comm rank -> global rank
   std::map<std::string, int> sizes_;
+  std::set<std::string> shared_;  // communicators a process holds several ranks of
 };
 
 }  // namespace hangwatch::verdict

@@ -46,8 +46,11 @@ struct CulpritStack {
 struct Verdict {
   VerdictKind kind = VerdictKind::kInconclusive;
   std::string headline;                  // one sentence: what happened and who
-  std::vector<int> culprit_ranks;        // global ranks
-  std::optional<Link> culprit_link;      // global ranks
+  std::vector<int> culprit_ranks;        // global ranks (processes)
+  std::optional<Link> culprit_link;      // global ranks, or communicator ranks when link_in_comm_ranks
+  // The communicator's ranks are not processes: one process drives several devices, each a
+  // rank of it (single-process multi-device jobs). culprit_ranks then names the process(es).
+  bool link_in_comm_ranks = false;
   std::string communicator;              // hash hex, empty when none
   std::optional<OpRef> op;
   std::vector<std::string> evidence;     // sentences an operator can act on

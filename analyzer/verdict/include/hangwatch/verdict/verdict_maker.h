@@ -34,6 +34,16 @@ class VerdictMaker {
   DataGap gapOf(int rank, const std::string& comm) const;
   // Ring connections neither end reported: the culprit may be one of them.
   void hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const HangFocus& f) const;
+  // Point-to-point operations older than the timeout: the communicator of the first, or "".
+  std::string stuckP2pComm() const;
+  // A point-to-point hang on `comm`: named from NCCL's profiler progress when it shows a link
+  // on the wire, else inconclusive with what each stuck stream waits on.
+  Verdict fromP2p(const std::string& comm) const;
+  // "rank 2 (host h, GPU 2, pid 7)", or on a communicator one process holds several ranks of,
+  // "rank 2 (GPU 2 of pid 7 on host h)" with the communicator rank.
+  std::string rankIn(const std::string& comm, int rank) const;
+  // The processes (global ranks) holding these ranks of a communicator shared by processes.
+  std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.
   Verdict sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const;
   // One sentence of what the profiler's progress shows.
