@@ -4,6 +4,8 @@
 #     launches: HANGWATCH_KERNEL_SAMPLE=0; and with the default 1-in-64 sampling);
 #  2. ring_train step time, 4 ranks, interleaved runs without and with the library.
 #   bench/watchdog_bench.sh [BUILD_DIR] [PAIRS]
+# RING_ARGS adds ring_train options to part 2, e.g. RING_ARGS="--cuda-graph" (graph replays)
+# or RING_ARGS="--nonblocking".
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -42,9 +44,9 @@ p, u, s = $p, $u, $s
 print(f'$name: plain {p:.1f} ns | untimed {u:.1f} ns (+{u-p:.1f} ns, x{u/p:.3f}) | 1-in-64 sampled {s:.1f} ns (+{s-p:.1f} ns, x{s/p:.3f})')"
 done
 
-echo "== ring_train step time, 4 ranks, 60 steps, $pairs interleaved pairs"
+echo "== ring_train step time, 4 ranks, 60 steps${RING_ARGS:+, $RING_ARGS}, $pairs interleaved pairs"
 step_ms() {
-  "$here/../examples/mpirun.sh" -np 4 "$@" "$ring" --steps 60 --log-every 60 2>&1 |
+  "$here/../examples/mpirun.sh" -np 4 "$@" "$ring" --steps 60 --log-every 60 ${RING_ARGS:-} 2>&1 |
     sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p'
 }
 without=(); with=()
