@@ -78,7 +78,31 @@ ForensicsDump richDump() {
   r.stalled = true;
   r.mismatch = hangwatch::RingMismatch{11, "ncclBroadcast"};
   r.waiting_threads.push_back({78, "simnccl-ch1", "simnccl_wait_peer", "recv"});
-  d.ring_progress = {r};
+  // What the cuda backend's host reader writes: values it could not see are null.
+  hangwatch::RingProgress host;
+  host.nccl_comm = "2f6c1a0e9b7d4c31";
+  host.seq_known = false;
+  host.channel = 5;
+  host.rank = 1;
+  host.prev = 0;
+  host.next = -1;
+  hangwatch::RingConnection net;
+  net.peer = 0;
+  net.target_known = false;
+  net.observed_step = 96;
+  net.base_step = 88;
+  net.transport = "NET";
+  net.counter_memory = "host";
+  net.proxy = hangwatch::RingProxyProgress{88, 16, 8, 6, 4, 2};
+  host.recv = net;
+  hangwatch::RingConnection p2p;
+  p2p.peer = 2;
+  p2p.target_known = p2p.observed_known = false;
+  p2p.transport = "P2P";
+  host.send = p2p;
+  host.source = "nccl-host";
+  host.nccl_op_count = 41;
+  d.ring_progress = {r, host};
   d.phases = {{"unwind", 0.25, true, ""}, {"debugger", 30.0, false, "timed out"}};
   return d;
 }
@@ -93,6 +117,12 @@ TEST_CASE("FastReaderGivesTheSameDumpAsTheCommonReader") {
     REQUIRE(slow.ok());
     REQUIRE(fast.ok());
     CHECK(hangwatch::toJson(*fast) == hangwatch::toJson(*slow));
+    REQUIRE(fast->ring_progress.size() == 2);
+    CHECK(fast->ring_progress[0].seq_known);
+    CHECK_FALSE(fast->ring_progress[1].seq_known);
+    CHECK(fast->ring_progress[1].next == -1);
+    CHECK_FALSE(fast->ring_progress[1].send->observed_known);
+    CHECK(fast->ring_progress[1].recv->proxy->received == 6u);
   }
 }
 
