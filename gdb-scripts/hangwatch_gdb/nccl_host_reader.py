@@ -71,8 +71,9 @@ class NcclHostReader(RingReader):
             except MemoryReadError as e:
                 self.errors.append(f"ncclComm at {comm.address:#x} ({comm.origin}): {e}")
         if self._device_unread:
-            self.errors.append(f"{self._device_unread} connection(s): device memory not read (the debugger "
-                               "cannot read it; cuda-gdb can): no device conn.step, no P2P head/tail")
+            self.errors.append(f"{self._device_unread} head/tail counter(s) not readable from the host: device "
+                               "memory not read (the debugger cannot read it; cuda-gdb can), nor the device copies "
+                               "of conn.step")
         return records, self.errors
 
     def summary(self):

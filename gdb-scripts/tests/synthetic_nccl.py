@@ -42,13 +42,28 @@ class SparseMemory:
         base, data = self._region(address, size)
         return bytes(data[address - base:address - base + size])
 
+    def span(self):
+        """(first address, bytes up to the end of the last region): gaps read as zeros."""
+        first = min(base for base, _ in self._regions)
+        end = max(base + len(data) for base, data in self._regions)
+        out = bytearray(end - first)
+        for base, data in self._regions:
+            out[base - first:base - first + len(data)] = data
+        return first, bytes(out)
+
+
+# Far from where Linux puts a process's heap, libraries and stack, so a live process can
+# map the host part at these addresses and leave the device part unmapped, as UVA does.
+HOST_BASE = 0x200000000000
+DEVICE_BASE = 0x300000000000
+
 
 class SyntheticNccl:
     def __init__(self, ptype, sizes):
         self.ptype = ptype    # {struct: {dotted path: (offset, size)}} from ptype /o
         self.sizes = sizes    # {struct: total size}
-        self.host = SparseMemory(0x7f3a00000000)
-        self.device = SparseMemory(0x7ffe00000000)
+        self.host = SparseMemory(HOST_BASE)
+        self.device = SparseMemory(DEVICE_BASE)
         self._transports = {}
 
     def off(self, struct_name, path):
