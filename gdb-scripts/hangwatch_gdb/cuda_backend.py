@@ -72,4 +72,5 @@ class CudaBackend(RingReader):
             out.update(self.host.summary())
         if self.kernel:
             out["kernels"] = self.kernel.kernels
+            out["threads_not_waiting"] = self.kernel.not_waiting
         return out

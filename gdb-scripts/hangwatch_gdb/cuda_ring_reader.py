@@ -57,6 +57,9 @@ class CudaKernelReader:
         self.errors = []
         self.not_read = []  # sentences: what was there and why it was not read
         self.kernels = []   # {"kernel", "name", "kind", "blocks", "read"}
+        # Threads of a readable block found past their wait (at a barrier, copying, done): not
+        # blocked on that side, which is an answer, not a failure to read.
+        self.not_waiting = []
 
     def read(self):
         """Device views: {"kernel", "kernel_name", "block", "thread", "side", "observed",
@@ -119,8 +122,7 @@ class CudaKernelReader:
         loop = spin_loop.find_spin_loop(spin_loop.parse_disassembly(
             self.cuda.instructions(pc - 16 * DISASSEMBLY_WINDOW, 2 * DISASSEMBLY_WINDOW)), pc)
         if loop is None:
-            self.not_read.append(f"{where} thread {thread} ({side}): not in a counter wait loop at pc {pc:#x} "
-                                 "(done with this channel, or waiting elsewhere)")
+            self.not_waiting.append(f"{where} thread {thread} ({side}): not in a counter wait loop at pc {pc:#x}")
             return None
         if len(loop["target_regs"]) != 2 or not loop["address_reg"]:
             self.not_read.append(f"{where} thread {thread} ({side}): wait loop at pc {pc:#x} without a 64-bit "

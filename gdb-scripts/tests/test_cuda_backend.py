@@ -160,7 +160,8 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertIsNone(r1["send"]["target_step"])
         self.assertFalse(r1["send"]["waiting"])
         self.assertIsNone(r1["seq"])
-        self.assertTrue(any("block 1 thread 1 (send): not in a counter wait loop" in e for e in errors), errors)
+        self.assertEqual(errors, [])  # a thread past its wait is an answer, not a failure to read
+        self.assertEqual(len(backend.summary()["threads_not_waiting"]), 1)
         self.assertEqual(backend.joined, 3)
 
     def test_a_wait_on_a_counter_no_communicator_has_is_said_not_recorded(self):

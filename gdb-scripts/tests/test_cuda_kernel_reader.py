@@ -74,13 +74,15 @@ class KernelReader(unittest.TestCase):
         self.assertIn("ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16", reader.not_read[0])
         self.assertIn("symmetric-memory kernel", reader.not_read[0])
 
-    def test_a_thread_outside_a_wait_loop_and_a_missing_thread_are_said(self):
+    def test_a_thread_past_its_wait_is_not_waiting_and_a_missing_thread_is_not_read(self):
         frames = ["ncclDevFunc_Broadcast_RING_SIMPLE"]
         kernel = FakeKernel(0, "ncclDevKernel_Broadcast_RING_LL", {0: {0: FakeThread(frames)}})
         reader, views = read(kernel)
         self.assertEqual(views, [])
-        self.assertTrue(any("thread 0 (recv): not in a counter wait loop" in n for n in reader.not_read))
-        self.assertTrue(any("thread 1 (send): no block (0,0,0) thread (1,0,0)" in n for n in reader.not_read))
+        self.assertEqual(len(reader.not_waiting), 1)
+        self.assertIn("thread 0 (recv): not in a counter wait loop", reader.not_waiting[0])
+        self.assertEqual(len(reader.not_read), 1)
+        self.assertIn("thread 1 (send): no block (0,0,0) thread (1,0,0)", reader.not_read[0])
 
     def test_other_kernels_are_not_nccls(self):
         reader, views = read(FakeKernel(0, "my_gemm_kernel", {0: {0: FakeThread([])}}))
