@@ -25,13 +25,15 @@ class CudaBackend(RingReader):
         return tuple(self.host.fills if self.host else ()) + kernel
 
     def read(self):
+        # The kernel first: its focus changes end with the focus back on a host thread, where
+        # the host walk reads NCCL's memory.
+        views = self.kernel.read() if self.kernel else []
         records, errors = self.host.read() if self.host else ([], [])
         errors = list(errors)
         if self.kernel is None:
             if self.no_kernel_reason:
                 errors.append(f"kernel not read: {self.no_kernel_reason}")
             return records, errors
-        views = self.kernel.read()
         errors.extend(self.kernel.errors)
         errors.extend(self.kernel.not_read)
         counters = self.host.counters if self.host else {}

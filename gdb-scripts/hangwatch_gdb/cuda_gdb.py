@@ -49,6 +49,7 @@ class CudaGdb:
 
     def __init__(self):
         self._device = device_memory()
+        self._host_thread = gdb.selected_thread()
 
     def kernels_text(self):
         return _run("info cuda kernels")
@@ -74,3 +75,8 @@ class CudaGdb:
 
     def device_u64(self, address):
         return self._device.u64(address)
+
+    def host_focus(self):
+        """Back on the host thread that was selected before any `cuda kernel` focus."""
+        if self._host_thread is not None and self._host_thread.is_valid():
+            self._host_thread.switch()

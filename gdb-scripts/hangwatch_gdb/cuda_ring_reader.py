@@ -71,20 +71,23 @@ class CudaKernelReader:
         except DebuggerCommandError as e:
             self.errors.append(f"info cuda kernels: {e}")
             return views
-        for k in rows:
-            kind = kernel_kind(k["name"])
-            if kind is None:
-                continue
-            entry = {"kernel": k["kernel"], "name": k["name"], "kind": kind, "blocks": k["grid_dim"][0], "read": 0}
-            self.kernels.append(entry)
-            if kind == "symmetric":
-                self.not_read.append(f"kernel {k['kernel']} {k['name']}: symmetric-memory kernel, it has no ring "
-                                     "connections (head/tail) to read")
-                continue
-            for block in range(min(k["grid_dim"][0], MAX_BLOCKS)):
-                found = self._block(k, block)
-                entry["read"] += bool(found)
-                views.extend(found)
+        try:
+            for k in rows:
+                kind = kernel_kind(k["name"])
+                if kind is None:
+                    continue
+                entry = {"kernel": k["kernel"], "name": k["name"], "kind": kind, "blocks": k["grid_dim"][0], "read": 0}
+                self.kernels.append(entry)
+                if kind == "symmetric":
+                    self.not_read.append(f"kernel {k['kernel']} {k['name']}: symmetric-memory kernel, it has no ring "
+                                         "connections (head/tail) to read")
+                    continue
+                for block in range(min(k["grid_dim"][0], MAX_BLOCKS)):
+                    found = self._block(k, block)
+                    entry["read"] += bool(found)
+                    views.extend(found)
+        finally:
+            self.cuda.host_focus()
         return views
 
     def _block(self, k, block):

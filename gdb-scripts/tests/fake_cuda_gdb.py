@@ -83,6 +83,10 @@ class FakeCudaGdb:
     def instructions(self, start, count):
         return SPIN_LOOP if self._focus.pc == LOOP_PC else STRAIGHT_CODE
 
+    def host_focus(self):
+        self._focus = None
+        self.host_focused = True
+
     def device_u64(self, address):
         if self._device is None:
             raise MemoryReadError("no device memory in this fake")

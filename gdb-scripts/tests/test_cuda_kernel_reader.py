@@ -48,6 +48,7 @@ class KernelReader(unittest.TestCase):
                          [("recv", 40, 42, COUNTER), ("send", 33, 35, COUNTER + 64)])
         self.assertEqual((views[0]["collective"], views[0]["protocol"], views[0]["block"]), ("AllReduce", "SIMPLE", 0))
         self.assertEqual(reader.kernels[0]["read"], 1)
+        self.assertTrue(reader.cuda.host_focused)  # the host walk that follows reads with a host thread in focus
 
     def test_the_kernel_name_alone_does_not_decide_the_protocol(self):
         reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_f32_RING_LL", ["??"],
