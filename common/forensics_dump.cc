@@ -11,8 +11,7 @@ namespace {
 using nlohmann::json;
 using json_fields::getOptional;
 using json_fields::getOr;
-
-
+using json_fields::optionalJson;
 
 // Iterates an optional array field; a present non-array is an error.
 template <typename F>
@@ -23,12 +22,44 @@ void forEachIn(const json& j, const char* key, F&& f) {
   for (const json& e : *it) f(e);
 }
 
+// A rank, peer or channel the reader could not tell is -1 in memory and null on disk.
+json rankJson(int v) { return v >= 0 ? json(v) : json(nullptr); }
+
+int rankOr(const json& j, const char* key) {
+  std::optional<int> v = getOptional<int>(j, key);
+  return v && *v >= 0 ? *v : -1;
+}
+
+json toJson(const RingProxyProgress& p) {
+  return {{"base", p.base}, {"nsteps", p.nsteps}, {"posted", p.posted}, {"received", p.received},
+          {"transmitted", p.transmitted}, {"done", p.done}};
+}
+
 json toJson(const RingConnection& c) {
-  json j = {{"peer", c.peer}, {"target_step", c.target_step}, {"observed_step", c.observed_step},
+  json j = {{"peer", rankJson(c.peer)},
+            {"target_step", c.target_known ? json(c.target_step) : json(nullptr)},
+            {"observed_step", c.observed_known ? json(c.observed_step) : json(nullptr)},
             {"waiting", c.waiting}};
-  j["base_step"] = c.base_step ? json(*c.base_step) : json(nullptr);
-  j["posted_step"] = c.posted_step ? json(*c.posted_step) : json(nullptr);
+  j["base_step"] = optionalJson(c.base_step);
+  j["posted_step"] = optionalJson(c.posted_step);
+  if (!c.transport.empty()) j["transport"] = c.transport;
+  if (!c.counter_memory.empty()) j["counter_memory"] = c.counter_memory;
+  if (c.proxy) j["proxy"] = toJson(*c.proxy);
   return j;
+}
+
+std::optional<RingProxyProgress> proxyFromJson(const json& j) {
+  auto it = j.find("proxy");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) throw std::runtime_error("proxy is not an object");
+  RingProxyProgress p;
+  p.base = getOr<uint64_t>(*it, "base", 0);
+  p.nsteps = getOr<uint64_t>(*it, "nsteps", 0);
+  p.posted = getOr<uint64_t>(*it, "posted", 0);
+  p.received = getOr<uint64_t>(*it, "received", 0);
+  p.transmitted = getOr<uint64_t>(*it, "transmitted", 0);
+  p.done = getOr<uint64_t>(*it, "done", 0);
+  return p;
 }
 
 std::optional<RingConnection> connectionFromJson(const json& j, const char* key) {
@@ -36,12 +67,19 @@ std::optional<RingConnection> connectionFromJson(const json& j, const char* key)
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (!it->is_object()) throw std::runtime_error(std::string(key) + " is not an object");
   RingConnection c;
-  c.peer = getOr(*it, "peer", -1);
-  c.target_step = getOr<uint64_t>(*it, "target_step", 0);
-  c.observed_step = getOr<uint64_t>(*it, "observed_step", 0);
+  c.peer = rankOr(*it, "peer");
+  std::optional<uint64_t> target = getOptional<uint64_t>(*it, "target_step");
+  std::optional<uint64_t> observed = getOptional<uint64_t>(*it, "observed_step");
+  c.target_known = target.has_value();
+  c.target_step = target.value_or(0);
+  c.observed_known = observed.has_value();
+  c.observed_step = observed.value_or(0);
   c.waiting = getOr(*it, "waiting", false);
   c.base_step = getOptional<uint64_t>(*it, "base_step");
   c.posted_step = getOptional<uint64_t>(*it, "posted_step");
+  c.transport = getOr<std::string>(*it, "transport", "");
+  c.counter_memory = getOr<std::string>(*it, "counter_memory", "");
+  c.proxy = proxyFromJson(*it);
   return c;
 }
 
@@ -58,11 +96,13 @@ RingProgress ringFromJsonOrThrow(const json& j) {
   r.comm = getOr<std::string>(j, "comm", "");
   r.nccl_comm = getOr<std::string>(j, "nccl_comm", "");
   r.op = getOr<std::string>(j, "op", "");
-  r.seq = getOr<uint64_t>(j, "seq", 0);
-  r.channel = getOr(j, "channel", 0);
-  r.rank = getOr(j, "rank", 0);
-  r.prev = getOr(j, "prev", -1);
-  r.next = getOr(j, "next", -1);
+  std::optional<uint64_t> seq = getOptional<uint64_t>(j, "seq");
+  r.seq_known = seq.has_value();
+  r.seq = seq.value_or(0);
+  r.channel = rankOr(j, "channel");
+  r.rank = rankOr(j, "rank");
+  r.prev = rankOr(j, "prev");
+  r.next = rankOr(j, "next");
   r.recv = connectionFromJson(j, "recv");
   r.send = connectionFromJson(j, "send");
   r.comm_rank = getOptional<int>(j, "comm_rank");
@@ -72,6 +112,7 @@ RingProgress ringFromJsonOrThrow(const json& j) {
   r.source = getOr<std::string>(j, "source", "");
   r.stalled = getOr(j, "stalled", false);
   r.mismatch = mismatchFromJson(j);
+  r.nccl_op_count = getOptional<uint64_t>(j, "nccl_op_count");
   forEachIn(j, "waiting_threads", [&](const json& w) {
     if (!w.is_object()) throw std::runtime_error("waiting thread is not an object");
     r.waiting_threads.push_back({getOr<int64_t>(w, "tid", 0), getOr<std::string>(w, "name", ""),
@@ -83,8 +124,13 @@ RingProgress ringFromJsonOrThrow(const json& j) {
 }  // namespace
 
 nlohmann::json toJson(const RingProgress& r) {
-  json j = {{"comm", r.comm}, {"op", r.op},     {"seq", r.seq},  {"channel", r.channel},
-            {"rank", r.rank}, {"prev", r.prev}, {"next", r.next}};
+  json j = {{"comm", r.comm},
+            {"op", r.op},
+            {"seq", r.seq_known ? json(r.seq) : json(nullptr)},
+            {"channel", rankJson(r.channel)},
+            {"rank", rankJson(r.rank)},
+            {"prev", rankJson(r.prev)},
+            {"next", rankJson(r.next)}};
   if (!r.nccl_comm.empty()) j["nccl_comm"] = r.nccl_comm;
   j["recv"] = r.recv ? toJson(*r.recv) : json(nullptr);
   j["send"] = r.send ? toJson(*r.send) : json(nullptr);
@@ -103,6 +149,7 @@ nlohmann::json toJson(const RingProgress& r) {
     waiters.push_back(std::move(wj));
   }
   j["waiting_threads"] = std::move(waiters);
+  if (r.nccl_op_count) j["nccl_op_count"] = *r.nccl_op_count;
   return j;
 }
 

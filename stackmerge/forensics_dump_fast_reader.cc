@@ -99,17 +99,61 @@ class DumpFields : public OnDemandFields {
       return true;
     }
     RingConnection conn;
+    conn.target_known = conn.observed_known = false;  // absent or null: the reader could not see it
     if (!object(v, what, [&](std::string_view k, od::value m) {
-          if (is(k, "peer")) return integer(m, conn.peer, "peer");
-          if (is(k, "target_step")) return integer(m, conn.target_step, "target_step");
-          if (is(k, "observed_step")) return integer(m, conn.observed_step, "observed_step");
+          if (is(k, "peer")) return rankField(m, conn.peer, "peer");
+          if (is(k, "target_step")) return knownInteger(m, conn.target_step, conn.target_known, "target_step");
+          if (is(k, "observed_step")) return knownInteger(m, conn.observed_step, conn.observed_known, "observed_step");
           if (is(k, "waiting")) return boolean(m, conn.waiting, "waiting");
           if (is(k, "base_step")) return optionalInteger(m, conn.base_step, "base_step");
           if (is(k, "posted_step")) return optionalInteger(m, conn.posted_step, "posted_step");
+          if (is(k, "transport")) return str(m, conn.transport, "transport");
+          if (is(k, "counter_memory")) return str(m, conn.counter_memory, "counter_memory");
+          if (is(k, "proxy")) return proxy(m, conn.proxy);
           return true;
         }))
       return false;
     out = conn;
+    return true;
+  }
+
+  // A rank, peer or channel: null (not known to the reader) and negatives read as -1.
+  bool rankField(od::value v, int& out, const char* what) {
+    std::optional<int> r;
+    if (!optionalInteger(v, r, what)) return false;
+    out = r && *r >= 0 ? *r : -1;
+    return true;
+  }
+
+  template <typename Int>
+  bool knownInteger(od::value v, Int& out, bool& known, const char* what) {
+    std::optional<Int> i;
+    if (!optionalInteger(v, i, what)) return false;
+    known = i.has_value();
+    out = i.value_or(0);
+    return true;
+  }
+
+  bool proxy(od::value v, std::optional<RingProxyProgress>& out) {
+    od::json_type type;
+    bool null;
+    if (!kind(v, type, null, "proxy")) return false;
+    if (null) {
+      out.reset();
+      return true;
+    }
+    RingProxyProgress p;
+    if (!object(v, "proxy", [&](std::string_view k, od::value m) {
+          if (is(k, "base")) return integer(m, p.base, "proxy base");
+          if (is(k, "nsteps")) return integer(m, p.nsteps, "proxy nsteps");
+          if (is(k, "posted")) return integer(m, p.posted, "proxy posted");
+          if (is(k, "received")) return integer(m, p.received, "proxy received");
+          if (is(k, "transmitted")) return integer(m, p.transmitted, "proxy transmitted");
+          if (is(k, "done")) return integer(m, p.done, "proxy done");
+          return true;
+        }))
+      return false;
+    out = p;
     return true;
   }
 
@@ -143,15 +187,19 @@ class DumpFields : public OnDemandFields {
   }
 
   bool ring(od::value v, RingProgress& r) {
+    // What a record does not say, the reader did not know (as forensics_dump.cc reads it).
+    r.seq_known = false;
+    r.channel = r.rank = -1;
     return object(v, "ring_progress record", [&](std::string_view k, od::value m) {
       if (is(k, "comm")) return str(m, r.comm, "comm");
       if (is(k, "nccl_comm")) return str(m, r.nccl_comm, "nccl_comm");
       if (is(k, "op")) return str(m, r.op, "op");
-      if (is(k, "seq")) return integer(m, r.seq, "seq");
-      if (is(k, "channel")) return integer(m, r.channel, "channel");
-      if (is(k, "rank")) return integer(m, r.rank, "rank");
-      if (is(k, "prev")) return integer(m, r.prev, "prev");
-      if (is(k, "next")) return integer(m, r.next, "next");
+      if (is(k, "seq")) return knownInteger(m, r.seq, r.seq_known, "seq");
+      if (is(k, "channel")) return rankField(m, r.channel, "channel");
+      if (is(k, "rank")) return rankField(m, r.rank, "rank");
+      if (is(k, "prev")) return rankField(m, r.prev, "prev");
+      if (is(k, "next")) return rankField(m, r.next, "next");
+      if (is(k, "nccl_op_count")) return optionalInteger(m, r.nccl_op_count, "nccl_op_count");
       if (is(k, "recv")) return connection(m, r.recv, "recv");
       if (is(k, "send")) return connection(m, r.send, "send");
       if (is(k, "comm_rank")) return optionalInteger(m, r.comm_rank, "comm_rank");

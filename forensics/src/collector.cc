@@ -10,6 +10,7 @@
 
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/forensics/debugger_session.h"
+#include "hangwatch/forensics/probe_request.h"
 #include "hangwatch/forensics/proc_snapshot.h"
 #include "hangwatch/forensics/ptrace_session.h"
 #include "hangwatch/forensics/python_stack_source.h"
@@ -161,13 +162,16 @@ CollectResult Collector::run() {
   dump.backend = resolveBackend(options_.backend, proc->mapsObject("libsimnccl") || proc->mapsObject("libsimcuda"),
                                 proc->mapsObject("libcuda.so") || proc->mapsObject("libnccl.so"));
   if (dump.backend == "host") {
-    dump.phases.push_back({"debugger", 0, false, options_.backend == "host" ? "skipped: backend host"
-                                                                            : "skipped: no simgpu or CUDA library in the process"});
+    dump.phases.push_back({"debugger", 0, false,
+                           options_.backend == "host"
+                               ? "skipped: backend host"
+                               : "skipped: neither simgpu nor NCCL/CUDA is loaded in the process: no ring reader"});
   } else if (!stacks_ok) {
     dump.phases.push_back({"debugger", 0, false, "skipped: the fast pass could not attach either"});
   } else {
-    bool debugger_ok = debuggerPhase(dump);
-    degraded = !debugger_ok || degraded;
+    DebuggerOutcome outcome = debuggerPhase(dump);
+    bool debugger_ok = outcome != DebuggerOutcome::kFailed;
+    degraded = outcome != DebuggerOutcome::kRead || degraded;
     // Killed under the debugger (a launcher's kill-on-exit): say so plainly, the stacks
     // above were taken from the live process and stay valid.
     if (!debugger_ok && processGoneSoon(pid)) {
@@ -293,33 +297,38 @@ void Collector::markState(bool done, const std::string& forensics, const std::st
   (void)writeFileAtomically(path, toJson(s).dump(1) + "\n");
 }
 
-bool Collector::debuggerPhase(ForensicsDump& dump) {
+Collector::DebuggerOutcome Collector::debuggerPhase(ForensicsDump& dump) {
   PhaseTimer phase(dump, "debugger");
-  Expected<std::string> debugger = DebuggerSession::locate(options_.debugger.empty() ? nullptr : options_.debugger.c_str());
+  Expected<DebuggerChoice> debugger =
+      DebuggerSession::locateFor(dump.backend, options_.debugger.empty() ? nullptr : options_.debugger.c_str());
   if (!debugger) {
     phase.finish(false, debugger.error());
-    return false;
+    return DebuggerOutcome::kFailed;
   }
-  dump.debugger = *debugger;
+  dump.debugger = debugger->path;
+  // The script is told the backend chosen here, and on cuda where the communicators are.
+  std::string snapshot = options_.rank ? watchdogSnapshotPath(options_.out_dir, *options_.rank)
+                                       : options_.out_dir + "/ranks/p" + std::to_string(options_.pid) + ".watchdog.json";
+  ProbeRequest request = makeProbeRequest(dump.backend, debugger->cuda_gdb, snapshot, options_.pid);
   WaitManager waits;
   DebuggerSession session(waits);
-  auto run = session.run(*debugger, options_.pid, DebuggerSession::scriptPath("collector_probe.py"),
-                         deadlineIn(options_.timeout_debugger_s));
+  auto run = session.run(debugger->path, options_.pid, DebuggerSession::scriptPath("collector_probe.py"),
+                         deadlineIn(options_.timeout_debugger_s), {{kProbeEnv, request.toJson().dump()}});
   if (!run) {
     phase.finish(false, run.error());
-    return false;
+    return DebuggerOutcome::kFailed;
   }
   if (run->timed_out) {
     char bound[32];
     std::snprintf(bound, sizeof bound, "%g", options_.timeout_debugger_s);
     phase.finish(false, std::string("debugger killed after ") + bound + " s (hard time bound)" +
                             (run->continued_target ? "; target continued from the stop its attach left" : ""));
-    return false;
+    return DebuggerOutcome::kFailed;
   }
   if (!run->report) {
     std::string tail = run->output.size() > 300 ? run->output.substr(run->output.size() - 300) : run->output;
     phase.finish(false, "debugger exited with code " + std::to_string(run->exit_code) + " without a report: " + tail);
-    return false;
+    return DebuggerOutcome::kFailed;
   }
   // The debugger script's ring records go into the dump as they are.
   auto rings = run->report->find("ring_progress");
@@ -337,7 +346,11 @@ bool Collector::debuggerPhase(ForensicsDump& dump) {
       if (e.is_string()) dump.errors.push_back("debugger: " + e.get<std::string>());
   }
   phase.finish(true);
-  return true;
+  if (!debugger->shortfall.empty()) {
+    dump.errors.push_back("debugger: " + debugger->shortfall);
+    return DebuggerOutcome::kPartly;
+  }
+  return DebuggerOutcome::kRead;
 }
 
 }  // namespace hangwatch::forensics

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -81,6 +82,29 @@ Expected<std::string> DebuggerSession::locate(const char* configured) {
   return Error{"no debugger: neither cuda-gdb nor gdb is on PATH (set HANGWATCH_DEBUGGER)"};
 }
 
+Expected<DebuggerChoice> DebuggerSession::locateFor(const std::string& backend, const char* configured) {
+  if (configured != nullptr && *configured != '\0') {
+    Expected<std::string> path = locate(configured);
+    if (!path) return Error{path.error()};
+    DebuggerChoice c{*path, isCudaGdb(*path), ""};
+    if (backend == "cuda" && !c.cuda_gdb)
+      c.shortfall = "HANGWATCH_DEBUGGER is " + *path + ", not cuda-gdb: the kernel's registers and device memory "
+                    "are not read (NCCL's host structures only)";
+    return c;
+  }
+  if (backend == "cuda") {
+    if (auto cuda = findOnPath("cuda-gdb")) return DebuggerChoice{*cuda, true, ""};
+    if (auto gdb = findOnPath("gdb"))
+      return DebuggerChoice{*gdb, false,
+                            "cuda-gdb is not on PATH: gdb read NCCL's host structures only (no kernel registers, no "
+                            "device memory); install cuda-gdb or set HANGWATCH_DEBUGGER"};
+    return Error{"no debugger for the cuda backend: neither cuda-gdb nor gdb is on PATH (set HANGWATCH_DEBUGGER)"};
+  }
+  if (auto gdb = findOnPath("gdb")) return DebuggerChoice{*gdb, false, ""};
+  if (auto cuda = findOnPath("cuda-gdb")) return DebuggerChoice{*cuda, true, ""};
+  return Error{"no debugger for the " + backend + " backend: gdb is not on PATH (set HANGWATCH_DEBUGGER)"};
+}
+
 bool DebuggerSession::isCudaGdb(const std::string& debugger) {
   return debugger.find("cuda-gdb") != std::string::npos;
 }
@@ -102,7 +126,8 @@ std::string DebuggerSession::scriptsDirFor(const std::string& exe) {
 }
 
 Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pid, const std::string& script,
-                                           Deadline deadline) {
+                                           Deadline deadline,
+                                           const std::vector<std::pair<std::string, std::string>>& env) {
   DebuggerRun result;
   result.debugger = debugger;
   bool was_stopped = stoppedNow(pid);
@@ -114,6 +139,19 @@ Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pi
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+
+  // Built before fork: the child only execs.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    bool replaced = false;
+    for (const auto& kv : env) replaced = replaced || entry.substr(0, entry.find('=')) == kv.first;
+    if (!replaced) env_strings.emplace_back(entry);
+  }
+  for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Error{std::string("pipe: ") + std::strerror(errno)};
@@ -128,7 +166,7 @@ Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pi
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(write_end.get(), 1);
     ::dup2(write_end.get(), 2);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     const char* msg = "exec of the debugger failed\n";
     (void)!::write(2, msg, std::strlen(msg));
     ::_exit(127);

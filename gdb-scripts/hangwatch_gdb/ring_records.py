@@ -22,23 +22,29 @@ def op_name(name):
 
 
 def recv_connection(peer, consumed, observed, waiting, base_step=None):
-    c = {"peer": peer, "target_step": consumed + 1, "observed_step": observed, "waiting": waiting}
+    c = {"peer": known_rank(peer), "target_step": consumed + 1, "observed_step": observed, "waiting": waiting}
     if base_step is not None:
         c["base_step"] = base_step
     return c
 
 
 def send_connection(peer, posted, observed, waiting, base_step=None, steps=NCCL_STEPS):
-    c = {"peer": peer, "target_step": max(0, posted + 1 - steps), "observed_step": observed,
+    c = {"peer": known_rank(peer), "target_step": max(0, posted + 1 - steps), "observed_step": observed,
          "waiting": waiting, "posted_step": posted}
     if base_step is not None:
         c["base_step"] = base_step
     return c
 
 
+def seen_connection(peer, target_step=None, observed_step=None, waiting=False, base_step=None, posted_step=None):
+    """A connection as a reader of memory sees it, each value None where it could not."""
+    return {"peer": known_rank(peer), "target_step": target_step, "observed_step": observed_step, "waiting": waiting,
+            "base_step": base_step, "posted_step": posted_step}
+
+
 def progress(connection):
     """Steps of the current collective the connection's counter shows; None when unknown."""
-    if connection is None or "base_step" not in connection:
+    if connection is None or connection.get("base_step") is None or connection.get("observed_step") is None:
         return None
     return connection["observed_step"] - connection["base_step"]
 
@@ -47,11 +53,18 @@ def new_record(comm, op, seq, channel, rank, nranks, prev, next_, source, algori
                nccl_comm=""):
     """comm: the watchdog's hash of the communicator when the reader can compute it;
     nccl_comm: NCCL's own id of it (its commHash), which joins through the snapshot's
-    comms[].nccl_id when the watchdog's hash is not known here."""
-    return {"comm": comm, "nccl_comm": nccl_comm, "op": op_name(op), "seq": seq, "channel": channel, "rank": rank,
-            "prev": prev, "next": next_, "recv": None, "send": None,
-            "comm_rank": rank, "comm_size": nranks, "algorithm": algorithm, "protocol": protocol,
-            "source": source, "stalled": False, "mismatch": None, "waiting_threads": []}
+    comms[].nccl_id when the watchdog's hash is not known here. A value the reader could
+    not see is None (null in the dump: seq, channel, rank, prev, next, comm_size), never a
+    stand-in such as 0 or -1."""
+    return {"comm": comm, "nccl_comm": nccl_comm, "op": op_name(op), "seq": seq, "channel": channel,
+            "rank": known_rank(rank), "prev": known_rank(prev), "next": known_rank(next_), "recv": None, "send": None,
+            "comm_rank": known_rank(rank), "comm_size": nranks if nranks else None, "algorithm": algorithm,
+            "protocol": protocol, "source": source, "stalled": False, "mismatch": None, "waiting_threads": []}
+
+
+def known_rank(value):
+    """A rank, peer or channel as the dump stores it: None when not known (negative)."""
+    return value if value is not None and value >= 0 else None
 
 
 def ring_neighbours(rank, nranks):
@@ -73,4 +86,9 @@ class RecordSet:
         return self._records[key]
 
     def records(self):
-        return sorted(self._records.values(), key=lambda r: (r["comm"], r["seq"], r["channel"]))
+        return sorted(self._records.values(),
+                      key=lambda r: (r["comm"], r["nccl_comm"], _order(r["seq"]), _order(r["channel"])))
+
+
+def _order(value):
+    return -1 if value is None else value

@@ -6,6 +6,7 @@ import struct
 import gdb
 
 from . import comm_hash, ring_records
+from .ring_reader import RingReader
 
 WAIT_PEER = "simnccl_wait_peer"
 DEVICE_STALLED = "simnccl_device_stalled"
@@ -115,10 +116,15 @@ def _site_fields(frame):
         return None
 
 
-class SimRingReader:
+class SimRingReader(RingReader):
+    name = "sim-frame"
+    fills = ("comm", "nccl_comm", "op", "seq", "channel", "rank", "prev", "next", "recv", "send", "comm_size",
+             "target_step", "observed_step", "base_step", "posted_step", "waiting", "stalled", "mismatch",
+             "waiting_threads")
+
     def __init__(self, inferior):
+        super().__init__()
         self.inferior = inferior
-        self.errors = []
         self.comms = CommunicatorInfo(inferior, self.errors)
         self.records = ring_records.RecordSet()
         self.threads_seen = 0
@@ -141,14 +147,17 @@ class SimRingReader:
                 self.errors.append(f"thread {thread.ptid[1]}: {e}")
         if original is not None and original.is_valid():
             original.switch()
-        return self.records.records()
+        return self.records.records(), self.errors
+
+    def summary(self):
+        return {"waiting_threads": self.threads_seen}
 
     def _comm(self, frame, abort_name):
         abort = _int(_var(frame, abort_name), 0)
         return self.comms.lookup(abort) if abort else {"comm": "", "nccl_comm": "", "rank": None, "nranks": None}
 
     def _record(self, comm, op, seq, channel, rank, nranks):
-        prev, next_ = ring_records.ring_neighbours(rank, nranks or 0)
+        prev, next_ = ring_records.ring_neighbours(rank, nranks or 0) if rank is not None else (None, None)
         key = (comm["comm"] or f"?{rank}", seq, channel)
         return self.records.get(key, lambda: ring_records.new_record(comm["comm"], op, seq, channel, rank,
                                                                      nranks, prev, next_, "sim-frame",
@@ -157,34 +166,41 @@ class SimRingReader:
     def _waiting(self, frame, function, waiter):
         comm = self._comm(frame, "wait_abort")
         site = _site_fields(frame)
-        channel = _int(_var(frame, "wait_channel"), 0)
-        peer = _int(_var(frame, "wait_peer"), -1)
-        seq = _int(_var(frame, "wait_seq"), 0)
+        channel = _int(_var(frame, "wait_channel"))
+        peer = _int(_var(frame, "wait_peer"))
+        seq = _int(_var(frame, "wait_seq"))
         op = _cstr(_var(frame, "wait_op"))
         if function == WAIT_PEER:
             rank = _int(_var(frame, "wait_rank"), comm["rank"])
             direction = _int(_var(frame, "wait_direction"), RECV)
-            target = _int(_var(frame, "wait_target_step"), 0)
-            observed = _int(_var(frame, "wait_observed_step"), 0)
+            target = _int(_var(frame, "wait_target_step"))
+            observed = _int(_var(frame, "wait_observed_step"))
         else:
-            rank = comm["rank"] if comm["rank"] is not None else -1
+            rank = comm["rank"]
             direction = RECV
-            target = site["target_step"] if site else 0
+            target = site["target_step"] if site else None
             observed = target  # the step arrived; what it carries is the problem
         nranks = site["nranks"] if site else comm["nranks"]
         record = self._record(comm, op, seq, channel, rank, nranks)
         waiter["direction"] = "recv" if direction == RECV else "send"
         record["waiting_threads"].append(waiter)
         base = site["base_step"] if site else None
-        if direction == RECV:
-            record["prev"] = peer
-            record["recv"] = ring_records.recv_connection(peer, target - 1, observed, True, base)
+        if target is None or observed is None:
+            # A wait frame whose counters gdb could not read: the wait is known, the numbers are not.
+            connection = ring_records.seen_connection(peer, target, observed, True, base)
+        elif direction == RECV:
+            connection = ring_records.recv_connection(peer, target - 1, observed, True, base)
         else:
-            record["next"] = peer
-            record["send"] = ring_records.send_connection(peer, target - 1 + ring_records.NCCL_STEPS, observed,
-                                                          True, base)
+            connection = ring_records.send_connection(peer, target - 1 + ring_records.NCCL_STEPS, observed, True,
+                                                      base)
+        if direction == RECV:
+            record["prev"] = ring_records.known_rank(peer)
+            record["recv"] = connection
+        else:
+            record["next"] = ring_records.known_rank(peer)
+            record["send"] = connection
         if function == WAIT_MATCHING_OP:
-            record["mismatch"] = {"arrived_seq": _int(_var(frame, "arrived_seq"), 0),
+            record["mismatch"] = {"arrived_seq": _int(_var(frame, "arrived_seq")),
                                   "arrived_op": ring_records.op_name(_cstr(_var(frame, "arrived_op")))}
         if site and site["other_peer"] >= 0:
             self._other_side(record, direction, site)
@@ -209,8 +225,8 @@ class SimRingReader:
     def _stalled(self, frame, waiter):
         comm = self._comm(frame, "stalled_abort")
         rank = _int(_var(frame, "stalled_rank"), comm["rank"])
-        record = self._record(comm, _cstr(_var(frame, "stalled_op")), _int(_var(frame, "stalled_seq"), 0),
-                              _int(_var(frame, "stalled_channel"), 0), rank, comm["nranks"])
+        record = self._record(comm, _cstr(_var(frame, "stalled_op")), _int(_var(frame, "stalled_seq")),
+                              _int(_var(frame, "stalled_channel")), rank, comm["nranks"])
         record["stalled"] = True
         waiter["direction"] = None
         record["waiting_threads"].append(waiter)

@@ -67,6 +67,19 @@ class RingRecordSemantics(unittest.TestCase):
         self.assertEqual(ring_records.op_name("AllReduce"), "ncclAllReduce")
         self.assertEqual(ring_records.op_name("ncclAllGather"), "ncclAllGather")
 
+    def test_values_a_reader_could_not_see_are_none_not_stand_ins(self):
+        r = ring_records.new_record("", "", None, 2, -1, 0, -1, None, "nccl-host", nccl_comm="2f6c1a0e9b7d4c31")
+        self.assertEqual((r["seq"], r["rank"], r["prev"], r["next"], r["comm_rank"], r["comm_size"]),
+                         (None, None, None, None, None, None))
+        self.assertEqual(r["channel"], 2)
+        c = ring_records.seen_connection(-1, observed_step=7)
+        self.assertEqual((c["peer"], c["target_step"], c["observed_step"], c["base_step"]), (None, None, 7, None))
+        self.assertIsNone(ring_records.progress(c))
+        s = ring_records.RecordSet()
+        s.get(("a", None, 1), lambda: ring_records.new_record("a", "", None, 1, 0, 2, 1, 1, "x"))
+        s.get(("a", 3, None), lambda: ring_records.new_record("a", "", 3, None, 0, 2, 1, 1, "x"))
+        self.assertEqual([(r["seq"], r["channel"]) for r in s.records()], [(None, 1), (3, None)])
+
     def test_records_of_one_channel_merge_and_sort(self):
         s = ring_records.RecordSet()
         make = lambda ch: (lambda: ring_records.new_record("c", "AllReduce", 5, ch, 0, 4, 3, 1, "sim-frame"))

@@ -4,6 +4,18 @@
 
 namespace {
 
+hangwatch::RingConnection connection(int peer, uint64_t target, uint64_t observed, bool waiting,
+                                     std::optional<uint64_t> base, std::optional<uint64_t> posted) {
+  hangwatch::RingConnection c;
+  c.peer = peer;
+  c.target_step = target;
+  c.observed_step = observed;
+  c.waiting = waiting;
+  c.base_step = base;
+  c.posted_step = posted;
+  return c;
+}
+
 hangwatch::ForensicsDump sampleDump() {
   hangwatch::ForensicsDump d;
   d.rank = 7;
@@ -38,7 +50,7 @@ hangwatch::ForensicsDump sampleDump() {
   r.rank = 2;
   r.prev = 1;
   r.next = 3;
-  r.recv = hangwatch::RingConnection{1, 24, 16};
+  r.recv = connection(1, 24, 16, false, std::nullopt, std::nullopt);
   d.ring_progress.push_back(r);
   d.phases = {{"ptrace", 0.012, true, ""}, {"debugger", 0.4, false, "gdb timed out"}};
   d.errors = {"debugger: gdb timed out"};
@@ -119,8 +131,8 @@ TEST_CASE("RingProgressRoundTripsWaitersStallAndMismatch") {
   r.rank = 1;
   r.prev = 0;
   r.next = 2;
-  r.recv = hangwatch::RingConnection{0, 25, 24, true, 20, std::nullopt};
-  r.send = hangwatch::RingConnection{2, 21, 21, false, 20, 28};
+  r.recv = connection(0, 25, 24, true, 20, std::nullopt);
+  r.send = connection(2, 21, 21, false, 20, 28);
   r.comm_rank = 1;
   r.comm_size = 4;
   r.algorithm = "RING";
@@ -147,11 +159,70 @@ TEST_CASE("RingProgressRoundTripsWaitersStallAndMismatch") {
   CHECK(hangwatch::toJson(*back) == hangwatch::toJson(r));
 }
 
+TEST_CASE("RingValuesAReaderCouldNotSeeAreNullOnDiskAndUnknownWhenReadBack") {
+  hangwatch::RingProgress r;
+  r.comm = "";
+  r.nccl_comm = "2f6c1a0e9b7d4c31";
+  r.seq_known = false;
+  r.channel = 2;
+  r.rank = -1;
+  r.prev = -1;
+  r.next = -1;
+  hangwatch::RingConnection c;
+  c.target_known = false;
+  c.observed_step = 96;
+  c.base_step = 88;
+  c.transport = "NET";
+  c.counter_memory = "host";
+  c.proxy = hangwatch::RingProxyProgress{88, 16, 8, 0, 4, 2};
+  r.recv = c;
+  r.source = "nccl-host";
+  r.nccl_op_count = 41;
+
+  nlohmann::json j = hangwatch::toJson(r);
+  for (const char* key : {"seq", "rank", "prev", "next"}) CHECK(j[key].is_null());
+  CHECK(j["channel"] == 2);
+  CHECK(j["recv"]["target_step"].is_null());
+  CHECK(j["recv"]["peer"].is_null());
+  CHECK(j["recv"]["observed_step"] == 96);
+  CHECK(j["recv"]["proxy"]["transmitted"] == 4);
+  CHECK(j["nccl_op_count"] == 41);
+
+  auto back = hangwatch::ringProgressFromJson(j);
+  REQUIRE(back.ok());
+  CHECK_FALSE(back->seq_known);
+  CHECK(back->rank == -1);
+  CHECK_FALSE(back->recv->target_known);
+  CHECK(back->recv->observed_known);
+  CHECK(back->recv->transport == "NET");
+  CHECK(back->recv->counter_memory == "host");
+  REQUIRE(back->recv->proxy.has_value());
+  CHECK(back->recv->proxy->base == 88u);
+  CHECK(back->recv->proxy->done == 2u);
+  CHECK(back->nccl_op_count == 41u);
+  CHECK(hangwatch::toJson(*back) == j);
+
+  // Absent is as unknown as null; a negative rank is never data.
+  auto bare = hangwatch::ringProgressFromJson(nlohmann::json::parse(R"({"rank": -3, "recv": {"peer": 1}})"));
+  REQUIRE(bare.ok());
+  CHECK_FALSE(bare->seq_known);
+  CHECK(bare->rank == -1);
+  CHECK(bare->channel == -1);
+  CHECK_FALSE(bare->recv->target_known);
+  CHECK_FALSE(bare->recv->observed_known);
+  CHECK_FALSE(hangwatch::toJson(*bare).contains("nccl_op_count"));
+}
+
 TEST_CASE("RingProgressWithOnlyContractKeysReadsWithDefaults") {
   auto r = hangwatch::ringProgressFromJson(nlohmann::json::parse(
       R"({"comm": "ab", "op": "ncclAllReduce", "seq": 3, "channel": 0, "rank": 1, "prev": 0, "next": 2,
           "recv": {"peer": 0, "target_step": 9, "observed_step": 8}, "send": null})"));
   REQUIRE(r.ok());
+  CHECK(r->seq_known);
+  CHECK(r->recv->target_known);
+  CHECK(r->recv->observed_known);
+  CHECK(r->recv->transport.empty());
+  CHECK_FALSE(r->recv->proxy.has_value());
   CHECK_FALSE(r->recv->waiting);
   CHECK_FALSE(r->recv->base_step.has_value());
   CHECK_FALSE(r->comm_size.has_value());

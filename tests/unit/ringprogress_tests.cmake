@@ -1,4 +1,4 @@
-# Ring progress (issue 4): the gdb-scripts' debugger-free parsing, and the NCCL
+# Ring progress (issue 4, issue 12): the gdb-scripts' debugger-free parsing, and the NCCL
 # host-structure layout derived from the installed libnccl.so.2 (skips without one).
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
@@ -8,6 +8,15 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME ringprogress.nccl_host_layout_matches_ptype
            COMMAND ${Python3_EXECUTABLE} -m unittest -v test_nccl_host_layout
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/gdb-scripts/tests)
-  set_tests_properties(ringprogress.gdb_script_parsers ringprogress.nccl_host_layout_matches_ptype PROPERTIES
+  # The cuda backend: the host walk on memory laid out with the installed libnccl.so.2's
+  # offsets (skips without one), and the kernel reader's rules on a fake cuda-gdb.
+  add_test(NAME ringprogress.cuda_backend_on_real_nccl_layout
+           COMMAND ${Python3_EXECUTABLE} -m unittest -v test_cuda_backend
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/gdb-scripts/tests)
+  add_test(NAME ringprogress.cuda_kernel_reader
+           COMMAND ${Python3_EXECUTABLE} -m unittest -v test_cuda_kernel_reader
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/gdb-scripts/tests)
+  set_tests_properties(ringprogress.gdb_script_parsers ringprogress.nccl_host_layout_matches_ptype
+                       ringprogress.cuda_backend_on_real_nccl_layout ringprogress.cuda_kernel_reader PROPERTIES
     TIMEOUT 300 ENVIRONMENT PYTHONDONTWRITEBYTECODE=1 SKIP_REGULAR_EXPRESSION "skipped ")
 endif()

@@ -1,8 +1,14 @@
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "hangwatch/forensics_dump.h"
 #include "hangwatch/forensics_dump_fast_reader.h"
+#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/watchdog_snapshot_fast_reader.h"
 
 using hangwatch::ForensicsDump;
 using hangwatch::FrameKind;
@@ -78,7 +84,31 @@ ForensicsDump richDump() {
   r.stalled = true;
   r.mismatch = hangwatch::RingMismatch{11, "ncclBroadcast"};
   r.waiting_threads.push_back({78, "simnccl-ch1", "simnccl_wait_peer", "recv"});
-  d.ring_progress = {r};
+  // What the cuda backend's host reader writes: values it could not see are null.
+  hangwatch::RingProgress host;
+  host.nccl_comm = "2f6c1a0e9b7d4c31";
+  host.seq_known = false;
+  host.channel = 5;
+  host.rank = 1;
+  host.prev = 0;
+  host.next = -1;
+  hangwatch::RingConnection net;
+  net.peer = 0;
+  net.target_known = false;
+  net.observed_step = 96;
+  net.base_step = 88;
+  net.transport = "NET";
+  net.counter_memory = "host";
+  net.proxy = hangwatch::RingProxyProgress{88, 16, 8, 6, 4, 2};
+  host.recv = net;
+  hangwatch::RingConnection p2p;
+  p2p.peer = 2;
+  p2p.target_known = p2p.observed_known = false;
+  p2p.transport = "P2P";
+  host.send = p2p;
+  host.source = "nccl-host";
+  host.nccl_op_count = 41;
+  d.ring_progress = {r, host};
   d.phases = {{"unwind", 0.25, true, ""}, {"debugger", 30.0, false, "timed out"}};
   return d;
 }
@@ -93,6 +123,12 @@ TEST_CASE("FastReaderGivesTheSameDumpAsTheCommonReader") {
     REQUIRE(slow.ok());
     REQUIRE(fast.ok());
     CHECK(hangwatch::toJson(*fast) == hangwatch::toJson(*slow));
+    REQUIRE(fast->ring_progress.size() == 2);
+    CHECK(fast->ring_progress[0].seq_known);
+    CHECK_FALSE(fast->ring_progress[1].seq_known);
+    CHECK(fast->ring_progress[1].next == -1);
+    CHECK_FALSE(fast->ring_progress[1].send->observed_known);
+    CHECK(fast->ring_progress[1].recv->proxy->received == 6u);
   }
 }
 
@@ -172,4 +208,50 @@ TEST_CASE("FastReaderReadsPaddedTextInPlaceWhateverThePaddingHolds") {
   auto d = forensicsDumpFromPaddedText(std::string_view(buffer.data(), text.size()));
   REQUIRE(d.ok());
   CHECK(hangwatch::toJson(*d) == hangwatch::toJson(richDump()));
+}
+
+// tests/fixtures/cuda-dead-link* (make_cuda_dead_link.py): what the cuda backend writes. Both
+// readers must read them alike, and they must be in the writers' own form, so that they stand
+// for real output and not for an older or hand-made shape.
+TEST_CASE("CudaBackendFixturesReadAlikeAndAreInTheWritersForm") {
+  int dumps = 0;
+  for (const char* job : {"cuda-dead-link", "cuda-dead-link-nccl-id-only", "cuda-dead-link-gdb-only"}) {
+    INFO(job);
+    const std::string variant = job;
+    const std::filesystem::path ranks = std::filesystem::path(HANGWATCH_FIXTURES_DIR) / job / "ranks";
+    for (int rank = 0; rank < 4; ++rank) {
+      char tag[16];
+      std::snprintf(tag, sizeof tag, "r%05d", rank);
+      std::ifstream dump_file(ranks / (std::string(tag) + ".forensics.json"));
+      REQUIRE(dump_file);
+      const std::string text((std::istreambuf_iterator<char>(dump_file)), std::istreambuf_iterator<char>());
+      auto slow = hangwatch::forensicsDumpFromText(text);
+      auto fast = forensicsDumpFromTextFast(text);
+      REQUIRE(slow.ok());
+      REQUIRE(fast.ok());
+      CHECK(hangwatch::toJson(*fast) == hangwatch::toJson(*slow));
+      CHECK(hangwatch::toJson(*slow) == nlohmann::json::parse(text));
+      REQUIRE(slow->ring_progress.size() == 2);
+      for (const hangwatch::RingProgress& r : slow->ring_progress) {
+        CHECK_FALSE(r.seq_known);  // NCCL's memory does not say which collective: null, not 0
+        CHECK(r.nccl_comm == "2f6c1a0e9b7d4c31");
+        CHECK(r.comm == (variant == "cuda-dead-link-nccl-id-only" ? "" : "7b3e0c5a9d21f468"));
+        CHECK(r.source == (variant == "cuda-dead-link-gdb-only" ? "nccl-host" : "cuda-registers"));
+      }
+      ++dumps;
+
+      std::ifstream snap_file(ranks / (std::string(tag) + ".watchdog.json"));
+      REQUIRE(snap_file);
+      const std::string snap_text((std::istreambuf_iterator<char>(snap_file)), std::istreambuf_iterator<char>());
+      auto snap = hangwatch::watchdogSnapshotFromJson(nlohmann::json::parse(snap_text));
+      auto snap_fast = hangwatch::stackmerge::watchdogSnapshotFromTextFast(snap_text);
+      REQUIRE(snap.ok());
+      REQUIRE(snap_fast.ok());
+      CHECK(hangwatch::toJson(*snap) == nlohmann::json::parse(snap_text));
+      CHECK(hangwatch::toJson(*snap_fast) == hangwatch::toJson(*snap));
+      REQUIRE(snap->comms.size() == 1);
+      CHECK(snap->comms[0].nccl_id == "2f6c1a0e9b7d4c31");
+    }
+  }
+  CHECK(dumps == 12);
 }

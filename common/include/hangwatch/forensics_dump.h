@@ -14,8 +14,20 @@
 
 namespace hangwatch {
 
+// Where a network connection's proxy thread stands in the operation it is running: NCCL's
+// ncclProxySubArgs (steps relative to `base`; NET only, read from host memory).
+struct RingProxyProgress {
+  uint64_t base = 0;         // the connection's step where this operation began (chunk-aligned)
+  uint64_t nsteps = 0;       // steps of the operation on this connection
+  uint64_t posted = 0;       // send: slots offered to the GPU; recv: receives posted to the network
+  uint64_t received = 0;     // recv: arrived from the network
+  uint64_t transmitted = 0;  // send: handed to the network; recv: handed to the GPU
+  uint64_t done = 0;         // send: network sends complete; recv: consumed by the GPU
+};
+
 // One side of a ring connection where a channel stopped (DESIGN.md §5); the exact
-// counter semantics are in gdb-scripts/README.md.
+// counter semantics are in gdb-scripts/README.md. A value a reader could not see is null
+// in JSON: -1 for a peer, a *_known flag false for a counter (whose 0 is then no data).
 struct RingConnection {
   int peer = -1;
   uint64_t target_step = 0;    // the step the waiting side needs
@@ -23,6 +35,11 @@ struct RingConnection {
   bool waiting = false;        // a thread is blocked on this side (else read from memory)
   std::optional<uint64_t> base_step;    // the counter when this collective began here
   std::optional<uint64_t> posted_step;  // send side: steps this rank has written
+  bool target_known = true;
+  bool observed_known = true;
+  std::string transport;       // NCCL's name of the link's transport ("P2P", "SHM", "NET"); empty: not read
+  std::string counter_memory;  // where the observed counter lives: "host" or "device"; empty: not read
+  std::optional<RingProxyProgress> proxy;
 };
 
 // A thread blocked in the collective, and where.
@@ -44,8 +61,10 @@ struct RingProgress {
   // NCCL's own id of the communicator (its commHash, hex), when the reader saw it: joins
   // through the snapshot's comms[].nccl_id where `comm` could not be computed.
   std::string nccl_comm;
-  std::string op;    // "ncclAllReduce", ...
+  std::string op;    // "ncclAllReduce", ...; empty when not known
   uint64_t seq = 0;
+  bool seq_known = true;  // false: null in JSON, the reader could not tell (seq 0 is then no data)
+  // Ranks and channel: -1 when the reader could not tell (null in JSON).
   int channel = 0;
   int rank = 0;  // rank in this communicator; prev/next are too
   int prev = -1;
@@ -60,6 +79,10 @@ struct RingProgress {
   bool stalled = false;   // the device stopped inside the collective (simgpu dead-rank)
   std::optional<RingMismatch> mismatch;
   std::vector<RingWaiter> waiting_threads;
+  // NCCL's own index of the operation on the communicator's shared resources (its proxy
+  // args' opCount / 2), when a proxy operation was seen: equals `seq` only for a
+  // communicator that shares no resources and whose collectives all went through a proxy.
+  std::optional<uint64_t> nccl_op_count;
 };
 
 // One collection phase ("proc", "ptrace", "python", "debugger"), timed.

@@ -21,7 +21,7 @@ struct CollectOptions {
   std::string backend = "auto";   // auto|cuda|sim|host
   double timeout_fast_s = 10;
   double timeout_debugger_s = 60;
-  std::string debugger;           // $HANGWATCH_DEBUGGER; empty: cuda-gdb, else gdb
+  std::string debugger;           // $HANGWATCH_DEBUGGER; empty: the backend's (DebuggerSession::locateFor)
   // With a rank: record collecting/done in <out_dir>/ranks/rNNNNN.state.json, so the job
   // (abort mode) and the report know when this rank's dumps are complete, also if the
   // watchdog that started us is gone.
@@ -55,16 +55,21 @@ class Collector {
   // Attach, unwind, read Python, detach. False when no stacks could be taken.
   bool fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack>& threads, CollectResult& result,
                 bool& degraded);
-  // False when the debugger is missing, failed or hit its time bound.
-  bool debuggerPhase(ForensicsDump& dump);
+  enum class DebuggerOutcome {
+    kRead,    // the backend's debugger ran the script
+    kPartly,  // it ran, but the backend's own debugger was missing (cuda under gdb): said in errors
+    kFailed,  // no debugger at all, it failed, or it hit its time bound
+  };
+  DebuggerOutcome debuggerPhase(ForensicsDump& dump);
   // Rewrites the rank's state file, keeping what the watchdog wrote there (pid, deadline).
   void markState(bool done, const std::string& forensics, const std::string& note);
 
   CollectOptions options_;
 };
 
-// Which backend `auto` means for this process: "sim" when simgpu is mapped, "cuda"
-// when libcuda/libnccl is, else "host" (nothing for a debugger to read).
+// Which backend `auto` means for this process, decided once from its mappings: "sim" when
+// simgpu (libsimnccl/libsimcuda) is mapped, "cuda" when the real libnccl.so.2 or
+// libcuda.so.1 is, else "host" (no ring reader: nothing for a debugger to read).
 std::string resolveBackend(const std::string& requested, bool maps_simgpu, bool maps_cuda);
 
 }  // namespace hangwatch::forensics

@@ -8,6 +8,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,12 +28,23 @@ struct DebuggerRun {
   std::string target_state_after;
 };
 
+// The debugger a backend gets, and what it cannot do there (empty when nothing is missing).
+struct DebuggerChoice {
+  std::string path;
+  bool cuda_gdb = false;
+  std::string shortfall;  // e.g. the cuda backend under gdb: no kernel registers, no device memory
+};
+
 class DebuggerSession {
  public:
   explicit DebuggerSession(WaitManager& waits) : waits_(waits) {}
 
   // `configured` ($HANGWATCH_DEBUGGER) if set, else cuda-gdb on PATH, else gdb on PATH.
   static Expected<std::string> locate(const char* configured);
+  // The debugger for `backend` ("sim" or "cuda"), decided from the process, not from PATH
+  // alone: `configured` if set; sim: gdb (cuda-gdb also debugs host code); cuda: cuda-gdb,
+  // else gdb with a shortfall (NCCL's host structures only). An error names what is missing.
+  static Expected<DebuggerChoice> locateFor(const std::string& backend, const char* configured);
   static bool isCudaGdb(const std::string& debugger);
   // Scripts ship in gdb-scripts/; $HANGWATCH_GDB_SCRIPTS overrides the folder.
   static std::string scriptPath(const std::string& name);
@@ -39,7 +52,9 @@ class DebuggerSession {
   // (a moved prefix keeps working), else the source tree's it was built from.
   static std::string scriptsDirFor(const std::string& exe);
 
-  Expected<DebuggerRun> run(const std::string& debugger, pid_t pid, const std::string& script, Deadline deadline);
+  // `env`: variables set for the debugger (and the script it runs), on top of ours.
+  Expected<DebuggerRun> run(const std::string& debugger, pid_t pid, const std::string& script, Deadline deadline,
+                            const std::vector<std::pair<std::string, std::string>>& env = {});
 
  private:
   WaitManager& waits_;

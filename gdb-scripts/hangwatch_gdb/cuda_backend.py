@@ -1,0 +1,78 @@
+"""The cuda backend as one RingReader: NCCL's host structures of every communicator
+(nccl_host_reader, gdb or cuda-gdb) and, under cuda-gdb, the hung kernel's waiting threads
+(cuda_ring_reader), joined by the address of the counter a thread polls: the kernel's load
+address equals the head/tail pointer in NCCL's host copy of that connection. A joined
+record has the kernel's view of its waiting side (target and observed step from registers,
+`waiting`, the op from the device function) and the host's of the rest."""
+from . import ring_records
+from .ring_reader import RingReader
+
+
+class CudaBackend(RingReader):
+    name = "cuda"
+
+    def __init__(self, host_reader, kernel_reader=None, no_kernel_reason=""):
+        super().__init__()
+        self.host = host_reader
+        self.kernel = kernel_reader
+        self.no_kernel_reason = no_kernel_reason
+        self.joined = 0
+
+    @property
+    def fills(self):
+        kernel = ("op", "algorithm", "protocol", "target_step and observed_step of the waiting side", "waiting",
+                  "waiting_threads") if self.kernel else ()
+        return tuple(self.host.fills if self.host else ()) + kernel
+
+    def read(self):
+        # The kernel first: its focus changes end with the focus back on a host thread, where
+        # the host walk reads NCCL's memory.
+        views = self.kernel.read() if self.kernel else []
+        records, errors = self.host.read() if self.host else ([], [])
+        errors = list(errors)
+        if self.kernel is None:
+            if self.no_kernel_reason:
+                errors.append(f"kernel not read: {self.no_kernel_reason}")
+            return records, errors
+        errors.extend(self.kernel.errors)
+        errors.extend(self.kernel.not_read)
+        counters = self.host.counters if self.host else {}
+        for view in views:
+            where = f"kernel {view['kernel']} block {view['block']} thread {view['thread']} ({view['side']})"
+            hit = counters.get(view["counter_address"])
+            if hit is None:
+                errors.append(f"{where}: waits on the counter at {view['counter_address']:#x} (saw "
+                              f"{view['observed']}, needs {view['target']}), which no connection of the "
+                              "communicators read on the host has: not tied to a communicator")
+                continue
+            record, side = hit
+            if side != view["side"] or record[side] is None:
+                errors.append(f"{where}: its counter is the {side} side of channel {record['channel']}, not "
+                              f"{view['side']}: not used")
+                continue
+            self._join(record, side, view)
+        return records, errors
+
+    def _join(self, record, side, view):
+        c = record[side]
+        c["target_step"] = view["target"]
+        c["observed_step"] = view["observed"]
+        c["waiting"] = True
+        record["source"] = "cuda-registers"
+        record["op"] = ring_records.op_name(view["collective"] or "")
+        record["algorithm"] = view["algorithm"]
+        record["protocol"] = view["protocol"]
+        # tid: the CUDA thread index in its block (no OS thread waits in a kernel).
+        record["waiting_threads"].append({"tid": view["thread"],
+                                          "name": f"kernel {view['kernel']} block {view['block']}",
+                                          "function": view["function"] or view["kernel_name"], "direction": side})
+        self.joined += 1
+
+    def summary(self):
+        out = {"joined_waits": self.joined}
+        if self.host:
+            out.update(self.host.summary())
+        if self.kernel:
+            out["kernels"] = self.kernel.kernels
+            out["threads_not_waiting"] = self.kernel.not_waiting
+        return out

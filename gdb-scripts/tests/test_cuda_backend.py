@@ -1,0 +1,208 @@
+"""The cuda backend against memory laid out as the installed libnccl.so.2's DWARF says
+(synthetic_nccl.py builds it from gdb's `ptype /o`; the walker reads with the offsets
+NcclHostLayout derives), and against a fake cuda-gdb for the kernel side. Skips where
+there is no libnccl.so.2 or no gdb. What a real GPU would add (cuda-gdb's own commands,
+real SASS) is not tested here."""
+import copy
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import synthetic_nccl as syn  # noqa: E402
+from fake_cuda_gdb import FakeCudaGdb, FakeKernel, FakeThread, waiting  # noqa: E402
+from hangwatch_gdb.cuda_backend import CudaBackend  # noqa: E402
+from hangwatch_gdb.cuda_ring_reader import CudaKernelReader  # noqa: E402
+from hangwatch_gdb.nccl_host_layout import NcclHostLayout  # noqa: E402
+from hangwatch_gdb.nccl_host_reader import CommAddress, NcclHostReader  # noqa: E402
+from hangwatch_gdb.process_memory import ProcessMemory  # noqa: E402
+from real_nccl import real_nccl  # noqa: E402
+
+WATCHDOG_HASH = "57a76bac89a0c4ad"
+COMM_HASH = 0x2F6C1A0E9B7D4C31
+NCCL_ID = "%016x" % COMM_HASH
+ALLREDUCE_SIMPLE = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+PROXY = ("base", "nsteps", "posted", "received", "transmitted", "done")
+
+
+def rank2_channels():
+    """Rank 2 of 0->1->2->3->0 on two nodes ({0,1}, {2,3}): it receives from 1 over NET
+    (host counters, the proxy's sub-args) and sends to 3 over P2P (counters in device
+    memory). Every number differs, so a read from a wrong place cannot give the right one."""
+    return [
+        # The proxy has not started this op yet (Ready): its sub-args are stale, the device step is the base.
+        {"prev": 1, "next": 3,
+         "recv": syn.Connection("NET", observed=130, device_step=129, counters="host", op_count=34,
+                                proxy={"base": 128, "nsteps": 64, "posted": 12, "received": 5, "transmitted": 2,
+                                       "done": 1}, proxy_state=syn.PROXY_OP_READY),
+         "send": syn.Connection("P2P", observed=136, posted=141, device_step=133)},
+        {"prev": 1, "next": 3,
+         "recv": syn.Connection("NET", observed=259, device_step=258, counters="host", op_count=34,
+                                proxy={"base": 257, "nsteps": 48, "posted": 11, "received": 3, "transmitted": 2,
+                                       "done": 1}),
+         "send": syn.Connection("P2P", observed=264, posted=270, device_step=261)},
+    ]
+
+
+@unittest.skipIf(real_nccl() is None, "no libnccl.so.2 or no gdb on this machine")
+class NcclHostWalkOnTheRealLayout(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        nccl = real_nccl()
+        cls.ptype, cls.sizes = nccl.ptype, nccl.ptype_sizes
+        cls.layout = NcclHostLayout.from_json(nccl.layout_json)
+
+    def setUp(self):
+        self.nccl = syn.SyntheticNccl(self.ptype, self.sizes)
+        self.channels = rank2_channels()
+        self.comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH, self.channels)
+
+    def walk(self, device=True, layout=None, comms=None):
+        reader = NcclHostReader(ProcessMemory(self.nccl.host), layout or self.layout,
+                                comms or [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID)],
+                                ProcessMemory(self.nccl.device) if device else None)
+        records, errors = reader.read()
+        return reader, records, errors
+
+    def test_gdb_reads_host_counters_and_the_proxy_and_says_device_memory_was_not_read(self):
+        _, records, errors = self.walk(device=False)
+        self.assertEqual(len(records), 2)
+        r = records[0]
+        self.assertEqual((r["comm"], r["nccl_comm"], r["source"]), (WATCHDOG_HASH, NCCL_ID, "nccl-host"))
+        self.assertEqual((r["channel"], r["rank"], r["prev"], r["next"], r["comm_size"]), (0, 2, 1, 3, 4))
+        self.assertIsNone(r["seq"])  # NCCL's memory does not say which of the watchdog's collectives this is
+        self.assertEqual(r["op"], "")
+        self.assertEqual(r["send"], {"peer": 3, "target_step": None, "observed_step": None, "waiting": False,
+                                     "base_step": None, "posted_step": None, "transport": "P2P",
+                                     "counter_memory": "device"})
+        self.assertEqual(r["recv"]["transport"], "NET")
+        self.assertEqual((r["recv"]["observed_step"], r["recv"]["base_step"], r["recv"]["counter_memory"]),
+                         (130, None, "host"))
+        self.assertNotIn("proxy", r["recv"])  # an op the proxy has not started says nothing yet
+        self.assertNotIn("nccl_op_count", r)
+        self.assertIsNone(r["recv"]["target_step"])
+        n = records[1]
+        self.assertEqual(n["recv"]["proxy"], self.channels[1]["recv"].proxy)
+        self.assertEqual((n["recv"]["observed_step"], n["recv"]["base_step"]), (259, 257))
+        self.assertEqual(n["nccl_op_count"], 17)
+        self.assertTrue(any("device memory not read" in e for e in errors), errors)
+
+    def test_cuda_gdb_reads_the_device_counters_and_the_device_copy_of_conn_step(self):
+        _, records, errors = self.walk(device=True)
+        self.assertEqual(errors, [])
+        send = records[1]["send"]
+        self.assertEqual((send["observed_step"], send["posted_step"], send["base_step"], send["counter_memory"]),
+                         (264, 270, 261, "device"))
+        # NET: the proxy's base wins over the device step (both are the op's start, the proxy's chunk-aligned).
+        self.assertEqual(records[1]["recv"]["base_step"], 257)
+        self.assertEqual(records[0]["recv"]["base_step"], 129)
+        for r in records:  # the host copy of conn.step (999) is written at connect only
+            for side in ("recv", "send"):
+                self.assertNotIn(999, r[side].values())
+
+    def test_a_freed_communicator_is_said_and_not_walked(self):
+        freed = syn.build_comm(self.nccl, 3, 4, COMM_HASH + 1, rank2_channels(), magic=0)
+        _, records, errors = self.walk(comms=[CommAddress(freed, "watchdog", "ab", "")])
+        self.assertEqual(records, [])
+        self.assertTrue(any("not a live communicator" in e for e in errors), errors)
+
+    def test_a_commhash_that_is_not_the_watchdogs_nccl_id_keeps_ncclss_and_drops_the_watchdog_hash(self):
+        _, records, errors = self.walk(comms=[CommAddress(self.comm, "watchdog", WATCHDOG_HASH, "0123456789abcdef")])
+        self.assertEqual((records[0]["comm"], records[0]["nccl_comm"]), ("", NCCL_ID))
+        self.assertTrue(any("the watchdog's table says 0123456789abcdef" in e for e in errors), errors)
+
+    def test_a_ring_connector_not_connected_yet_is_null(self):
+        channels = rank2_channels()
+        channels[1]["recv"].connected = False
+        comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH, channels)
+        _, records, _ = self.walk(comms=[CommAddress(comm, "frame")])
+        self.assertIsNone(records[1]["recv"])
+        self.assertIsNotNone(records[0]["recv"])
+        self.assertEqual(records[0]["comm"], "")  # found in a frame: the watchdog's hash is not known
+
+    def test_every_offset_and_size_the_walk_uses_changes_what_it_reads(self):
+        used = TrackingLayout.from_json(self.layout.to_json())
+        _, expected, expected_errors = self.walk(layout=used)
+        self.assertGreater(len(used.keys), 25)
+        for key in sorted(used.keys):
+            wrong = copy.deepcopy(used)
+            if key in wrong.offsets:
+                offset, size = wrong.offsets[key]
+                wrong.offsets[key] = (offset + 8, size)
+            else:
+                wrong.sizes[key] += 8
+            _, records, errors = self.walk(layout=wrong)
+            self.assertNotEqual((records, errors), (expected, expected_errors), f"a wrong {key} went unnoticed")
+
+    def test_the_kernels_waits_join_the_connection_whose_counter_they_poll(self):
+        recv0, send0, recv1 = (self.channels[0]["recv"], self.channels[0]["send"], self.channels[1]["recv"])
+        kernel = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {
+            0: {0: waiting(ALLREDUCE_SIMPLE, recv0.observed_at, observed=130, target=132),
+                1: waiting(ALLREDUCE_SIMPLE, send0.observed_at, observed=136, target=135)},
+            1: {0: waiting(ALLREDUCE_SIMPLE, recv1.observed_at, observed=259, target=261),
+                1: FakeThread(ALLREDUCE_SIMPLE)},  # not in a wait loop: said, not guessed
+        })
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout,
+                              [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID)],
+                              ProcessMemory(self.nccl.device))
+        backend = CudaBackend(host, CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device)))
+        records, errors = backend.read()
+        r0, r1 = records
+        self.assertEqual((r0["source"], r0["op"], r0["protocol"], r0["algorithm"]),
+                         ("cuda-registers", "ncclAllReduce", "SIMPLE", "RING"))
+        self.assertEqual((r0["recv"]["target_step"], r0["recv"]["observed_step"], r0["recv"]["waiting"]),
+                         (132, 130, True))
+        self.assertEqual((r0["send"]["target_step"], r0["send"]["observed_step"], r0["send"]["posted_step"]),
+                         (135, 136, 141))
+        self.assertEqual([w["direction"] for w in r0["waiting_threads"]], ["recv", "send"])
+        self.assertEqual((r1["recv"]["target_step"], r1["recv"]["base_step"]), (261, 257))
+        self.assertIsNone(r1["send"]["target_step"])
+        self.assertFalse(r1["send"]["waiting"])
+        self.assertIsNone(r1["seq"])
+        self.assertEqual(errors, [])  # a thread past its wait is an answer, not a failure to read
+        self.assertEqual(len(backend.summary()["threads_not_waiting"]), 1)
+        self.assertEqual(backend.joined, 3)
+
+    def test_a_wait_on_a_counter_no_communicator_has_is_said_not_recorded(self):
+        kernel = FakeKernel(0, "ncclDevKernel_AllGather_RING_LL", {
+            0: {0: waiting(["ncclDevFunc_AllGather_RING_SIMPLE"], 0x7ffe12345678, observed=5, target=7),
+                1: FakeThread(["ncclDevFunc_AllGather_RING_SIMPLE"])}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(self.comm, "frame")])
+        records, errors = CudaBackend(host, CudaKernelReader(FakeCudaGdb([kernel]))).read()
+        self.assertTrue(all(r["source"] == "nccl-host" for r in records))
+        self.assertTrue(any("0x7ffe12345678" in e and "not tied to a communicator" in e for e in errors), errors)
+
+
+class TrackingLayout(NcclHostLayout):
+    """Records which offsets and sizes a walk used."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keys = set()
+        self.sizes = _TrackingDict(self.sizes, self.keys)
+
+    def off(self, key):
+        self.keys.add(key)
+        return super().off(key)
+
+    def size_of(self, key):
+        self.keys.add(key)
+        return super().size_of(key)
+
+    def __deepcopy__(self, memo):
+        return NcclHostLayout(dict(self.offsets), dict(self.sizes), [])
+
+
+class _TrackingDict(dict):
+    def __init__(self, data, keys):
+        super().__init__(data)
+        self._keys = keys
+
+    def __getitem__(self, key):
+        self._keys.add(key)
+        return super().__getitem__(key)
+
+
+if __name__ == "__main__":
+    unittest.main()
