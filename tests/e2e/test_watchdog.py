@@ -109,8 +109,12 @@ class HostLoopStallIsOneSeqBehind(WatchdogCase):
             trigger = self.trigger()
             self.assertIn(trigger["rank"], (0, 1, 3))
             self.assert_dumped_within(snapshots, trigger, timeout + 2)
+            self.assertTrue(snapshots[trigger["rank"]]["detected_here"])
             for rank in (0, 1, 3):
-                self.assertTrue(snapshots[rank]["detected_here"], rank)
+                # A waiting rank whose op began a little later may see TRIGGER.json
+                # before its own timeout: it then follows the trigger, which is fine.
+                if not snapshots[rank]["detected_here"]:
+                    self.assertEqual(snapshots[rank]["trigger"]["rank"], trigger["rank"], rank)
                 self.assertEqual([(op["op"], op["seq"]) for op in self.front_ops(snapshots[rank])],
                                  [("ncclAllReduce", 5)])
                 self.assertEqual(self.world(snapshots[rank])["last_issued_seq"], 5)
