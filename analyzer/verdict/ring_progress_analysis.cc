@@ -111,20 +111,25 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
   std::map<int, std::map<int, std::pair<int, int>>> ring_of;
   std::map<int, std::map<std::pair<int, int>, Connection>> seen_of;
   for (const RingProgress& r : records_) {
-    if (r.comm != comm || (seq && r.seq != *seq)) continue;
+    // A record whose seq its reader could not tell joins only the seq-less pass.
+    if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq))) continue;
+    if (r.rank < 0) continue;  // a reader that could not tell whose record it is
     comm_size = std::max({comm_size, r.comm_size.value_or(0), r.rank + 1, r.prev + 1, r.next + 1});
     ring_of[r.channel][r.rank] = {r.prev, r.next};
-    if (r.recv && r.recv->peer >= 0) seen_of[r.channel][{r.recv->peer, r.rank}];
-    if (r.send && r.send->peer >= 0) seen_of[r.channel][{r.rank, r.send->peer}];
+    // A view whose counter the reader could not read (device memory under plain gdb) is no view.
+    const bool recv_view = r.recv && r.recv->peer >= 0 && r.recv->observed_known;
+    const bool send_view = r.send && r.send->peer >= 0 && r.send->observed_known;
+    if (recv_view) seen_of[r.channel][{r.recv->peer, r.rank}];
+    if (send_view) seen_of[r.channel][{r.rank, r.send->peer}];
     int self = to_global_(r.rank);
     auto& conns = channels[r.channel];
     if (r.stalled) stalled.insert(self);
-    if (r.recv && r.recv->peer >= 0) {
+    if (recv_view) {
       Connection& c = conns[{to_global_(r.recv->peer), self}];
       uint64_t p = progressOf(*r.recv);
       c.delivered = c.delivered ? std::min(*c.delivered, p) : p;
     }
-    if (r.send && r.send->peer >= 0) {
+    if (send_view) {
       Connection& c = conns[{self, to_global_(r.send->peer)}];
       uint64_t p = progressOf(*r.send);
       c.consumed = c.consumed ? std::min(*c.consumed, p) : p;

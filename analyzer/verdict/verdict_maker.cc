@@ -87,6 +87,7 @@ std::pair<std::string, std::string> gapVerb(const DataGap& g) {
   if (l.find("still being") != std::string::npos) return {"is still being collected", "are still being collected"};
   if (l.rfind("no watchdog snapshot", 0) == 0) return {"has no snapshot", "have no snapshot"};
   if (l.rfind("no forensics dump", 0) == 0) return {"has no forensics dump", "have no forensics dump"};
+  if (l.rfind("no counter", 0) == 0) return {"has no counter for it", "have no counter for it"};
   return {"has no ring progress", "have no ring progress"};
 }
 
@@ -734,7 +735,14 @@ DataGap VerdictMaker::gapOf(int rank, const std::string& comm) const {
   g.rank = rank;
   if (const RankSummary* s = job_.find(rank)) {
     g.lacks = s->lacking(comm);
-    if (g.lacks.empty()) g.lacks = "no counter for this connection in its ring progress";
+    if (g.lacks.empty()) {
+      const bool unreadable = std::any_of(s->ring_progress.begin(), s->ring_progress.end(), [&](const RingProgress& r) {
+        return (r.recv && !r.recv->observed_known) || (r.send && !r.send->observed_known);
+      });
+      g.lacks = unreadable ? "no counter for this connection: its debugger could not read it (device memory, "
+                             "readable only by cuda-gdb)"
+                           : "no counter for this connection in its ring progress";
+    }
   } else {
     bool collecting = std::find(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), rank) != job_.ranks_collecting.end();
     g.lacks = collecting ? "its dumps are still being collected" : "no dump";
