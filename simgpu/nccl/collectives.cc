@@ -28,7 +28,8 @@ class CollectiveRunner {
     int prev = (r_ + n_ - 1) % n_;
     Communicator::ChannelState& cs = comm.channels_[channel];
     send_ = SendEnd{&comm.segment_->ringConnection(channel, r_), &cs.send_step, &cs.pacer, next, channel,
-                    comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel)};
+                    comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel),
+                    comm.nodes_.crossesNodes(r_, next)};
     recv_ = RecvEnd{&comm.segment_->ringConnection(channel, prev), &cs.recv_step, prev, channel};
     scratch_ = comm.channels_[channel].scratch.data();
   }

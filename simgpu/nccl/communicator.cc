@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -17,11 +18,13 @@ namespace simnccl {
 bool runCollectiveOnChannel(Communicator& comm, const Op& op, int channel);
 
 hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const ncclUniqueId& id, int nranks, int rank,
-                                                                      int device) {
+                                                                      int device, const char* comm_name) {
   auto name = segmentNameFromId(id);
   if (!name) return hangwatch::Error{name.error()};
   const auto& faults = simgpu::processFaults();
   if (!faults) return hangwatch::Error{"SIMGPU_FAULTS: " + faults.error()};
+  auto node_key = localNodeKey(rank);
+  if (!node_key) return hangwatch::Error{node_key.error()};
 
   const simgpu::SimConfig& cfg = simgpu::simConfig();
   SegmentShape shape{nranks, cfg.nchannels, cfg.slot_bytes};
@@ -36,6 +39,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   me.launcher_rank = identity.rank.value_or(kNoLauncherRank);
   me.device = device;
   ::gethostname(me.host, sizeof(me.host) - 1);
+  std::snprintf(me.node_key, sizeof(me.node_key), "%s", node_key->c_str());
 
   // Like ncclCommInitRank, block until every rank arrived.
   StepCounter& arrivals = segment->header().arrivals;
@@ -55,7 +59,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
     for (int r : comm->launcher_ranks_) world = std::max(world, r + 1);
   }
   if (auto ok = faults->checkRanksBelow(world); !ok) return hangwatch::Error{"SIMGPU_FAULTS: " + ok.error()};
-  comm->profiler_ = ProfilerHooks::attach(communicatorId(name->c_str()), nranks, rank);
+  comm->profiler_ = ProfilerHooks::attach(communicatorId(name->c_str()), comm_name, comm->nodes_.nodes(), nranks, rank);
   comm->startChannels();
   return comm;
 }
@@ -70,6 +74,9 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
       faults_(faults),
       channels_(nchannels_),
       peers_(nranks) {
+  std::vector<std::string> node_keys;
+  for (int r = 0; r < nranks_; ++r) node_keys.emplace_back(segment_->rank(r).node_key);
+  nodes_ = NodeTopology(node_keys);
   // Launcher ranks name fault targets only when every member has a distinct one
   // (several ranks in one process, as with ncclCommInitAll, fall back to comm ranks).
   std::set<int> seen;
@@ -219,7 +226,8 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     StepTransport transport(*segment_, aborted_, rank_, op, profiler_.get());
     if (op.kind == OpKind::Send) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
-                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0)};
+                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0),
+                  nodes_.crossesNodes(rank_, op.peer)};
       for (size_t off = 0; off < bytes; off += slot)
         if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
           return false;

@@ -1,8 +1,9 @@
 #pragma once
 // One rank's side of a simnccl communicator: its shared segment, its channel
-// threads (the sim's "blocks"), and the per-connection step counts that NCCL
-// keeps in conn.step. Handles given to the user (ncclComm_t) point at a
-// ncclComm that holds a shared_ptr to this, so work in flight outlives abort.
+// threads (the sim's "blocks"), the per-connection step counts that NCCL keeps in
+// conn.step, and which node every member is on. Handles given to the user
+// (ncclComm_t) point at a ncclComm that holds a shared_ptr to this, so work in
+// flight outlives abort.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "hangwatch/expected.h"
+#include "node_topology.h"
 #include "op.h"
 #include "profiler_hooks.h"
 #include "ring_channel.h"
@@ -35,8 +37,9 @@ struct ChannelBatch {
 class Communicator {
  public:
   // Joins the communicator named by `id`; blocks until all nranks ranks joined.
+  // `comm_name`: ncclConfig_t's commName, handed to a profiler plugin (may be null).
   static hangwatch::Expected<std::shared_ptr<Communicator>> join(const ncclUniqueId& id, int nranks, int rank,
-                                                                 int device);
+                                                                 int device, const char* comm_name = nullptr);
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -46,6 +49,7 @@ class Communicator {
   // non-blocking), as NCCL runs its kernels on an internal stream of the communicator.
   cudaStream_t kernelStream();
   int nchannels() const { return nchannels_; }
+  const NodeTopology& nodes() const { return nodes_; }
 
   uint64_t nextCollectiveSeq() { return next_seq_++; }
   // A collective that was issued but never runs (ncclGroupSimulateEnd) gives its seq back.
@@ -118,6 +122,7 @@ class Communicator {
   std::vector<ChannelState> channels_;
   std::vector<PeerState> peers_;
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
+  NodeTopology nodes_;
   std::unique_ptr<ProfilerHooks> profiler_;  // null without a profiler plugin
 
   friend class CollectiveRunner;

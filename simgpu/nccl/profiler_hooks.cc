@@ -60,12 +60,13 @@ uint64_t communicatorId(const char* segment_name) {
   return h;
 }
 
-std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, int nranks, int rank) {
+std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, const char* comm_name, int nnodes,
+                                                     int nranks, int rank) {
   const np::ProfilerV5* plugin = loadPlugin();
   if (plugin == nullptr || plugin->init == nullptr) return nullptr;
   void* context = nullptr;
   int mask = 0;
-  if (plugin->init(&context, comm_id, &mask, "", 1, nranks, rank, nullptr) != ncclSuccess) return nullptr;
+  if (plugin->init(&context, comm_id, &mask, comm_name, nnodes, nranks, rank, nullptr) != ncclSuccess) return nullptr;
   if ((mask & (np::kProxyOp | np::kProxyStep)) == 0) {
     plugin->finalize(context);
     return nullptr;

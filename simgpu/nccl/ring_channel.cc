@@ -54,7 +54,7 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
     send_base_ = step;
     if (profiler_ != nullptr) {
       profiler_->stopOp(profiler_op_);
-      profiler_op_ = profiler_->startSendOp(end.channel, end.peer, segment_.shape().slot_bytes);
+      profiler_op_ = end.net ? profiler_->startSendOp(end.channel, end.peer, segment_.shape().slot_bytes) : nullptr;
     }
   }
   void* profiler_step = profiler_ ? profiler_->startStep(profiler_op_, static_cast<int>(step - send_base_)) : nullptr;

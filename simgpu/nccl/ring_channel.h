@@ -54,6 +54,7 @@ struct SendEnd {
   int channel;
   double gbps;
   bool dead;  // dead-link fault: steps are posted locally but never delivered
+  bool net;   // the connection crosses nodes (NCCL's NET transport): a profiler hears of it
 };
 
 struct RecvEnd {
