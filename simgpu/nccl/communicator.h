@@ -1,9 +1,9 @@
 #pragma once
 // One rank's side of a simnccl communicator: its shared segment, its channel
 // threads (the sim's "blocks"), the per-connection step counts that NCCL keeps in
-// conn.step, and which node every member is on. Handles given to the user
-// (ncclComm_t) point at a ncclComm that holds a shared_ptr to this, so work in
-// flight outlives abort.
+// conn.step, which node every member is on, and what it reports to a profiler
+// plugin. Handles given to the user (ncclComm_t) point at a ncclComm that holds a
+// shared_ptr to this, so work in flight outlives abort.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "comm_profiler.h"
 #include "hangwatch/expected.h"
 #include "node_topology.h"
 #include "op.h"
-#include "profiler_hooks.h"
 #include "ring_channel.h"
 #include "shared_segment.h"
 #include "simgpu/faults.h"
@@ -66,6 +66,10 @@ class Communicator {
   // The dead-rank fault on this rank at collective `seq`.
   bool deviceDeadAt(uint64_t seq) const;
 
+  // On the launching thread, before the operation's kernel is queued: what a profiler
+  // plugin is told of it (null without a plugin). `persistent`: a graph replay.
+  std::shared_ptr<TaskProfile> profileLaunch(const Op& op, bool persistent);
+
   // Runs on the stream thread: all channels run the batch; returns when they are done.
   bool runCollectives(std::vector<Op> ops);
   // Runs p2p operations with one peer in one direction, in order.
@@ -106,6 +110,7 @@ class Communicator {
   int faultRank(int comm_rank) const;
   double linkGbps(int from, int to) const;
   bool linkDeadAt(int from, int to, uint64_t seq, int channel) const;
+  ChannelSteps stepsOn(const Op& op, int channel);
 
   int rank_;
   int nranks_;
@@ -123,7 +128,7 @@ class Communicator {
   std::vector<PeerState> peers_;
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
   NodeTopology nodes_;
-  std::unique_ptr<ProfilerHooks> profiler_;  // null without a profiler plugin
+  std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
 
   friend class CollectiveRunner;
 };

@@ -36,6 +36,7 @@ struct RankRecord {
   int32_t split_color[2];  // ncclCommSplit board, double-buffered by split generation
   int32_t split_key[2];
   char node_key[kNodeKeyBytes];  // node_topology.h: equal keys, one node
+  StepCounter net_doorbell;      // bumped by senders on connections between nodes (net_proxy_thread.h)
 };
 
 struct SegmentHeader {
