@@ -24,8 +24,21 @@ ncclResult_t fail(ncclResult_t code, const std::string& message) {
   return code;
 }
 
-ncclResult_t joinInto(ncclComm* handle, ncclUniqueId id, int nranks, int rank, int device, bool nonblocking) {
-  auto joined = Communicator::join(id, nranks, rank, device);
+// ncclConfig_t's commName, which NCCL hands to a profiler plugin's init (NULL when unset).
+struct CommName {
+  bool set = false;
+  std::string name;
+  const char* get() const { return set ? name.c_str() : nullptr; }
+};
+
+CommName commNameOf(const ncclConfig_t* config) {
+  if (config == nullptr || config->commName == NCCL_CONFIG_UNDEF_PTR) return {};
+  return {true, config->commName};
+}
+
+ncclResult_t joinInto(ncclComm* handle, ncclUniqueId id, int nranks, int rank, int device, bool nonblocking,
+                      const CommName& name) {
+  auto joined = Communicator::join(id, nranks, rank, device, name.get());
   if (!joined) return fail(ncclInvalidArgument, "ncclCommInitRank: " + joined.error());
   (*joined)->nonblocking.store(nonblocking);
   handle->state = std::move(*joined);
@@ -38,7 +51,8 @@ bool blockingConfig(const ncclConfig_t* config) {
 }
 
 // Non-blocking: ncclInProgress now, the init on simnccl's own thread (NCCL's async job).
-ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, int device, bool nonblocking = false) {
+ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, int device, bool nonblocking = false,
+                      const CommName& name = {}) {
   if (out == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm argument is NULL");
   if (nranks < 1) return fail(ncclInvalidArgument, "ncclCommInitRank: invalid nranks " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
@@ -48,17 +62,17 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, in
   auto* handle = new ncclComm();
   *out = handle;
   if (inGroup()) {
-    deferInit([=] { return joinInto(handle, id, nranks, rank, device, nonblocking); });
+    deferInit([=] { return joinInto(handle, id, nranks, rank, device, nonblocking, name); });
     return ncclSuccess;
   }
   if (nonblocking) {
     handle->init->store(ncclInProgress);
-    std::thread([handle, init = handle->init, id, nranks, rank, device] {
-      init->store(joinInto(handle, id, nranks, rank, device, true), std::memory_order_release);
+    std::thread([handle, init = handle->init, id, nranks, rank, device, name] {
+      init->store(joinInto(handle, id, nranks, rank, device, true, name), std::memory_order_release);
     }).detach();
     return ncclInProgress;
   }
-  ncclResult_t r = joinInto(handle, id, nranks, rank, device, false);
+  ncclResult_t r = joinInto(handle, id, nranks, rank, device, false, name);
   if (r != ncclSuccess) {
     delete handle;
     *out = nullptr;
@@ -170,7 +184,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
   if (ncclResult_t r = checkConfig(config, "ncclCommInitRankConfig"); r != ncclSuccess) return r;
-  return initRank(comm, nranks, id, rank, simgpu::currentDevice(), !blockingConfig(config));
+  return initRank(comm, nranks, id, rank, simgpu::currentDevice(), !blockingConfig(config), commNameOf(config));
 }
 
 // Several unique ids only speed NCCL's bootstrap up; every rank passes the same list.
@@ -179,7 +193,8 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
   if (nId < 1 || commIds == nullptr)
     return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId must be >= 1 and commIds not NULL");
   if (ncclResult_t r = checkConfig(config, "ncclCommInitRankScalable"); r != ncclSuccess) return r;
-  return initRank(newcomm, nranks, commIds[0], myrank, simgpu::currentDevice(), !blockingConfig(config));
+  return initRank(newcomm, nranks, commIds[0], myrank, simgpu::currentDevice(), !blockingConfig(config),
+                  commNameOf(config));
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -215,7 +230,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       derivedUniqueId(comm->segment_name, ".s" + std::to_string(generation) + "c" + std::to_string(color));
   // A child inherits its parent's blocking mode unless its own config says otherwise.
   const bool nonblocking = config ? !blockingConfig(config) : comm->state->nonblocking.load();
-  return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device(), nonblocking);
+  return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device(), nonblocking,
+                  commNameOf(config));
 }
 
 // The ranks not excluded make the new communicator among themselves, in their old order;
@@ -248,7 +264,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   int generation = ++comm->split_count;
   ncclUniqueId id = derivedUniqueId(comm->segment_name, ".k" + std::to_string(generation) + "n" + std::to_string(remaining));
   const bool nonblocking = config ? !blockingConfig(config) : parent.nonblocking.load();
-  return initRank(newcomm, remaining, id, newrank, parent.device(), nonblocking);
+  return initRank(newcomm, remaining, id, newrank, parent.device(), nonblocking, commNameOf(config));
 }
 
 // Stops what is in flight and leaves the communicator only to destroy (NCCL 2.28 init.cc).

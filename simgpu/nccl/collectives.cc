@@ -1,10 +1,13 @@
 // The ring algorithms, one channel at a time: the channel's slice of the buffer
-// moves in steps of one slot, like NCCL's ring/SIMPLE kernels.
+// moves in steps of one slot, like NCCL's ring/SIMPLE kernels. The same code also
+// counts an operation's steps without moving data, as NCCL's proxy must know them
+// up front (ProxyOp nSteps).
 #include <algorithm>
 #include <cstring>
 
 #include "communicator.h"
 #include "reduction.h"
+#include "task_profile.h"
 
 namespace simnccl {
 
@@ -15,7 +18,8 @@ struct Range {
 
 class CollectiveRunner {
  public:
-  CollectiveRunner(Communicator& comm, const Op& op, int channel)
+  // With `counting`, nothing moves: run() only counts the steps into it.
+  CollectiveRunner(Communicator& comm, const Op& op, int channel, ChannelSteps* counting = nullptr)
       : comm_(comm),
         op_(op),
         channel_(channel),
@@ -23,14 +27,22 @@ class CollectiveRunner {
         r_(comm.rank_),
         esize_(dtypeSize(op.dtype)),
         chunk_(comm.segment_->shape().slot_bytes / esize_),
-        transport_(*comm.segment_, comm.aborted_, comm.rank_, op, comm.profiler_.get()) {
+        transport_(*comm.segment_, comm.aborted_, comm.rank_, op),
+        counting_(counting) {
     int next = (r_ + 1) % n_;
     int prev = (r_ + n_ - 1) % n_;
     Communicator::ChannelState& cs = comm.channels_[channel];
+    TaskProfile* profile = op.profile.get();
     send_ = SendEnd{&comm.segment_->ringConnection(channel, r_), &cs.send_step, &cs.pacer, next, channel,
-                    comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel)};
-    recv_ = RecvEnd{&comm.segment_->ringConnection(channel, prev), &cs.recv_step, prev, channel};
+                    comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel),
+                    comm.nodes_.crossesNodes(r_, next), profile ? profile->sendOp(channel) : nullptr};
+    recv_ = RecvEnd{&comm.segment_->ringConnection(channel, prev), &cs.recv_step, prev, channel,
+                    profile ? profile->recvOp(channel) : nullptr};
     scratch_ = comm.channels_[channel].scratch.data();
+    if (counting_) {
+      Range p = part(op.count);
+      counting_->has_work = p.end > p.begin;
+    }
   }
 
   bool run() {
@@ -54,21 +66,26 @@ class CollectiveRunner {
   const char* in(size_t elem) const { return static_cast<const char*>(op_.sendbuff) + elem * esize_; }
   char* out(size_t elem) const { return static_cast<char*>(op_.recvbuff) + elem * esize_; }
 
-  bool send(const void* src, size_t elems) { return transport_.send(send_, src, elems * esize_); }
+  bool send(const void* src, size_t elems) {
+    if (counting_) return ++counting_->sends, true;
+    return transport_.send(send_, src, elems * esize_);
+  }
   bool recvCopy(void* dst, size_t elems) {
+    if (counting_) return ++counting_->recvs, true;
     return transport_.recv(recv_, [&](const void* data, size_t) {
       if (elems) std::memmove(dst, data, elems * esize_);
     });
   }
   // dst = own (op) incoming; `last` marks the final contribution (ncclAvg divides there).
   bool recvReduce(void* dst, const void* own, size_t elems, bool last) {
+    if (counting_) return ++counting_->recvs, true;
     return transport_.recv(recv_, [&](const void* data, size_t) {
       reduceInto(dst, own, data, elems, op_.dtype, op_.redop);
       if (last) finalizeAverage(dst, elems, op_.dtype, op_.redop, n_);
     });
   }
   void copyLocal(void* dst, const void* src, size_t elems) {
-    if (dst != src && elems) std::memmove(dst, src, elems * esize_);
+    if (!counting_ && dst != src && elems) std::memmove(dst, src, elems * esize_);
   }
 
   bool allReduce() {
@@ -177,10 +194,17 @@ class CollectiveRunner {
   SendEnd send_{};
   RecvEnd recv_{};
   char* scratch_;
+  ChannelSteps* counting_;
 };
 
 bool runCollectiveOnChannel(Communicator& comm, const Op& op, int channel) {
   return CollectiveRunner(comm, op, channel).run();
+}
+
+ChannelSteps countCollectiveSteps(Communicator& comm, const Op& op, int channel) {
+  ChannelSteps steps;
+  CollectiveRunner(comm, op, channel, &steps).run();
+  return steps;
 }
 
 }  // namespace simnccl

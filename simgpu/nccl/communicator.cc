@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -15,13 +16,16 @@
 namespace simnccl {
 
 bool runCollectiveOnChannel(Communicator& comm, const Op& op, int channel);
+ChannelSteps countCollectiveSteps(Communicator& comm, const Op& op, int channel);
 
 hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const ncclUniqueId& id, int nranks, int rank,
-                                                                      int device) {
+                                                                      int device, const char* comm_name) {
   auto name = segmentNameFromId(id);
   if (!name) return hangwatch::Error{name.error()};
   const auto& faults = simgpu::processFaults();
   if (!faults) return hangwatch::Error{"SIMGPU_FAULTS: " + faults.error()};
+  auto node_key = localNodeKey(rank);
+  if (!node_key) return hangwatch::Error{node_key.error()};
 
   const simgpu::SimConfig& cfg = simgpu::simConfig();
   SegmentShape shape{nranks, cfg.nchannels, cfg.slot_bytes};
@@ -36,6 +40,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   me.launcher_rank = identity.rank.value_or(kNoLauncherRank);
   me.device = device;
   ::gethostname(me.host, sizeof(me.host) - 1);
+  std::snprintf(me.node_key, sizeof(me.node_key), "%s", node_key->c_str());
 
   // Like ncclCommInitRank, block until every rank arrived.
   StepCounter& arrivals = segment->header().arrivals;
@@ -55,7 +60,9 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
     for (int r : comm->launcher_ranks_) world = std::max(world, r + 1);
   }
   if (auto ok = faults->checkRanksBelow(world); !ok) return hangwatch::Error{"SIMGPU_FAULTS: " + ok.error()};
-  comm->profiler_ = ProfilerHooks::attach(communicatorId(name->c_str()), nranks, rank);
+  if (auto hooks = ProfilerHooks::attach(communicatorId(name->c_str()), comm_name, comm->nodes_.nodes(), nranks, rank))
+    comm->profiler_ =
+        std::make_unique<CommProfiler>(std::move(hooks), *comm->segment_, comm->nodes_, rank, comm->aborted_);
   comm->startChannels();
   return comm;
 }
@@ -70,6 +77,9 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
       faults_(faults),
       channels_(nchannels_),
       peers_(nranks) {
+  std::vector<std::string> node_keys;
+  for (int r = 0; r < nranks_; ++r) node_keys.emplace_back(segment_->rank(r).node_key);
+  nodes_ = NodeTopology(node_keys);
   // Launcher ranks name fault targets only when every member has a distinct one
   // (several ranks in one process, as with ncclCommInitAll, fall back to comm ranks).
   std::set<int> seen;
@@ -107,6 +117,7 @@ void Communicator::startChannels() {
 }
 
 void Communicator::shutdown() {
+  if (profiler_) profiler_->stop();
   for (auto& w : workers_) {
     std::lock_guard<std::mutex> lock(w->mutex);
     w->stopping = true;
@@ -188,11 +199,27 @@ void Communicator::channelMain(int channel) {
 
 bool Communicator::runOnChannel(const Op& op, int channel) {
   if (aborted()) return false;
+  TaskProfile* profile = op.profile.get();
+  if (profile != nullptr) profile->kernelStarted(channel);
   if (deviceDeadAt(op.seq)) {
     simnccl_device_stalled(rank_, channel, op.seq, opName(op.kind), &aborted_);
     return false;
   }
-  return runCollectiveOnChannel(*this, op, channel);
+  if (!runCollectiveOnChannel(*this, op, channel)) return false;
+  if (profile != nullptr) profile->kernelFinished(channel);
+  return true;
+}
+
+ChannelSteps Communicator::stepsOn(const Op& op, int channel) {
+  if (isCollective(op.kind)) return countCollectiveSteps(*this, op, channel);
+  const size_t slot = segment_->shape().slot_bytes;
+  const int steps = static_cast<int>((op.count * dtypeSize(op.dtype) + slot - 1) / slot);
+  return ChannelSteps{true, op.kind == OpKind::Send ? steps : 0, op.kind == OpKind::Recv ? steps : 0};
+}
+
+std::shared_ptr<TaskProfile> Communicator::profileLaunch(const Op& op, bool persistent) {
+  if (!profiler_) return nullptr;
+  return profiler_->launch(op, persistent, [&](int channel) { return stepsOn(op, channel); });
 }
 
 bool Communicator::runCollectives(std::vector<Op> ops) {
@@ -216,21 +243,26 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     size_t esize = dtypeSize(op.dtype);
     size_t bytes = op.count * esize;
     PeerState& ps = peers_[op.peer];
-    StepTransport transport(*segment_, aborted_, rank_, op, profiler_.get());
+    StepTransport transport(*segment_, aborted_, rank_, op);
+    TaskProfile* profile = op.profile.get();
+    if (profile != nullptr) profile->kernelStarted(0);
     if (op.kind == OpKind::Send) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
-                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0)};
+                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0),
+                  nodes_.crossesNodes(rank_, op.peer), profile ? profile->sendOp(0) : nullptr};
       for (size_t off = 0; off < bytes; off += slot)
         if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
           return false;
     } else {
-      RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0};
+      RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0,
+                  profile ? profile->recvOp(0) : nullptr};
       for (size_t off = 0; off < bytes; off += slot) {
         char* dst = static_cast<char*>(op.recvbuff) + off;
         size_t len = std::min(slot, bytes - off);
         if (!transport.recv(end, [&](const void* data, size_t) { std::memcpy(dst, data, len); })) return false;
       }
     }
+    if (profile != nullptr) profile->kernelFinished(0);
   }
   return true;
 }

@@ -1,8 +1,9 @@
 #pragma once
 // One rank's side of a simnccl communicator: its shared segment, its channel
-// threads (the sim's "blocks"), and the per-connection step counts that NCCL
-// keeps in conn.step. Handles given to the user (ncclComm_t) point at a
-// ncclComm that holds a shared_ptr to this, so work in flight outlives abort.
+// threads (the sim's "blocks"), the per-connection step counts that NCCL keeps in
+// conn.step, which node every member is on, and what it reports to a profiler
+// plugin. Handles given to the user (ncclComm_t) point at a ncclComm that holds a
+// shared_ptr to this, so work in flight outlives abort.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -14,9 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "comm_profiler.h"
 #include "hangwatch/expected.h"
+#include "node_topology.h"
 #include "op.h"
-#include "profiler_hooks.h"
 #include "ring_channel.h"
 #include "shared_segment.h"
 #include "simgpu/faults.h"
@@ -35,8 +37,9 @@ struct ChannelBatch {
 class Communicator {
  public:
   // Joins the communicator named by `id`; blocks until all nranks ranks joined.
+  // `comm_name`: ncclConfig_t's commName, handed to a profiler plugin (may be null).
   static hangwatch::Expected<std::shared_ptr<Communicator>> join(const ncclUniqueId& id, int nranks, int rank,
-                                                                 int device);
+                                                                 int device, const char* comm_name = nullptr);
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -46,6 +49,7 @@ class Communicator {
   // non-blocking), as NCCL runs its kernels on an internal stream of the communicator.
   cudaStream_t kernelStream();
   int nchannels() const { return nchannels_; }
+  const NodeTopology& nodes() const { return nodes_; }
 
   uint64_t nextCollectiveSeq() { return next_seq_++; }
   // A collective that was issued but never runs (ncclGroupSimulateEnd) gives its seq back.
@@ -61,6 +65,10 @@ class Communicator {
 
   // The dead-rank fault on this rank at collective `seq`.
   bool deviceDeadAt(uint64_t seq) const;
+
+  // On the launching thread, before the operation's kernel is queued: what a profiler
+  // plugin is told of it (null without a plugin). `persistent`: a graph replay.
+  std::shared_ptr<TaskProfile> profileLaunch(const Op& op, bool persistent);
 
   // Runs on the stream thread: all channels run the batch; returns when they are done.
   bool runCollectives(std::vector<Op> ops);
@@ -102,6 +110,7 @@ class Communicator {
   int faultRank(int comm_rank) const;
   double linkGbps(int from, int to) const;
   bool linkDeadAt(int from, int to, uint64_t seq, int channel) const;
+  ChannelSteps stepsOn(const Op& op, int channel);
 
   int rank_;
   int nranks_;
@@ -118,7 +127,8 @@ class Communicator {
   std::vector<ChannelState> channels_;
   std::vector<PeerState> peers_;
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
-  std::unique_ptr<ProfilerHooks> profiler_;  // null without a profiler plugin
+  NodeTopology nodes_;
+  std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
 
   friend class CollectiveRunner;
 };

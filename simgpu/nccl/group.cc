@@ -164,7 +164,7 @@ struct UserStream {
 // group was issued: it lets every kernel that names the stream start, then waits until
 // they all finished. Kernels of different communicators thus run side by side even when
 // they share a user stream, and depend only on the work issued before the group.
-ncclResult_t launch(std::vector<Op> ops);
+ncclResult_t launch(std::vector<Op> ops, bool persistent = false);
 
 // Issued to a capturing stream: a graph node that launches the operations anew at every
 // launch of the graph, on the launch stream and with new sequence numbers (each execution
@@ -181,7 +181,7 @@ ncclResult_t captureLaunch(std::vector<Op> ops) {
       op.stream = launch_stream;  // the captured graph is linear: all its work is on the launch stream
       if (isCollective(op.kind)) op.seq = op.comm->nextCollectiveSeq();
     }
-    return launch(std::move(run)) == ncclSuccess ? cudaSuccess : cudaErrorLaunchFailure;
+    return launch(std::move(run), true) == ncclSuccess ? cudaSuccess : cudaErrorLaunchFailure;
   });
   if (err != cudaSuccess) {
     setLastError(std::string("capturing ") + name + ": " + cudaGetErrorString(err));
@@ -190,7 +190,7 @@ ncclResult_t captureLaunch(std::vector<Op> ops) {
   return ncclSuccess;
 }
 
-ncclResult_t launch(std::vector<Op> ops) {
+ncclResult_t launch(std::vector<Op> ops, bool persistent) {
   if (!ops.empty() && simgpu::isCapturing(ops.front().stream)) return captureLaunch(std::move(ops));
   std::vector<std::pair<Communicator*, std::vector<Op>>> per_comm;
   for (Op& op : ops) {
@@ -223,12 +223,18 @@ ncclResult_t launch(std::vector<Op> ops) {
       }
     }
     const char* name = kernelName(kernel_ops);
+    // NCCL's task events and proxy operations (hostStreamPlanTask): the task events are
+    // stopped once the proxy has the operations, long before the kernel ends.
+    std::vector<std::shared_ptr<TaskProfile>> tasks;
+    for (Op& op : kernel_ops)
+      if ((op.profile = comm->profileLaunch(op, persistent))) tasks.push_back(op.profile);
     CommDeviceScope on_device(comm->device());
     cudaError_t err = simgpu::enqueue(comm->kernelStream(), name, [join, streams, ops = std::move(kernel_ops)] {
       join->awaitArrivals(streams);
       executeKernel(ops);
       join->finish();
     });
+    for (const auto& task : tasks) task->stopTask();
     if (err != cudaSuccess) {
       join->finish();
       setLastError(std::string("launching ") + name + ": " + cudaGetErrorString(err));

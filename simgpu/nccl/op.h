@@ -9,6 +9,7 @@
 namespace simnccl {
 
 class Communicator;
+class TaskProfile;
 struct PreMulSum;
 
 enum class OpKind : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, Send, Recv };
@@ -29,6 +30,7 @@ struct Op {
   cudaStream_t stream;
   std::shared_ptr<Communicator> comm;
   std::shared_ptr<const PreMulSum> premul = nullptr;  // a user operator: scale, then ncclSum
+  std::shared_ptr<TaskProfile> profile = nullptr;     // what a profiler plugin is told of it, set at launch
 };
 
 }  // namespace simnccl

@@ -1,13 +1,11 @@
 #include "profiler_hooks.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
-
 #include <strings.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "hangwatch/nccl_conf.h"
@@ -16,6 +14,10 @@ namespace simnccl {
 namespace {
 
 namespace np = hangwatch::nccl_profiler;
+
+// NCCL's ncclProfilerEventMask: every communicator's init writes the same variable, and
+// a plugin may keep the pointer and change what it asks for later.
+int g_event_mask = 0;
 
 // NCCL's initEnv (src/misc/param.cc): the conf files fill variables still unset.
 void applyConfFiles() {
@@ -60,65 +62,35 @@ uint64_t communicatorId(const char* segment_name) {
   return h;
 }
 
-std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, int nranks, int rank) {
+std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, const char* comm_name, int nnodes,
+                                                     int nranks, int rank) {
   const np::ProfilerV5* plugin = loadPlugin();
   if (plugin == nullptr || plugin->init == nullptr) return nullptr;
   void* context = nullptr;
-  int mask = 0;
-  if (plugin->init(&context, comm_id, &mask, "", 1, nranks, rank, nullptr) != ncclSuccess) return nullptr;
-  if ((mask & (np::kProxyOp | np::kProxyStep)) == 0) {
-    plugin->finalize(context);
+  // Communicators of one group are made on several threads; their inits write one mask.
+  static std::mutex init_mutex;
+  std::lock_guard<std::mutex> lock(init_mutex);
+  if (plugin->init(&context, comm_id, &g_event_mask, comm_name, nnodes, nranks, rank, nullptr) != ncclSuccess)
     return nullptr;
-  }
-  return std::unique_ptr<ProfilerHooks>(new ProfilerHooks(plugin, context, mask, rank));
+  return std::unique_ptr<ProfilerHooks>(new ProfilerHooks(plugin, context, rank));
 }
-
-ProfilerHooks::ProfilerHooks(const np::ProfilerV5* plugin, void* context, int mask, int rank)
-    : plugin_(plugin), context_(context), mask_(mask), rank_(rank) {}
 
 ProfilerHooks::~ProfilerHooks() { plugin_->finalize(context_); }
 
-void* ProfilerHooks::startSendOp(int channel, int peer, size_t chunk_bytes) {
-  np::EventDescr d{};
-  d.type = np::kProxyOp;
-  d.rank = rank_;
-  d.proxyOp.pid = ::getpid();
-  d.proxyOp.channelId = static_cast<uint8_t>(channel);
-  d.proxyOp.peer = peer;
-  d.proxyOp.nSteps = 0;  // not known up front here
-  d.proxyOp.chunkSize = static_cast<int>(chunk_bytes);
-  d.proxyOp.isSend = 1;
+int ProfilerHooks::mask() const { return __atomic_load_n(&g_event_mask, __ATOMIC_RELAXED); }
+
+void* ProfilerHooks::start(np::EventDescr& descr) {
   void* handle = nullptr;
-  plugin_->startEvent(context_, &handle, &d);
+  plugin_->startEvent(context_, &handle, &descr);
   return handle;
 }
 
-void ProfilerHooks::stopOp(void* op) {
-  if (op != nullptr) plugin_->stopEvent(op);
+void ProfilerHooks::record(void* handle, np::EventState state, np::EventStateArgs* args) {
+  if (handle != nullptr) plugin_->recordEventState(handle, state, args);
 }
 
-void* ProfilerHooks::startStep(void* op, int step) {
-  if (op == nullptr || (mask_ & np::kProxyStep) == 0) return nullptr;
-  np::EventDescr d{};
-  d.type = np::kProxyStep;
-  d.parentObj = op;
-  d.rank = rank_;
-  d.proxyStep.step = step;
-  void* handle = nullptr;
-  plugin_->startEvent(context_, &handle, &d);
-  if (handle != nullptr) plugin_->recordEventState(handle, np::kProxyStepSendGPUWait, nullptr);
-  return handle;
-}
-
-void ProfilerHooks::stepOnWire(void* step, size_t bytes) {
-  if (step == nullptr) return;
-  np::EventStateArgs args{};
-  args.proxyStep.transSize = bytes;
-  plugin_->recordEventState(step, np::kProxyStepSendWait, &args);
-}
-
-void ProfilerHooks::stopStep(void* step) {
-  if (step != nullptr) plugin_->stopEvent(step);
+void ProfilerHooks::stop(void* handle) {
+  if (handle != nullptr) plugin_->stopEvent(handle);
 }
 
 }  // namespace simnccl

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -14,6 +15,15 @@ constexpr int kSleepMs = 20;  // also how often a waiter looks at the abort flag
 constexpr uint64_t kAborted = std::numeric_limits<uint64_t>::max();
 
 void napUntilAbort() { std::this_thread::sleep_for(std::chrono::milliseconds(kSleepMs)); }
+
+// The launch reserved this operation's receive steps from a different start than the
+// channel reached: simnccl's step count for the operation disagrees with its run.
+void reportBaseMismatch(uint64_t reserved, uint64_t actual) {
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true))
+    std::fprintf(stderr, "simnccl: internal error: receive proxy reserved step %llu, the channel is at %llu\n",
+                 static_cast<unsigned long long>(reserved), static_cast<unsigned long long>(actual));
+}
 
 }  // namespace
 
@@ -43,37 +53,29 @@ WaitSite StepTransport::siteFor(int direction, int peer, int channel, uint64_t t
   return site;
 }
 
-StepTransport::~StepTransport() {
-  if (profiler_ != nullptr) profiler_->stopOp(profiler_op_);
-}
-
 bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   uint64_t step = *end.step;
   if (send_end_ != &end) {
     send_end_ = &end;
     send_base_ = step;
-    if (profiler_ != nullptr) {
-      profiler_->stopOp(profiler_op_);
-      profiler_op_ = profiler_->startSendOp(end.channel, end.peer, segment_.shape().slot_bytes);
-    }
   }
-  void* profiler_step = profiler_ ? profiler_->startStep(profiler_op_, static_cast<int>(step - send_base_)) : nullptr;
+  const int op_step = static_cast<int>(step - send_base_);
+  if (end.proxy != nullptr) end.proxy->gpuReady(op_step);
   if (step + 1 > static_cast<uint64_t>(kSteps)) {
     WaitSite site = siteFor(kWaitSend, end.peer, end.channel, step + 1 - kSteps);
-    if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) {
-      if (profiler_step != nullptr) profiler_->stopStep(profiler_step);
-      return false;
-    }
+    if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) return false;
   }
   char* slot = segment_.slotData(*end.conn, step);
   if (bytes > 0) std::memcpy(slot, src, bytes);
   end.conn->slot_header[step % kSteps] = SlotHeader{op_.seq, static_cast<uint32_t>(op_.kind), static_cast<uint32_t>(bytes)};
   *end.step = step + 1;
-  if (profiler_step != nullptr) profiler_->stepOnWire(profiler_step, bytes);
+  if (end.proxy != nullptr) end.proxy->handedToNetwork(op_step, bytes);
   end.pacer->pace(bytes, end.gbps);
-  // A dead link never completes its steps; the step is dropped unreported.
-  if (profiler_step != nullptr && !end.dead) profiler_->stopStep(profiler_step);
-  if (!end.dead) publishStep(end.conn->tail, step + 1);
+  // A dead link never completes its steps: the sender's stay handed to the network.
+  if (end.dead) return true;
+  publishStep(end.conn->tail, step + 1);
+  if (end.net) addToCounter(segment_.rank(end.peer).net_doorbell, 1);
+  if (end.proxy != nullptr) end.proxy->networkDone(op_step);
   return true;
 }
 
@@ -82,9 +84,11 @@ const char* StepTransport::awaitStep(RecvEnd& end) {
   if (recv_end_ != &end) {
     recv_end_ = &end;
     recv_base_ = step;
+    if (end.proxy != nullptr && end.proxy->base() != step) reportBaseMismatch(end.proxy->base(), step);
   }
   WaitSite site = siteFor(kWaitRecv, end.peer, end.channel, step + 1);
   if (simnccl_wait_peer(&site, &end.conn->tail, step + 1, &abort_) == kAborted) return nullptr;
+  if (end.proxy != nullptr) end.proxy->dataSeen(static_cast<int>(step - recv_base_));
   const SlotHeader& header = end.conn->slot_header[step % kSteps];
   if (isCollective(op_.kind) && (header.seq != op_.seq || header.op != static_cast<uint32_t>(op_.kind))) {
     simnccl_wait_matching_op(&site, header.seq, opName(static_cast<OpKind>(header.op)), &abort_);
@@ -96,6 +100,8 @@ const char* StepTransport::awaitStep(RecvEnd& end) {
 void StepTransport::releaseStep(RecvEnd& end) {
   uint64_t step = *end.step + 1;
   *end.step = step;
+  // The proxy posts the next receive before the freed slot is offered to the sender.
+  if (end.proxy != nullptr) end.proxy->gpuConsumed(static_cast<int>(step - 1 - recv_base_));
   publishStep(end.conn->head, step);
 }
 

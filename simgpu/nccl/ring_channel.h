@@ -2,14 +2,16 @@
 // The step-level primitives simnccl's collectives are built from, shaped like
 // NCCL's SIMPLE protocol: a sender waits for a free slot (the receiver's head),
 // copies one step into it and posts the tail; a receiver waits for the tail,
-// consumes the slot and posts the head. At most kSteps steps are in flight.
+// consumes the slot and posts the head. At most kSteps steps are in flight. On a
+// connection between nodes (NCCL's NET transport) each step also moves the
+// operation's NetProxyOp on, which tells a profiler plugin what NCCL's proxy would.
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 
+#include "net_proxy_op.h"
 #include "op.h"
-#include "profiler_hooks.h"
 #include "shared_segment.h"
 
 namespace simnccl {
@@ -53,7 +55,9 @@ struct SendEnd {
   int peer;
   int channel;
   double gbps;
-  bool dead;  // dead-link fault: steps are posted locally but never delivered
+  bool dead;            // dead-link fault: steps are posted locally but never delivered
+  bool net;             // the connection crosses nodes: the receiver's proxy is told of each step
+  NetProxyOp* proxy;    // this operation's send ProxyOp on it, or null
 };
 
 struct RecvEnd {
@@ -61,14 +65,13 @@ struct RecvEnd {
   uint64_t* step;  // steps this rank has consumed, ever
   int peer;
   int channel;
+  NetProxyOp* proxy;  // this operation's receive ProxyOp on it, or null
 };
 
 class StepTransport {
  public:
-  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op,
-                ProfilerHooks* profiler = nullptr)
-      : segment_(segment), abort_(abort), rank_(rank), op_(op), profiler_(profiler) {}
-  ~StepTransport();
+  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op)
+      : segment_(segment), abort_(abort), rank_(rank), op_(op) {}
   StepTransport(const StepTransport&) = delete;
   StepTransport& operator=(const StepTransport&) = delete;
 
@@ -102,8 +105,6 @@ class StepTransport {
   const RecvEnd* recv_end_ = nullptr;
   uint64_t send_base_ = 0;
   uint64_t recv_base_ = 0;
-  ProfilerHooks* profiler_;
-  void* profiler_op_ = nullptr;  // this operation's send ProxyOp on send_end_
 };
 
 }  // namespace simnccl

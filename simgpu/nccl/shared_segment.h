@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hangwatch/expected.h"
+#include "node_topology.h"
 #include "step_counter.h"
 
 namespace simnccl {
@@ -34,6 +35,8 @@ struct RankRecord {
   char host[64];
   int32_t split_color[2];  // ncclCommSplit board, double-buffered by split generation
   int32_t split_key[2];
+  char node_key[kNodeKeyBytes];  // node_topology.h: equal keys, one node
+  StepCounter net_doorbell;      // bumped by senders on connections between nodes (net_proxy_thread.h)
 };
 
 struct SegmentHeader {

@@ -15,8 +15,11 @@ from harness import MpiJob, ring_train_binary
 NRANKS = 4
 STEPS = 60
 # The emulator's GEMM and link model, not the 2 shared cores, sets the timings: GEMMs
-# are modelled only (4 ms each), a ring link moves 0.5 GB/s.
-SIM_ENV = {"SIMGPU_TFLOPS": "0.002", "SIMGPU_GEMM_COMPUTE_LIMIT": "0", "SIMGPU_LINK_GBPS": "0.5"}
+# are modelled only (4 ms each), a ring link moves 0.5 GB/s. Every rank is its own node,
+# so every link is a network link that reports proxy steps, as in a multi-node job (on
+# one node NCCL, and simnccl, report none).
+SIM_ENV = {"SIMGPU_TFLOPS": "0.002", "SIMGPU_GEMM_COMPUTE_LIMIT": "0", "SIMGPU_LINK_GBPS": "0.5",
+           "SIMGPU_RANKS_PER_NODE": "1"}
 
 
 def hangwatch_lib():

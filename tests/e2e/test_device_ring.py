@@ -75,7 +75,10 @@ class CorrectShapes(DeviceRingCase):
 
 class DeadLink(DeviceRingCase):
     def test_a_dead_link_is_detected_and_the_log_names_the_device_and_rank(self):
-        env = self.env("dead", SIMGPU_FAULTS="dead-link=1->2@op=0", HANGWATCH_COLLECT="0")
+        # Each device its own node, so its links are network links that report proxy steps
+        # (inside a node NCCL, and simnccl, report none and the profiler could not name the link).
+        env = self.env("dead", SIMGPU_FAULTS="dead-link=1->2@op=0", HANGWATCH_COLLECT="0",
+                       SIMGPU_RANKS_PER_NODE="1")
         proc = subprocess.Popen([device_ring(), "--steps", "30"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         job_dir = Path(self.dump_root) / "dead"

@@ -24,7 +24,9 @@ RULES = SOURCE_DIR / "examples" / "prometheus" / "hangwatch.rules.yml"
 NRANKS = 4
 SLOW_RANK = 2
 # GEMMs modelled only (4 ms each), so the slow rank's half speed shows whatever the load.
-SIM_ENV = {"SIMGPU_TFLOPS": "0.002", "SIMGPU_GEMM_COMPUTE_LIMIT": "0", "SIMGPU_LINK_GBPS": "0.5"}
+# Every rank its own node: links between nodes report the proxy steps the link series needs.
+SIM_ENV = {"SIMGPU_TFLOPS": "0.002", "SIMGPU_GEMM_COMPUTE_LIMIT": "0", "SIMGPU_LINK_GBPS": "0.5",
+           "SIMGPU_RANKS_PER_NODE": "1"}
 PER_RANK_SERIES = ["hangwatch_hang", "hangwatch_steps_total", "hangwatch_void_ratio", "hangwatch_issue_latency_seconds",
                    "hangwatch_busbw_gbps", "hangwatch_algbw_gbps", "hangwatch_collective_seconds",
                    "hangwatch_gemm_tflops", "hangwatch_link_wire_seconds_total"]

@@ -28,13 +28,15 @@ enum : uint64_t {
   kKernelLaunch = 1 << 11,
 };
 
-// The proxy-step states of ncclProfilerEventState_t (an int-sized C enum).
+// The states of ncclProfilerEventState_t (an int-sized C enum) that NCCL 2.28 still
+// records: proxy operations, proxy steps and kernel channels.
 enum EventState : int {
   kProxyStepSendGPUWait = 8,   // waiting for the GPU to fill the step
   kProxyStepSendWait = 9,      // handed to the network, waiting for it to complete
   kProxyStepRecvWait = 10,     // waiting for the data from the network
   kProxyStepRecvFlushWait = 11,
   kProxyStepRecvGPUWait = 12,  // waiting for the GPU to consume the step
+  kProxyOpInProgress = 19,     // ncclProfilerProxyOpInProgress_v4: the proxy took the operation up
   kProxyStepSendPeerWait = 20, // data ready, isend not yet accepted (the receiver's credit)
   kKernelChStop = 22,          // a kernel channel finished (args: kernelCh.pTimer)
 };

@@ -1,0 +1,146 @@
+#include "comm_profiler.h"
+
+namespace simnccl {
+namespace {
+
+namespace np = hangwatch::nccl_profiler;
+
+// src/collectives.cc, ncclDatatypeToString (whose table has no ncclUint8).
+const char* datatypeName(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: return "ncclInt8";
+    case ncclInt32: return "ncclInt32";
+    case ncclUint32: return "ncclUint32";
+    case ncclInt64: return "ncclInt64";
+    case ncclUint64: return "ncclUint64";
+    case ncclFloat16: return "ncclFloat16";
+    case ncclFloat32: return "ncclFloat32";
+    case ncclFloat64: return "ncclFloat64";
+    case ncclBfloat16: return "ncclBfloat16";
+    case ncclFloat8e4m3: return "ncclFloat8e4m3";
+    case ncclFloat8e5m2: return "ncclFloat8e5m2";
+    default: return "Unknown";
+  }
+}
+
+// What simnccl's kernels are: ring, SIMPLE protocol, with NCCL's full SIMPLE thread
+// count (512) plus the ring's extra sync warp (src/enqueue.cc, topoGetAlgoInfo).
+constexpr const char* kAlgo = "RING";
+constexpr const char* kProto = "SIMPLE";
+constexpr uint8_t kRingSimpleWarps = 512 / 32 + 1;
+
+}  // namespace
+
+CommProfiler::CommProfiler(std::unique_ptr<ProfilerHooks> hooks, SharedSegment& segment, const NodeTopology& nodes,
+                           int rank, const std::atomic<bool>& aborted)
+    : hooks_(std::move(hooks)),
+      segment_(segment),
+      nodes_(nodes),
+      rank_(rank),
+      nranks_(segment.shape().nranks),
+      nchannels_(segment.shape().nchannels),
+      aborted_(aborted),
+      ring_recv_next_(static_cast<size_t>(nchannels_)),
+      p2p_recv_next_(static_cast<size_t>(nranks_)) {}
+
+CommProfiler::~CommProfiler() { stop(); }
+
+void CommProfiler::stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;
+  proxy_.reset();
+}
+
+void CommProfiler::watchReceive(std::shared_ptr<NetProxyOp> op) {
+  if (stopped_) return;
+  if (!proxy_) proxy_ = std::make_unique<NetProxyThread>(segment_.rank(rank_).net_doorbell, aborted_);
+  proxy_->watch(std::move(op));
+}
+
+void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_with_work) {
+  np::EventDescr d{};
+  d.rank = rank_;
+  if (isCollective(op.kind)) {
+    d.type = np::kColl;
+    d.coll.seqNumber = seq_of_func_[static_cast<size_t>(op.kind)];
+    d.coll.func = opName(op.kind);
+    d.coll.sendBuff = op.sendbuff;
+    d.coll.recvBuff = op.recvbuff;
+    d.coll.count = op.count;
+    d.coll.root = op.root;
+    d.coll.datatype = datatypeName(op.dtype);
+    d.coll.nChannels = static_cast<uint8_t>(channels_with_work);
+    d.coll.nWarps = kRingSimpleWarps;
+    d.coll.algo = kAlgo;
+    d.coll.proto = kProto;
+  } else {
+    d.type = np::kP2p;
+    d.p2p.func = opName(op.kind);
+    d.p2p.buff = op.kind == OpKind::Send ? const_cast<void*>(op.sendbuff) : op.recvbuff;
+    d.p2p.datatype = datatypeName(op.dtype);
+    d.p2p.count = op.count;
+    d.p2p.peer = op.peer;
+    d.p2p.nChannels = static_cast<uint8_t>(channels_with_work);
+  }
+  profile.startTask(d);
+}
+
+std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
+                                                  const std::function<ChannelSteps(int channel)>& steps_on_channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int mask = hooks_->mask();
+  const bool collective = isCollective(op.kind);
+  const int channels = collective ? nchannels_ : 1;
+  const int send_peer = collective ? (rank_ + 1) % nranks_ : op.peer;
+  const int recv_peer = collective ? (rank_ + nranks_ - 1) % nranks_ : op.peer;
+  const bool net_send = nodes_.crossesNodes(rank_, send_peer);
+  const bool net_recv = nodes_.crossesNodes(recv_peer, rank_);
+  const int task_bit = static_cast<int>(collective ? np::kColl : np::kP2p);
+  const bool wants_task = (mask & (task_bit | np::kProxyOp | np::kProxyStep | np::kKernelCh | np::kNetPlugin)) != 0;
+  const bool wants_proxy = (mask & (np::kProxyOp | np::kProxyStep | np::kNetPlugin)) != 0;
+
+  std::vector<ChannelSteps> steps;
+  if (wants_task || net_recv)
+    for (int c = 0; c < channels; ++c) steps.push_back(steps_on_channel(c));
+  int channels_with_work = 0;
+  for (const ChannelSteps& s : steps) channels_with_work += s.has_work;
+
+  std::shared_ptr<TaskProfile> profile;
+  if (wants_task) {
+    profile = std::make_shared<TaskProfile>(*hooks_, (mask & np::kKernelCh) != 0, channels);
+    startTask(*profile, op, channels_with_work);
+  }
+  // comm->seqNumber counts every collective, except graph replays unless KernelCh events are on.
+  if (collective && (!persistent || (wants_task && (mask & np::kKernelCh) != 0)))
+    ++seq_of_func_[static_cast<size_t>(op.kind)];
+
+  const size_t slot = segment_.shape().slot_bytes;
+  for (int c = 0; c < channels && !steps.empty(); ++c) {
+    const ChannelSteps& s = steps[static_cast<size_t>(c)];
+    uint64_t recv_base = 0;
+    if (net_recv) {
+      uint64_t& next =
+          collective ? ring_recv_next_[static_cast<size_t>(c)] : p2p_recv_next_[static_cast<size_t>(op.peer)];
+      recv_base = next;
+      next += static_cast<uint64_t>(s.recvs);
+    }
+    if (!profile) continue;
+    TaskProfile::Channel& ch = profile->channel(c);
+    ch.has_work = s.has_work;
+    if (!wants_proxy) continue;
+    if (net_send && s.sends > 0) {
+      Connection& conn = collective ? segment_.ringConnection(c, rank_) : segment_.p2pConnection(rank_, op.peer);
+      const ProxyOpShape shape{true, c, send_peer, s.sends, slot, profile->task()};
+      ch.send = std::make_shared<NetProxyOp>(*hooks_, mask, shape, &conn, 0);
+    }
+    if (net_recv && s.recvs > 0) {
+      Connection& conn = collective ? segment_.ringConnection(c, recv_peer) : segment_.p2pConnection(op.peer, rank_);
+      const ProxyOpShape shape{false, c, recv_peer, s.recvs, slot, profile->task()};
+      ch.recv = std::make_shared<NetProxyOp>(*hooks_, mask, shape, &conn, recv_base);
+      watchReceive(ch.recv);
+    }
+  }
+  return profile;
+}
+
+}  // namespace simnccl

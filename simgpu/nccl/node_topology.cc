@@ -1,0 +1,59 @@
+#include "node_topology.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "hangwatch/rank_identity.h"
+
+namespace simnccl {
+namespace {
+
+const char* nonEmptyEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// NCCL's default host hash input: the full hostname followed by the kernel's boot id.
+std::string hostAndBootId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  std::string key = host;
+  std::ifstream boot_id("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (boot_id >> id) key += id;
+  return key;
+}
+
+}  // namespace
+
+hangwatch::Expected<std::string> localNodeKey(int comm_rank) {
+  if (const char* id = nonEmptyEnv("SIMGPU_HOSTID")) return "hostid:" + std::string(id);
+  if (const char* text = nonEmptyEnv("SIMGPU_RANKS_PER_NODE")) {
+    errno = 0;
+    char* end = nullptr;
+    long per_node = std::strtol(text, &end, 10);
+    if (errno != 0 || *end != '\0' || per_node < 1 || per_node > 1'000'000)
+      return hangwatch::Error{"SIMGPU_RANKS_PER_NODE='" + std::string(text) + "': expected a whole number >= 1"};
+    const int rank = hangwatch::detectRankIdentity().rank.value_or(comm_rank);
+    return "node:" + std::to_string(rank / per_node);
+  }
+  if (const char* id = nonEmptyEnv("NCCL_HOSTID")) return "hostid:" + std::string(id);
+  return "host:" + hostAndBootId();
+}
+
+NodeTopology::NodeTopology(const std::vector<std::string>& key_of_rank) : node_of_(key_of_rank.size()), nnodes_(0) {
+  std::vector<const std::string*> first_of_node;
+  for (size_t r = 0; r < key_of_rank.size(); ++r) {
+    size_t node = 0;
+    while (node < first_of_node.size() && *first_of_node[node] != key_of_rank[r]) ++node;
+    if (node == first_of_node.size()) first_of_node.push_back(&key_of_rank[r]);
+    node_of_[r] = static_cast<int>(node);
+  }
+  nnodes_ = static_cast<int>(first_of_node.size());
+}
+
+}  // namespace simnccl

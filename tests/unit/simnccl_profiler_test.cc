@@ -1,0 +1,543 @@
+// What simnccl tells an NCCL profiler plugin, checked against NCCL 2.28's own rules
+// (src/plugin/profiler.cc, src/transport/net.cc, src/transport/profiler.cc): ranks are
+// grouped into nodes; only connections between nodes (NET) report ProxyOp/ProxyStep
+// events, on both ends, with NCCL's state sequences; Coll/P2p events are their parents;
+// KernelCh events mark each channel of each kernel. The plugin is
+// fixtures/call_log_profiler.cc, which logs every call it gets.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hangwatch/nccl_profiler_v5.h"
+#include "multi_rank.h"
+#include "profiler_call_log.h"
+
+namespace {
+
+namespace np = hangwatch::nccl_profiler;
+
+constexpr int kRanks = 4;
+constexpr int kChannels = 2;
+constexpr size_t kSlotBytes = 65536;
+constexpr size_t kCount = 200000;  // floats: two ring rounds of 4 x 16384 per channel
+constexpr int kAll = static_cast<int>(np::kColl | np::kP2p | np::kProxyOp | np::kProxyStep | np::kKernelCh);
+
+const std::vector<int> kSendStates = {np::kProxyStepSendGPUWait, np::kProxyStepSendPeerWait, np::kProxyStepSendWait};
+const std::vector<int> kRecvStates = {np::kProxyStepRecvWait, np::kProxyStepRecvFlushWait, np::kProxyStepRecvGPUWait};
+
+class LogDir {
+ public:
+  LogDir() {
+    char tmpl[] = "/tmp/simnccl-profiler-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~LogDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Every rank's environment: the logging plugin, the emulator's shape, and no node or
+// launcher settings inherited from the caller unless the test names them.
+std::map<std::string, std::string> profilerEnv(const LogDir& dir, int mask,
+                                               std::map<std::string, std::string> extra = {}) {
+  std::map<std::string, std::string> env = {
+      {"NCCL_PROFILER_PLUGIN", CALL_LOG_PROFILER_LIBRARY},
+      {"CALL_LOG_PROFILER_DIR", dir.path()},
+      {"CALL_LOG_PROFILER_MASK", std::to_string(mask)},
+      {"SIMGPU_NCHANNELS", std::to_string(kChannels)},
+      {"SIMGPU_SLOT_BYTES", std::to_string(kSlotBytes)},
+      {"SIMGPU_FAULTS", ""},
+      {"SIMGPU_RANKS_PER_NODE", ""},
+      {"SIMGPU_HOSTID", ""},
+      {"NCCL_HOSTID", ""},
+      {"RANK", ""},
+      {"OMPI_COMM_WORLD_RANK", ""},
+      {"SLURM_PROCID", ""},
+      {"PMI_RANK", ""},
+  };
+  for (auto& [k, v] : extra) env[k] = v;
+  return env;
+}
+
+// Each rank runs `collective` `ops` times on the default stream, waiting for each, and
+// reports completed ones on the board; it aborts its communicator when the test asks.
+int collectiveLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testing::RankBoard& board,
+                   const std::function<ncclResult_t(ncclComm_t, std::vector<float>&, int op)>& collective) {
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 100;
+  std::thread aborter([&] {
+    while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ncclCommAbort(comm);
+  });
+  std::vector<float> buf(kCount * nranks, 1.0f);
+  for (int op = 0; op < ops && !board.abort_requested.load(); ++op) {
+    if (collective(comm, buf, op) != ncclSuccess) break;
+    cudaStreamSynchronize(nullptr);
+    if (board.abort_requested.load()) break;
+    board.progress[rank].store(op + 1);
+  }
+  aborter.join();
+  return 0;
+}
+
+ncclResult_t allReduce(ncclComm_t comm, std::vector<float>& buf, int) {
+  return ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, nullptr);
+}
+
+// Runs `ops` collectives on every rank to completion; returns each rank's log.
+std::map<int, testing::ProcessLog> runJob(const std::map<std::string, std::string>& env, int ops,
+                                          const LogDir& dir,
+                                          const std::function<ncclResult_t(ncclComm_t, std::vector<float>&, int)>& coll,
+                                          const std::function<void(int)>& per_rank_setup = nullptr) {
+  testing::MultiRankJob job(kRanks);
+  ncclUniqueId id = job.id();
+  job.start(
+      [&](int rank) {
+        if (per_rank_setup) per_rank_setup(rank);
+        ncclComm_t comm;
+        if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return 100;
+        std::vector<float> buf(kCount * kRanks, 1.0f);
+        for (int op = 0; op < ops; ++op) {
+          if (coll(comm, buf, op) != ncclSuccess) return 101;
+          if (cudaStreamSynchronize(nullptr) != cudaSuccess) return 102;
+        }
+        ncclCommDestroy(comm);
+        return 0;
+      },
+      env);
+  REQUIRE(testing::allZero(job.wait()));
+  return testing::readCallLogs(dir.path());
+}
+
+// Starts a looping job, waits until it hangs, releases it, and returns each rank's log.
+std::map<int, testing::ProcessLog> hangJob(const std::map<std::string, std::string>& env, int ops,
+                                           const LogDir& dir) {
+  testing::MultiRankJob job(kRanks);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start([&](int rank) { return collectiveLoop(rank, kRanks, id, ops, board, allReduce); }, env);
+  job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  board.abort_requested.store(1);
+  INFO("abort must release every blocked rank");
+  CHECK(testing::allZero(job.wait(std::chrono::seconds(20))));
+  return testing::readCallLogs(dir.path());
+}
+
+int ringNext(int r) { return (r + 1) % kRanks; }
+int ringPrev(int r) { return (r + kRanks - 1) % kRanks; }
+
+// The ring AllReduce's steps on one channel: 2(n-1) per round of n chunks of one slot.
+int allReduceSteps(int channel) {
+  const size_t share = kCount * (channel + 1) / kChannels - kCount * channel / kChannels;
+  const size_t chunk = kSlotBytes / sizeof(float);
+  const size_t rounds = (share + kRanks * chunk - 1) / (kRanks * chunk);
+  return static_cast<int>(2 * (kRanks - 1) * rounds);
+}
+
+const testing::LoggedEvent* collWithSeq(const testing::ProcessLog& log, const std::string& func, long seq) {
+  for (const auto* c : log.ofType("Coll"))
+    if (c->str("func") == func && c->num("seq") == seq) return c;
+  return nullptr;
+}
+
+// The ProxyOps of `task` in one direction, by channel.
+std::map<long, const testing::LoggedEvent*> proxyOpsOf(const testing::ProcessLog& log,
+                                                       const testing::LoggedEvent& task, bool send) {
+  std::map<long, const testing::LoggedEvent*> ops;
+  for (const auto* op : log.childrenOf(task, "ProxyOp"))
+    if (op->num("send") == (send ? 1 : 0)) ops[op->num("ch")] = op;
+  return ops;
+}
+
+// NCCL keeps at most NCCL_STEPS steps of an operation posted and not completed.
+int mostStepsInFlight(const std::vector<const testing::LoggedEvent*>& steps) {
+  int most = 0;
+  for (const auto* s : steps) {
+    int open = 0;
+    for (const auto* o : steps)
+      if (o->start_line <= s->start_line && (!o->stopped || o->stop_line > s->start_line)) ++open;
+    most = std::max(most, open);
+  }
+  return most;
+}
+
+// A completed ProxyOp: nSteps steps 0..n-1 with `states` each, all stopped, then the op.
+void checkCompletedProxyOp(const testing::ProcessLog& log, const testing::LoggedEvent& op,
+                           const std::vector<int>& states) {
+  auto steps = log.childrenOf(op, "ProxyStep");
+  CHECK(static_cast<long>(steps.size()) == op.num("nsteps"));
+  CHECK(op.num("chunk") == static_cast<long>(kSlotBytes));
+  CHECK(op.num("pid") == log.pid);
+  CHECK(op.states == std::vector<int>{np::kProxyOpInProgress});
+  CHECK(op.stopped);
+  std::set<long> ids;
+  for (const auto* s : steps) {
+    ids.insert(s->num("step"));
+    CHECK(s->states == states);
+    CHECK(s->stopped);
+    CHECK(s->stop_line < op.stop_line);
+    CHECK(s->num("rank") == log.rank());
+  }
+  CHECK(ids.size() == steps.size());
+  CHECK((ids.empty() || (*ids.begin() == 0 && *ids.rbegin() == static_cast<long>(steps.size()) - 1)));
+  CHECK(mostStepsInFlight(steps) <= 8);
+}
+
+// Bytes the steps carried, from the state that tells them (SendWait, RecvFlushWait).
+uint64_t bytesCarried(const testing::ProcessLog& log, const testing::LoggedEvent& op, int state) {
+  uint64_t bytes = 0;
+  for (const auto* s : log.childrenOf(op, "ProxyStep"))
+    for (size_t i = 0; i < s->states.size(); ++i)
+      if (s->states[i] == state) bytes += s->state_args[i];
+  return bytes;
+}
+
+void checkKernelChannels(const testing::ProcessLog& log, const testing::LoggedEvent& task, int channels) {
+  auto kernels = log.childrenOf(task, "KernelCh");
+  REQUIRE(static_cast<int>(kernels.size()) == channels);
+  std::set<long> ids;
+  for (const auto* k : kernels) {
+    ids.insert(k->num("ch"));
+    CHECK(k->states == std::vector<int>{np::kKernelChStop});
+    CHECK(k->stopped);
+    CHECK(k->state_args.at(0) >= static_cast<uint64_t>(std::stoull(k->str("ptimer"))));
+  }
+  CHECK(static_cast<int>(ids.size()) == channels);
+}
+
+}  // namespace
+
+TEST_CASE("RanksOnOneNodeReportCollsAndKernelChannelsButNoProxyEvents") {
+  LogDir dir;
+  // AllReduce, AllGather, AllReduce: NCCL numbers collectives per function.
+  auto logs = runJob(profilerEnv(dir, kAll), 3, dir, [](ncclComm_t comm, std::vector<float>& buf, int op) {
+    int rank = 0;
+    ncclCommUserRank(comm, &rank);
+    if (op == 1) return ncclAllGather(buf.data() + rank * kCount, buf.data(), kCount, ncclFloat32, comm, nullptr);
+    return allReduce(comm, buf, op);
+  });
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  for (const auto& [rank, log] : logs) {
+    INFO("rank " << rank);
+    CHECK(log.init.at("nodes") == "1");
+    CHECK(log.finalizes == 1);
+    CHECK(log.ofType("ProxyOp").empty());
+    CHECK(log.ofType("ProxyStep").empty());
+    REQUIRE(log.ofType("Coll").size() == 3);
+    for (const auto& [func, seq] : std::vector<std::pair<std::string, long>>{{"AllReduce", 0}, {"AllGather", 0},
+                                                                              {"AllReduce", 1}}) {
+      const auto* coll = collWithSeq(log, func, seq);
+      REQUIRE(coll != nullptr);
+      CHECK(coll->num("rank") == rank);
+      CHECK(coll->str("algo") == "RING");
+      CHECK(coll->str("proto") == "SIMPLE");
+      CHECK(coll->str("dtype") == "ncclFloat32");
+      CHECK(coll->num("count") == static_cast<long>(kCount));
+      CHECK(coll->num("nch") == kChannels);
+      CHECK(coll->parent == 0);
+      CHECK(coll->stopped);
+      checkKernelChannels(log, *coll, kChannels);
+    }
+  }
+}
+
+TEST_CASE("TwoNodesReportSendAndRecvProxyOpsOnlyOnTheConnectionsBetweenThem") {
+  LogDir dir;
+  constexpr int kOps = 2;
+  auto logs = runJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}}), kOps, dir, allReduce);
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  auto node = [](int r) { return r / 2; };  // no launcher: communicator ranks, 2 per node
+  std::set<std::string> comm_ids;
+  std::map<std::tuple<int, int, long>, uint64_t> sent, received;  // (from, to, seq*16+channel) -> bytes
+  for (const auto& [rank, log] : logs) {
+    INFO("rank " << rank);
+    comm_ids.insert(log.init.at("comm"));
+    CHECK(log.init.at("nodes") == "2");
+    CHECK(log.init.at("nranks") == std::to_string(kRanks));
+    const bool net_send = node(rank) != node(ringNext(rank));
+    const bool net_recv = node(ringPrev(rank)) != node(rank);
+    size_t ops_seen = 0;
+    for (long seq = 0; seq < kOps; ++seq) {
+      const auto* coll = collWithSeq(log, "AllReduce", seq);
+      REQUIRE(coll != nullptr);
+      checkKernelChannels(log, *coll, kChannels);
+      auto sends = proxyOpsOf(log, *coll, true);
+      auto recvs = proxyOpsOf(log, *coll, false);
+      CHECK(sends.size() == (net_send ? static_cast<size_t>(kChannels) : 0u));
+      CHECK(recvs.size() == (net_recv ? static_cast<size_t>(kChannels) : 0u));
+      for (const auto& [ch, op] : sends) {
+        CHECK(op->num("peer") == ringNext(rank));
+        CHECK(op->num("nsteps") == allReduceSteps(static_cast<int>(ch)));
+        checkCompletedProxyOp(log, *op, kSendStates);
+        sent[{rank, ringNext(rank), seq * 16 + ch}] = bytesCarried(log, *op, np::kProxyStepSendWait);
+      }
+      for (const auto& [ch, op] : recvs) {
+        CHECK(op->num("peer") == ringPrev(rank));
+        CHECK(op->num("nsteps") == allReduceSteps(static_cast<int>(ch)));
+        checkCompletedProxyOp(log, *op, kRecvStates);
+        received[{ringPrev(rank), rank, seq * 16 + ch}] = bytesCarried(log, *op, np::kProxyStepRecvFlushWait);
+      }
+      ops_seen += sends.size() + recvs.size();
+    }
+    CHECK(log.ofType("ProxyOp").size() == ops_seen);  // none outside the collectives' tasks
+  }
+  CHECK(comm_ids.size() == 1);
+  // What one end handed to the network is what the other end received.
+  CHECK(sent.size() == 2u * kOps * kChannels);
+  CHECK(sent == received);
+  for (const auto& [key, bytes] : sent) CHECK(bytes > 0);
+}
+
+TEST_CASE("PointToPointBetweenNodesReportsProxyOpsUnderItsP2pEvent") {
+  LogDir dir;
+  constexpr size_t kFloats = 100000;  // 400 KB: seven steps of 64 KiB
+  auto logs = runJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}}), 1, dir,
+                     [](ncclComm_t comm, std::vector<float>& buf, int) {
+                       int rank = 0;
+                       ncclCommUserRank(comm, &rank);
+                       ncclGroupStart();
+                       if (rank == 0) {
+                         ncclSend(buf.data(), kFloats, ncclFloat32, 1, comm, nullptr);  // inside node 0
+                         ncclSend(buf.data(), kFloats, ncclFloat32, 2, comm, nullptr);  // node 0 -> node 1
+                       } else if (rank == 1 || rank == 2) {
+                         ncclRecv(buf.data(), kFloats, ncclFloat32, 0, comm, nullptr);
+                       }
+                       return ncclGroupEnd();
+                     });
+  const long steps = static_cast<long>((kFloats * sizeof(float) + kSlotBytes - 1) / kSlotBytes);
+  auto p2pTo = [](const testing::ProcessLog& log, const std::string& func, int peer) {
+    for (const auto* p : log.ofType("P2p"))
+      if (p->str("func") == func && p->num("peer") == peer) return p;
+    return static_cast<const testing::LoggedEvent*>(nullptr);
+  };
+  const auto* to_local = p2pTo(logs.at(0), "Send", 1);
+  const auto* to_remote = p2pTo(logs.at(0), "Send", 2);
+  const auto* from_local = p2pTo(logs.at(1), "Recv", 0);
+  const auto* from_remote = p2pTo(logs.at(2), "Recv", 0);
+  REQUIRE(to_local != nullptr);
+  REQUIRE(to_remote != nullptr);
+  REQUIRE(from_local != nullptr);
+  REQUIRE(from_remote != nullptr);
+  CHECK(to_remote->num("count") == static_cast<long>(kFloats));
+  CHECK(logs.at(0).childrenOf(*to_local, "ProxyOp").empty());
+  CHECK(logs.at(1).ofType("ProxyOp").empty());
+  auto send_ops = logs.at(0).childrenOf(*to_remote, "ProxyOp");
+  auto recv_ops = logs.at(2).childrenOf(*from_remote, "ProxyOp");
+  REQUIRE(send_ops.size() == 1);
+  REQUIRE(recv_ops.size() == 1);
+  CHECK(send_ops[0]->num("peer") == 2);
+  CHECK(send_ops[0]->num("send") == 1);
+  CHECK(send_ops[0]->num("nsteps") == steps);
+  checkCompletedProxyOp(logs.at(0), *send_ops[0], kSendStates);
+  CHECK(recv_ops[0]->num("peer") == 0);
+  CHECK(recv_ops[0]->num("send") == 0);
+  CHECK(recv_ops[0]->num("nsteps") == steps);
+  checkCompletedProxyOp(logs.at(2), *recv_ops[0], kRecvStates);
+  CHECK(bytesCarried(logs.at(0), *send_ops[0], np::kProxyStepSendWait) == kFloats * sizeof(float));
+  CHECK(bytesCarried(logs.at(2), *recv_ops[0], np::kProxyStepRecvFlushWait) == kFloats * sizeof(float));
+  for (const auto* p : {to_local, to_remote}) checkKernelChannels(logs.at(0), *p, 1);
+}
+
+TEST_CASE("InitGetsTheNodeCountAndOneCommIdAndHostIdsDecideTheNodes") {
+  LogDir dir;
+  // SIMGPU_HOSTID per process wins over SIMGPU_RANKS_PER_NODE: nodes {0,1,3} and {2}.
+  const std::vector<std::string> host = {"a", "a", "b", "a"};
+  auto logs = runJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "1"}}), 1, dir, allReduce,
+                     [&](int rank) { setenv("SIMGPU_HOSTID", host[rank].c_str(), 1); });
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  std::set<std::string> ids;
+  for (const auto& [rank, log] : logs) {
+    INFO("rank " << rank);
+    ids.insert(log.init.at("comm"));
+    CHECK(log.inits == 1);
+    CHECK(log.init.at("nodes") == "2");
+    CHECK(log.init.at("rank") == std::to_string(rank));
+    CHECK(log.init.at("nranks") == std::to_string(kRanks));
+    std::set<std::pair<long, long>> links;  // (send?, peer)
+    for (const auto* op : log.ofType("ProxyOp")) links.insert({op->num("send"), op->num("peer")});
+    std::set<std::pair<long, long>> expected;
+    if (host[rank] != host[ringNext(rank)]) expected.insert({1, ringNext(rank)});
+    if (host[ringPrev(rank)] != host[rank]) expected.insert({0, ringPrev(rank)});
+    CHECK(links == expected);
+  }
+  CHECK(ids.size() == 1);
+}
+
+TEST_CASE("RanksPerNodeCountsLauncherRanks") {
+  LogDir dir;
+  // Launcher rank = comm rank + 1: nodes of 2 launcher ranks are comm ranks {3,0} and {1,2}.
+  auto logs = runJob(profilerEnv(dir, static_cast<int>(np::kProxyOp), {{"SIMGPU_RANKS_PER_NODE", "2"}}), 1, dir,
+                     allReduce, [](int rank) { setenv("RANK", std::to_string((rank + 1) % kRanks).c_str(), 1); });
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  auto node = [](int r) { return ((r + 1) % kRanks) / 2; };
+  for (const auto& [rank, log] : logs) {
+    INFO("rank " << rank);
+    std::set<std::pair<long, long>> links, expected;
+    for (const auto* op : log.ofType("ProxyOp")) links.insert({op->num("send"), op->num("peer")});
+    if (node(rank) != node(ringNext(rank))) expected.insert({1, ringNext(rank)});
+    if (node(ringPrev(rank)) != node(rank)) expected.insert({0, ringPrev(rank)});
+    CHECK(links == expected);
+    CHECK(log.ofType("ProxyStep").empty());  // ProxyOp alone does not ask for steps
+  }
+}
+
+TEST_CASE("MalformedRanksPerNodeFailsInitNamingTheVariable") {
+  for (const char* value : {"0", "two", "-1"}) {
+    testing::MultiRankJob job(1);
+    ncclUniqueId id = job.id();
+    job.start(
+        [&](int) {
+          ncclComm_t comm;
+          if (ncclCommInitRank(&comm, 1, id, 0) != ncclInvalidArgument) return 1;
+          return std::string(ncclGetLastError(nullptr)).find("SIMGPU_RANKS_PER_NODE") != std::string::npos ? 0 : 2;
+        },
+        {{"SIMGPU_RANKS_PER_NODE", value}, {"SIMGPU_HOSTID", ""}});
+    INFO(value);
+    CHECK(testing::allZero(job.wait()));
+  }
+}
+
+TEST_CASE("WhatIsReportedFollowsThePluginsMask") {
+  const std::map<std::string, std::string> every_rank_a_node = {{"SIMGPU_RANKS_PER_NODE", "1"}};
+  SECTION("Coll only: no proxy or kernel events") {
+    LogDir dir;
+    auto logs = runJob(profilerEnv(dir, static_cast<int>(np::kColl), every_rank_a_node), 1, dir, allReduce);
+    for (const auto& [rank, log] : logs) {
+      CHECK(log.ofType("Coll").size() == 1);
+      CHECK(log.events.size() == 1);
+    }
+  }
+  SECTION("ProxyStep: Colls are started as parents, ProxyOps and steps follow") {
+    LogDir dir;
+    auto logs = runJob(profilerEnv(dir, static_cast<int>(np::kProxyStep), every_rank_a_node), 1, dir, allReduce);
+    for (const auto& [rank, log] : logs) {
+      const auto* coll = collWithSeq(log, "AllReduce", 0);
+      REQUIRE(coll != nullptr);
+      CHECK(log.childrenOf(*coll, "ProxyOp").size() == 2u * kChannels);
+      CHECK(log.ofType("KernelCh").empty());
+      CHECK(!log.ofType("ProxyStep").empty());
+    }
+  }
+  SECTION("Nothing asked: init and finalize only") {
+    LogDir dir;
+    auto logs = runJob(profilerEnv(dir, 0, every_rank_a_node), 1, dir, allReduce);
+    REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+    for (const auto& [rank, log] : logs) {
+      CHECK(log.events.empty());
+      CHECK(log.finalizes == 1);
+    }
+  }
+}
+
+TEST_CASE("DeadLinkLeavesTheSendersStepsOnTheNetworkAndTheReceiversWaitingForData") {
+  LogDir dir;
+  auto env = profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}, {"SIMGPU_FAULTS", "dead-link=1->2@op=1"}});
+  auto logs = hangJob(env, 4, dir);
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  const auto& sender = logs.at(1);
+  const auto& receiver = logs.at(2);
+  // The first collective went through.
+  for (const auto& [rank, log] : {std::pair{1, &sender}, std::pair{2, &receiver}}) {
+    INFO("rank " << rank);
+    const auto* first = collWithSeq(*log, "AllReduce", 0);
+    REQUIRE(first != nullptr);
+    for (const auto& [ch, op] : proxyOpsOf(*log, *first, rank == 1))
+      checkCompletedProxyOp(*log, *op, rank == 1 ? kSendStates : kRecvStates);
+  }
+  const auto* sender_task = collWithSeq(sender, "AllReduce", 1);
+  const auto* receiver_task = collWithSeq(receiver, "AllReduce", 1);
+  REQUIRE(sender_task != nullptr);
+  REQUIRE(receiver_task != nullptr);
+  auto sends = proxyOpsOf(sender, *sender_task, true);
+  auto recvs = proxyOpsOf(receiver, *receiver_task, false);
+  REQUIRE(sends.size() == static_cast<size_t>(kChannels));
+  REQUIRE(recvs.size() == static_cast<size_t>(kChannels));
+  for (int ch = 0; ch < kChannels; ++ch) {
+    INFO("channel " << ch);
+    const auto* send = sends.at(ch);
+    const auto* recv = recvs.at(ch);
+    CHECK(!send->stopped);
+    CHECK(!recv->stopped);
+    auto send_steps = sender.childrenOf(*send, "ProxyStep");
+    auto recv_steps = receiver.childrenOf(*recv, "ProxyStep");
+    CHECK(send_steps.size() == 8u);  // NCCL_STEPS posted, none ever completes to make room
+    CHECK(recv_steps.size() == 8u);
+    int on_the_network = 0;
+    for (const auto* s : send_steps) {
+      CHECK(!s->stopped);
+      const bool posted_only = s->states == std::vector<int>{np::kProxyStepSendGPUWait};
+      const bool on_wire = s->states == kSendStates;
+      CHECK((posted_only || on_wire));
+      on_the_network += on_wire;
+    }
+    CHECK(on_the_network >= 1);
+    for (const auto* s : recv_steps) {
+      CHECK(!s->stopped);
+      CHECK(s->states == std::vector<int>{np::kProxyStepRecvWait});
+    }
+  }
+}
+
+TEST_CASE("DeadRankKeepsItsKernelChannelsRunningAndItsGpuStopsFillingAndConsumingSteps") {
+  LogDir dir;
+  // Every rank its own node: rank 2's connections to 1 and 3 are both NET.
+  auto env = profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "1"}, {"SIMGPU_FAULTS", "dead-rank=2@op=1"}});
+  auto logs = hangJob(env, 4, dir);
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  const auto& dead = logs.at(2);
+  const auto* first = collWithSeq(dead, "AllReduce", 0);
+  const auto* hung = collWithSeq(dead, "AllReduce", 1);
+  REQUIRE(first != nullptr);
+  REQUIRE(hung != nullptr);
+  checkKernelChannels(dead, *first, kChannels);
+  auto kernels = dead.childrenOf(*hung, "KernelCh");
+  CHECK(kernels.size() == static_cast<size_t>(kChannels));
+  for (const auto* k : kernels) {
+    CHECK(k->states.empty());
+    CHECK(!k->stopped);
+  }
+  auto sends = proxyOpsOf(dead, *hung, true);
+  auto recvs = proxyOpsOf(dead, *hung, false);
+  REQUIRE(sends.size() == static_cast<size_t>(kChannels));
+  REQUIRE(recvs.size() == static_cast<size_t>(kChannels));
+  int arrived = 0;
+  for (int ch = 0; ch < kChannels; ++ch) {
+    INFO("channel " << ch);
+    // The proxy posted its buffers; the GPU never fills one.
+    auto send_steps = dead.childrenOf(*sends.at(ch), "ProxyStep");
+    CHECK(send_steps.size() == 8u);
+    for (const auto* s : send_steps) {
+      CHECK(s->states == std::vector<int>{np::kProxyStepSendGPUWait});
+      CHECK(!s->stopped);
+    }
+    // The network still delivers into its buffers; the GPU never consumes what arrived.
+    auto recv_steps = dead.childrenOf(*recvs.at(ch), "ProxyStep");
+    CHECK(recv_steps.size() == 8u);
+    for (const auto* s : recv_steps) {
+      CHECK(!s->stopped);
+      const bool waiting = s->states == std::vector<int>{np::kProxyStepRecvWait};
+      const bool for_gpu = s->states == kRecvStates;
+      CHECK((waiting || for_gpu));
+      arrived += for_gpu;
+    }
+  }
+  CHECK(arrived >= 1);
+  // Downstream, rank 3 waits for data rank 2's GPU never sends.
+  const auto* downstream = collWithSeq(logs.at(3), "AllReduce", 1);
+  REQUIRE(downstream != nullptr);
+  for (const auto& [ch, op] : proxyOpsOf(logs.at(3), *downstream, false))
+    for (const auto* s : logs.at(3).childrenOf(*op, "ProxyStep"))
+      CHECK(s->states == std::vector<int>{np::kProxyStepRecvWait});
+}
