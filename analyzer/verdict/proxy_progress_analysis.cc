@@ -119,6 +119,7 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
   }
   f.nccl_comm = std::max_element(ids.begin(), ids.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
   const uint64_t id = hexId(f.nccl_comm);
+  f.nccl_comm_id = id;
 
   std::map<std::tuple<int, int, int>, Ends> ends;  // (channel, from, to), global ranks
   for (const RankSummary& s : job_.ranks) {
@@ -198,10 +199,57 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
 
   // Narrow by node: the stop is at or after the receiver of a receiver-side link and at or
   // before the sender of a sender-side link; what lies between is inside the nodes named.
-  std::set<std::string> hosts;
+  // When several links on a channel wait at their sender, a ring tells them apart: a rank
+  // after the stop can send only what reached it, one more chunk per hop, so the sender with
+  // the fewest steps done is the first after the stop, and the stop lies in its node. Their
+  // steps count from when the watchdog began, so they compare only over the same operations.
+  std::map<int, std::vector<const ProxyLinkState*>> starved;  // channel -> sender-side links
+  std::set<int> bounds;                                       // ranks the stop lies next to
   for (const ProxyLinkState& l : f.links) {
-    int r = l.stall == ProxyStall::kReceiverSide ? l.link.to : l.stall == ProxyStall::kSenderSide ? l.link.from : -1;
-    if (r < 0) continue;
+    if (l.stall == ProxyStall::kReceiverSide) bounds.insert(l.link.to);
+    if (l.stall == ProxyStall::kSenderSide) starved[l.channel].push_back(&l);
+  }
+  for (const auto& [channel, links] : starved) {
+    auto sendEnd = [&, ch = channel](const ProxyLinkState* l) {
+      return ends.at({ch, l->link.from, l->link.to}).send;
+    };
+    const ProxyEnd* first = sendEnd(links.front());
+    bool comparable = links.size() > 1;
+    for (const ProxyLinkState* l : links) {
+      const ProxyEnd* e = sendEnd(l);
+      comparable = comparable && e && e->untracked_ops == 0 && e->ops == first->ops && e->ops_done == first->ops_done;
+    }
+    const ProxyLinkState* least = nullptr;
+    bool unique = comparable;
+    for (const ProxyLinkState* l : links) {
+      if (!comparable) break;
+      const uint64_t done = sendEnd(l)->steps[3];
+      if (!least || done < sendEnd(least)->steps[3]) {
+        least = l;
+        unique = true;
+      } else if (done == sendEnd(least)->steps[3]) {
+        unique = false;
+      }
+    }
+    if (least && unique) {
+      bounds.insert(least->link.from);
+      f.first_after_stop.push_back(least->link);
+      std::string others;
+      for (const ProxyLinkState* l : links) {
+        if (l == least) continue;
+        others += (others.empty() ? "" : ", ") + std::to_string(l->link.from) + " -> " + std::to_string(l->link.to) +
+                  " " + std::to_string(sendEnd(l)->steps[3]);
+      }
+      f.ring_order_evidence.push_back(
+          "channel " + std::to_string(channel) + ": " + std::to_string(least->link.from) + " -> " +
+          std::to_string(least->link.to) + " sent the fewest steps (" + std::to_string(sendEnd(least)->steps[3]) +
+          "; " + others + "), so rank " + std::to_string(least->link.from) + " is the first network sender after the stop");
+    } else {
+      for (const ProxyLinkState* l : links) bounds.insert(l->link.from);
+    }
+  }
+  std::set<std::string> hosts;
+  for (int r : bounds) {
     const RankSummary* s = job_.find(r);
     hosts.insert(s && !s->host.empty() ? s->host : "rank " + std::to_string(r) + "'s host");
   }
@@ -210,6 +258,13 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
     if (s && hosts.count(s->host)) f.narrowed.push_back(m);
   }
   f.narrowed_hosts.assign(hosts.begin(), hosts.end());
+  if (f.narrowed.size() >= members.size()) {
+    // Every node is still possible: that narrows nothing.
+    f.narrowed.clear();
+    f.narrowed_hosts.clear();
+    f.note = "its network connections do not put the stop in fewer than all of the communicator's nodes";
+    return f;
+  }
   f.note = stopped.size() > 1 ? "more than one rank looks stopped" : "no network connection is stuck on the wire";
   return f;
 }

@@ -55,13 +55,18 @@ void takeProgress(RankSummary& s, const SnapshotProgress& p) {
     e.channel = c.channel;
     e.send = c.dir == "send";
     e.steps = c.steps;
+    e.ops = c.ops;
+    e.ops_done = c.ops_done;
+    e.untracked_ops = c.untracked_ops;
     for (int i = 0; i < kSnapshotProxyStages; ++i)
       e.moved_s_ago[i] = c.moved_s_ago[i] ? static_cast<float>(*c.moved_s_ago[i]) : -1.0f;
     s.proxy_ends.push_back(e);
   }
   for (const SnapshotKernelChannel& k : p.kernel_channels) {
     const uint64_t id = hexId(k.nccl_comm);
-    if (wanted.count(id)) s.kernel_channels.push_back({id, k.channel, k.started, k.stopped});
+    if (wanted.count(id))
+      s.kernel_channels.push_back(
+          {id, k.channel, k.started, k.stopped, k.started_s_ago ? static_cast<float>(*k.started_s_ago) : -1.0f});
   }
 }
 

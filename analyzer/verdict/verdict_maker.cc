@@ -446,7 +446,8 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   members.insert(members.end(), p.idle.begin(), p.idle.end());
   members.insert(members.end(), p.members_missing.begin(), p.members_missing.end());
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
-  const ProxyFinding pf = proxy.analyze(f.comm, members);
+  ProxyFinding pf = proxy.analyze(f.comm, members);
+  nameStoppedRankInNode(pf, p);
   const bool debugger_named = rf.link || rf.rank;
   const bool profiler_named = pf.link || pf.rank;
   auto sameCulprit = [&] { return (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank); };
@@ -456,6 +457,22 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   if (debugger_named) {
     v.source = profiler_named ? "debugger and profiler" : "debugger";
     if (profiler_named) v.evidence.push_back("NCCL's profiler events in the snapshots show the same: " + proxySummary(pf) + ".");
+    if (!profiler_named && !pf.narrowed.empty()) {
+      // The profiler put the stop inside some nodes: the debugger's culprit must lie there.
+      auto inside = [&](int r) { return std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end(); };
+      const bool agree = rf.link ? inside(rf.link->from) || inside(rf.link->to) : inside(*rf.rank);
+      const std::string where = ranksPhrase(pf.narrowed);
+      if (agree) {
+        v.source = "debugger and profiler";
+        v.evidence.push_back("NCCL's profiler events in the snapshots agree: its network connections put the stop "
+                             "among " + where + ", whose links inside the node only the debugger reads.");
+      } else {
+        v.confident = false;
+        v.hinges_on = "which source is right: NCCL's profiler events put the stop among " + where;
+        v.evidence.push_back("NCCL's profiler events in the snapshots put the stop among " + where +
+                             " instead: " + proxySummary(pf) + ".");
+      }
+    }
   } else if (profiler_named) {
     // Nothing from the debugger names anyone: the profiler's view decides.
     v.source = "profiler";
@@ -511,8 +528,8 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     v.headline = "Communication hang: " + who(*rf.rank) + " stopped making progress inside " + opText(f) +
                  "; its neighbours wait on it.";
     if (v.source == "profiler") {
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
-                           proxySummary(pf) + ".");
+      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " +
+                           (pf.rank_evidence.empty() ? "on " + channels + " " : std::string()) + proxySummary(pf) + ".");
     } else if (rf.channels_agree > 0) {
       v.evidence.push_back("On " + channels + " both ring connections of rank " + std::to_string(*rf.rank) +
                            " (in from its prev, out to its next) made the least progress" + steps + ".");
@@ -545,6 +562,12 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
                  "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
                  ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
       v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
+      if (!pf.ring_order_evidence.empty()) {
+        std::string order;
+        for (const std::string& e : pf.ring_order_evidence) order += (order.empty() ? "" : "; ") + e;
+        v.evidence.push_back("On a ring a rank after the stop can send only what reached it, one chunk more per hop: " +
+                             order + ".");
+      }
       v.next_steps.push_back("Run the collector's debugger phase (HANGWATCH_COLLECT=1, the default) for per-link "
                              "progress inside the node, or run nccl-tests between the GPUs of host(s) " + hosts + ".");
     } else if (ranks_with_records == 0) {
@@ -594,6 +617,39 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   return v;
 }
 
+// Inside a node NCCL's profiler sees no link. A rank there whose host thread never came back
+// from the collective's call (NCCL returns once the work is queued), while its kernel
+// channels started and never stopped, is the one whose GPU stopped: its neighbours only wait.
+void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& p) const {
+  if (pf.link || pf.rank || pf.narrowed.empty()) return;
+  std::vector<int> blocked;
+  for (int r : p.in_host_call)
+    if (std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end()) blocked.push_back(r);
+  if (blocked.size() != 1) return;
+  const RankSummary* s = job_.find(blocked.front());
+  if (!s) return;
+  int in_flight = 0, total = 0;
+  float started = -1;
+  for (const KernelChannelState& k : s->kernel_channels) {
+    if (k.nccl_comm != pf.nccl_comm_id) continue;
+    ++total;
+    if (k.started > k.stopped) {
+      ++in_flight;
+      started = std::max(started, k.started_s_ago);
+    }
+  }
+  if (in_flight == 0) return;
+  char ago[32];
+  std::snprintf(ago, sizeof ago, "%.1f s", started);
+  pf.rank = blocked.front();
+  pf.channels_agree = in_flight;
+  pf.channels_total = total;
+  pf.rank_evidence = "rank " + std::to_string(*pf.rank) + "'s kernel channels (" + std::to_string(in_flight) + " of " +
+                     std::to_string(total) + ") started " + (started < 0 ? std::string("") : ago + std::string(" ago ")) +
+                     "and never stopped while its host thread never returned from the call, the only rank of " +
+                     ranksPhrase(pf.narrowed) + " (where the network connections put the stop) to do so";
+}
+
 std::string VerdictMaker::proxySummary(const ProxyFinding& pf) const {
   auto first = [&](auto pred) -> const ProxyLinkState* {
     for (const ProxyLinkState& l : pf.links)
@@ -604,6 +660,7 @@ std::string VerdictMaker::proxySummary(const ProxyFinding& pf) const {
     const ProxyLinkState* l = first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
     return "the connection " + linkText(*pf.link) + " holds steps on the wire" + (l ? " (channel " + std::to_string(l->channel) + ": " + l->detail + ")" : "");
   }
+  if (pf.rank && !pf.rank_evidence.empty()) return pf.rank_evidence;
   if (pf.rank) {
     return "rank " + std::to_string(*pf.rank) + "'s GPU neither takes the steps that arrived nor fills the buffers it was "
            "given, while its neighbours' connections wait on it";

@@ -278,3 +278,126 @@ TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
   CHECK(v.link_in_comm_ranks);
   CHECK(v.culprit_ranks == std::vector<int>{0});  // the one process
 }
+
+namespace {
+
+// Two nodes of 4 (hosts node0, node1) on a ring 0..7 whose only network links are 3 -> 4 and
+// 7 -> 0, both waiting at their sender (what simnccl and NCCL show for a stop inside a node):
+// `done3to4` and `done7to0` are the steps each sender got done, cumulative since the start.
+std::vector<FakeRank> bothNetLinksStarved(uint64_t done3to4, uint64_t done7to0, uint64_t ops7to0 = 3) {
+  auto ranks = job(8);
+  for (FakeRank& r : ranks) {
+    const int me = *r.snap.identity.rank;
+    r.snap.identity.host = "node" + std::to_string(me / 4);
+    r.dump.host = r.snap.identity.host;
+    r.snap.comms[0].nccl_id = kNcclId;
+    r.snap.progress = SnapshotProgress{};
+    r.snap.progress->plugin_inits = 1;
+    r.snap.progress->kernel_channels.push_back({kNcclId, 0, 3, 2, 3.0, 3.1});
+  }
+  auto link = [&](int x, int y, uint64_t done, uint64_t ops) {
+    SnapshotProxyConnection s = end(x, 8, 0, y, true, {done + 8, done, done, done});
+    SnapshotProxyConnection r = end(y, 8, 0, x, false, {done + 8, done, done, done});
+    s.ops = r.ops = ops;
+    ranks[x].snap.progress->connections.push_back(s);
+    ranks[y].snap.progress->connections.push_back(r);
+  };
+  link(3, 4, done3to4, 3);
+  link(7, 0, done7to0, ops7to0);
+  return ranks;
+}
+
+// Rank `r` as simnccl's dead rank leaves it: its host thread never came back from the call.
+void blockedInTheCall(FakeRank& r) {
+  r.snap.comms[0].last_issued_seq = kSeq - 1;
+  r.snap.streams.clear();
+  SnapshotHostCall h;
+  h.call = "ncclAllReduce";
+  h.tid = r.snap.identity.pid;
+  h.age_s = 3.0;
+  h.comm = verdict_test::kComm;
+  h.seq = kSeq;
+  r.snap.host_calls.push_back(h);
+}
+
+}  // namespace
+
+TEST_CASE("WhenEveryNetworkLinkWaitsAtItsSenderTheFewestStepsSentPutTheStopInOneNode") {
+  // A ring after the stop sends one chunk more per hop: 7 -> 0 (114 done) is nearer the stop
+  // than 3 -> 4 (118), so it lies in node1, between 4 and 7.
+  Verdict v = verdictOf(bothNetLinksStarved(118, 114));
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{4, 5, 6, 7});
+  CHECK(all(v).find("7 -> 0 sent the fewest steps (114; 3 -> 4 118)") != std::string::npos);
+
+  v = verdictOf(bothNetLinksStarved(110, 114));
+  INFO(all(v));
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("StepCountsThatDoNotCompareNarrowNothingRatherThanGuess") {
+  for (auto ranks : {bothNetLinksStarved(118, 118), bothNetLinksStarved(118, 114, 4)}) {
+    // Equal counts, or counts over different operations: both nodes stay possible, which
+    // is every rank, so the profiler narrows nothing and says it cannot tell.
+    const Verdict v = verdictOf(ranks);
+    INFO(all(v));
+    CHECK(v.kind == VerdictKind::kInconclusive);
+    CHECK_FALSE(v.confident);
+    for (const Suspect& s : v.suspects) CHECK(s.ranks.size() != 4);
+    CHECK(all(v).find("fewest steps") == std::string::npos);
+  }
+}
+
+TEST_CASE("ARankInTheNarrowedNodeStuckInTheCallWithItsKernelRunningIsNamed") {
+  auto ranks = bothNetLinksStarved(118, 114);
+  blockedInTheCall(ranks[5]);
+  Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{5});
+  CHECK(v.source == "profiler");
+  CHECK(all(v).find("rank 5's kernel channels (1 of 1) started 3.0 s ago and never stopped") != std::string::npos);
+
+  // Its kernel never started: a host stuck before the launch, not a GPU that stopped.
+  ranks = bothNetLinksStarved(118, 114);
+  blockedInTheCall(ranks[5]);
+  ranks[5].snap.progress->kernel_channels[0].started = 2;
+  v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.culprit_ranks.empty());
+
+  // Stuck in the call on the other node: the network links put the stop elsewhere.
+  ranks = bothNetLinksStarved(118, 114);
+  blockedInTheCall(ranks[1]);
+  v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.culprit_ranks.empty());
+}
+
+TEST_CASE("ADebuggerCulpritOutsideTheNodeTheProfilerNarrowedToIsNotConfident") {
+  for (int dead_from : {5, 1}) {
+    auto ranks = verdict_test::ringJob(
+        8, kSeq, 1, [=](int from, int) { return from == dead_from ? 3u : 40u; },
+        [=](int from, int) { return from == dead_from ? 3u : 40u; });
+    auto progress = bothNetLinksStarved(118, 114);  // the stop is in node1
+    for (int r = 0; r < 8; ++r) {
+      ranks[r].snap.identity.host = progress[r].snap.identity.host;
+      ranks[r].snap.comms[0].nccl_id = kNcclId;
+      ranks[r].snap.progress = progress[r].snap.progress;
+    }
+    const Verdict v = verdictOf(ranks, true);
+    INFO(all(v));
+    REQUIRE(v.culprit_link);
+    CHECK(*v.culprit_link == Link{dead_from, dead_from + 1});
+    if (dead_from == 5) {
+      CHECK(v.source == "debugger and profiler");
+      CHECK(v.confident);
+    } else {
+      CHECK_FALSE(v.confident);
+      CHECK(v.hinges_on.find("ranks 4, 5, 6 and 7") != std::string::npos);
+    }
+  }
+}

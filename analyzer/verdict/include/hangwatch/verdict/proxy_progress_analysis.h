@@ -10,7 +10,9 @@
 //                   before the sender.
 // A rank whose GPU neither takes what arrived nor fills what it was given has stopped. Only
 // network (NET) connections report: links inside a node (P2P, SHM, NVLink) have no proxy, so
-// a fault there is narrowed to the ranks of that node, never guessed.
+// a fault there is narrowed to the ranks of that node, never guessed. When every network
+// link of a channel waits at its sender, the ring orders them: a rank after the stop sends
+// only what reached it, so the sender with the fewest steps done is the first after the stop.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -36,6 +38,7 @@ struct ProxyLinkState {
 
 struct ProxyFinding {
   std::string nccl_comm;                 // NCCL's id of the communicator, hex; empty when unknown
+  uint64_t nccl_comm_id = 0;             // the same, as a number
   std::vector<int> ranks_with_progress;  // ranks whose snapshot carries the plugin's progress
   std::vector<ProxyLinkState> links;     // every network connection seen, by channel
   std::optional<Link> link;              // a link on the wire
@@ -45,9 +48,14 @@ struct ProxyFinding {
   std::vector<Link> wire_links;          // every link seen on the wire (more than one: ambiguous)
   std::vector<int> narrowed;             // nothing named: the ranks the fault lies among
   std::vector<std::string> narrowed_hosts;
+  // Per channel where several links wait at their sender: the one with the fewest steps done,
+  // whose sender is the first rank after the stop on a ring.
+  std::vector<Link> first_after_stop;
+  std::vector<std::string> ring_order_evidence;  // per such channel, the counts that told
   std::vector<int> kernel_not_started;   // ranks none of whose kernel channels is in flight
   std::vector<int> kernel_in_flight;     // ranks with a kernel channel started and not finished
   std::string note;                      // why nothing could be said, when nothing could
+  std::string rank_evidence;             // `rank` named from other than its two network ends: why
   bool has_data() const { return !links.empty(); }
 };
 

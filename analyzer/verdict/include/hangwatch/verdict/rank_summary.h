@@ -27,6 +27,9 @@ struct ProxyEnd {
   std::array<uint64_t, kSnapshotProxyStages> steps{};  // send: posted, filled, sent, done; recv: posted,
                                                        // arrived, delivered, done
   float moved_s_ago[kSnapshotProxyStages] = {-1, -1, -1, -1};  // -1: never
+  // Proxy operations this end started and finished, and those whose steps went uncounted:
+  // two ends' cumulative steps compare only when they saw the same operations.
+  uint64_t ops = 0, ops_done = 0, untracked_ops = 0;
 };
 
 // A kernel channel of such a communicator.
@@ -34,6 +37,7 @@ struct KernelChannelState {
   uint64_t nccl_comm = 0;
   int channel = 0;
   uint64_t started = 0, stopped = 0;
+  float started_s_ago = -1;  // -1: never
 };
 
 struct RankSummary {

@@ -48,6 +48,7 @@ class VerdictMaker {
   Verdict sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const;
   // One sentence of what the profiler's progress shows.
   std::string proxySummary(const ProxyFinding& pf) const;
+  void nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& p) const;
   // Ranks without a snapshot could outvote the group named odd one out.
   void hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const;
 
