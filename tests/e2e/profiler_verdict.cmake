@@ -2,6 +2,18 @@
 if(TARGET forensics)
   hangwatch_e2e_test(profiler_verdict.eight_ranks_dead_link
                      test_profiler_verdict.SnapshotsOnly.test_eight_ranks_dead_link_named_from_the_snapshots 240)
-  set_property(TEST e2e.profiler_verdict.eight_ranks_dead_link
-               APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)
+  # Two machines' worth of ranks (each rank its own hostname): the plugin's view of network
+  # links, the honest narrowing inside a node, and the debugger's view inside it.
+  foreach(case IN ITEMS dead_network_link_named_from_the_plugin
+                        dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger
+                        dead_link_inside_a_node_named_from_the_debugger
+                        dead_rank_named_from_its_kernel_channels_without_the_debugger)
+    hangwatch_e2e_test(profiler_verdict.two_nodes.${case} test_profiler_verdict.TwoNodes.test_${case} 240)
+  endforeach()
+  foreach(t IN ITEMS eight_ranks_dead_link two_nodes.dead_network_link_named_from_the_plugin
+                     two_nodes.dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger
+                     two_nodes.dead_link_inside_a_node_named_from_the_debugger
+                     two_nodes.dead_rank_named_from_its_kernel_channels_without_the_debugger)
+    set_property(TEST e2e.profiler_verdict.${t} APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)
+  endforeach()
 endif()

@@ -46,6 +46,8 @@ SCENARIOS = {
                       ""),
     "py-dead-link": (4, "python_train", [], "dead-link=2->3@op=6"),
     "dead-link-8": (8, "ring_train", [], "dead-link=5->6@op=8"),
+    "dead-link-8-3to4": (8, "ring_train", [], "dead-link=3->4@op=8"),
+    "dead-rank-8": (8, "ring_train", [], "dead-rank=5@op=8"),
     "dead-rank-6": (6, "ring_train", [], "dead-rank=3@op=6"),
     "host-loop-6": (6, "ring_train", ["--stall-rank", "4", "--stall-at-step", "4", "--stall-kind", "host-loop"], ""),
     "mismatch-8": (8, "ring_train", ["--mismatch-rank", "6", "--mismatch-at-step", "4"], ""),
@@ -68,10 +70,21 @@ def dumps_complete(job_dir, nranks):
 LAUNCHERS = {"mpirun": None, "torchrun": torchrun_like, "srun": srun_like}
 
 
-def run_hung_job(name, dump_root, launcher="mpirun", wait_s=240, extra_env=None):
+AS_NODE = Path(__file__).resolve().parent / "launchers" / "as_node.py"
+
+
+def can_run_as_nodes():
+    """Whether this machine lets a rank take a hostname of its own (a UTS namespace: root)."""
+    probe = subprocess.run([sys.executable, str(AS_NODE), "1", "--", "true"], capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+def run_hung_job(name, dump_root, launcher="mpirun", wait_s=240, extra_env=None, ranks_per_node=None):
     """Runs scenario `name` in abort mode under `launcher` until the launcher returns; returns
     (job_dir, job output, launcher exit code or None when it was still running after wait_s).
-    Under torchrun and srun the job id comes from the launcher (TORCHELASTIC_RUN_ID, SLURM_JOB_ID)."""
+    Under torchrun and srun the job id comes from the launcher (TORCHELASTIC_RUN_ID, SLURM_JOB_ID).
+    `ranks_per_node`: each rank runs as host node-<rank // N> (launchers/as_node.py), so the job
+    spans several machines as NCCL and the report see them."""
     nranks, program, args, faults = SCENARIOS[name]
     env = watchdog_env(dump_root, faults=faults)
     env["HANGWATCH_ON_HANG"] = "abort"
@@ -84,7 +97,11 @@ def run_hung_job(name, dump_root, launcher="mpirun", wait_s=240, extra_env=None)
         env["HANGWATCH_JOB_ID"] = ""
         job_id = "4242"
     env.update(extra_env or {})
-    with MpiJob(nranks, job_argv(program, args, 50), env=env, program=program, launcher=prefix) as job:
+    argv = job_argv(program, args, 50)
+    if ranks_per_node:
+        env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
+        argv = [sys.executable, str(AS_NODE), str(ranks_per_node), "--", *argv]
+    with MpiJob(nranks, argv, env=env, program=program, launcher=prefix) as job:
         code = job.wait_exit(wait_s)
         return Path(dump_root) / job_id, job.output(), code
 

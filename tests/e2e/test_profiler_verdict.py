@@ -12,7 +12,7 @@ import report_jobs
 from e2e_case import E2ECase
 
 
-class SnapshotsOnly(E2ECase):
+class VerdictCase(E2ECase):
     def setUp(self):
         for binary in (report_jobs.hangwatch_lib(), report_jobs.forensics_binary()):
             if not Path(binary).exists():
@@ -20,19 +20,22 @@ class SnapshotsOnly(E2ECase):
         self.root = tempfile.mkdtemp(prefix="hangwatch-profiler-verdict-")
         self.addCleanup(shutil.rmtree, self.root, True)
 
-    def verdict(self, scenario, **env):
-        job_dir, out, code = report_jobs.run_hung_job(scenario, self.root,
-                                                      extra_env={"HANGWATCH_COLLECT": "0", **env})
+    def verdict(self, scenario, collect=False, ranks_per_node=None, **env):
+        job_dir, out, code = report_jobs.run_hung_job(scenario, self.root, ranks_per_node=ranks_per_node,
+                                                      extra_env={"HANGWATCH_COLLECT": "1" if collect else "0", **env})
         self.assertIsNotNone(code, f"the job never aborted\n{out[-3000:]}")
         nranks = report_jobs.SCENARIOS[scenario][0]
         ranks = job_dir / "ranks"
         for r in range(nranks):
             self.assertTrue((ranks / f"r{r:05d}.watchdog.json").exists(), out[-3000:])
-            self.assertFalse((ranks / f"r{r:05d}.forensics.json").exists(), "the collector was off")
-        code, stdout, stderr = report_jobs.report(job_dir, "json", ("--wait", "0"))
+            self.assertEqual((ranks / f"r{r:05d}.forensics.json").exists(), collect, "HANGWATCH_COLLECT")
+        code, stdout, stderr = report_jobs.report(job_dir, "json", ("--wait", "60" if collect else "0"))
         self.assertEqual(code, 0, stderr)
         return json.loads(stdout)["verdict"]
 
+
+
+class SnapshotsOnly(VerdictCase):
     def test_eight_ranks_dead_link_named_from_the_snapshots(self):
         v = self.verdict("dead-link-8", SIMGPU_RANKS_PER_NODE="1")
         context = json.dumps(v, indent=1)
@@ -40,3 +43,53 @@ class SnapshotsOnly(E2ECase):
         self.assertEqual(v["culprit_link"], {"from": 5, "to": 6}, context)
         self.assertEqual(v["source"], "profiler", context)
         self.assertTrue(v["confident"], context)
+
+
+class TwoNodes(VerdictCase):
+    """8 ranks on two machines, node-0 (ranks 0-3) and node-1 (4-7): each rank gets its own
+    hostname (launchers/as_node.py), so simnccl groups them into nodes by hostname as NCCL
+    does. The ring 0 -> ... -> 7 -> 0 crosses the network at 3 -> 4 and 7 -> 0 only; the
+    links inside a node are P2P and report nothing to the profiler."""
+
+    def setUp(self):
+        super().setUp()
+        if not report_jobs.can_run_as_nodes():
+            self.skipTest("a rank cannot take a hostname of its own here (needs root for a UTS namespace)")
+
+    def two_nodes(self, scenario, collect=False):
+        v = self.verdict(scenario, collect=collect, ranks_per_node=4)
+        return v, json.dumps(v, indent=1)
+
+    def test_dead_network_link_named_from_the_plugin(self):
+        v, context = self.two_nodes("dead-link-8-3to4")
+        self.assertEqual(v["kind"], "communication-hang", context)
+        self.assertEqual(v["culprit_link"], {"from": 3, "to": 4}, context)
+        self.assertEqual(v["source"], "profiler", context)
+        self.assertTrue(v["confident"], context)
+        self.assertIn("node-0", v["headline"], context)
+        self.assertIn("node-1", v["headline"], context)
+
+    def test_dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger(self):
+        v, context = self.two_nodes("dead-link-8")  # 5 -> 6, inside node-1
+        self.assertEqual(v["kind"], "inconclusive", context)
+        self.assertFalse(v["confident"], context)
+        self.assertIsNone(v["culprit_link"], context)
+        self.assertIn("no per-link data for links inside a node", v["reason"], context)
+        self.assertIn("node-1", v["reason"], context)
+        self.assertEqual([s["ranks"] for s in v["suspects"]], [[4, 5, 6, 7]], context)
+
+    def test_dead_link_inside_a_node_named_from_the_debugger(self):
+        v, context = self.two_nodes("dead-link-8", collect=True)
+        self.assertEqual(v["kind"], "communication-hang", context)
+        self.assertEqual(v["culprit_link"], {"from": 5, "to": 6}, context)
+        self.assertEqual(v["source"], "debugger and profiler", context)
+        self.assertTrue(v["confident"], context)
+        self.assertTrue(any("agree" in e and "ranks 4, 5, 6 and 7" in e for e in v["evidence"]), context)
+
+    def test_dead_rank_named_from_its_kernel_channels_without_the_debugger(self):
+        v, context = self.two_nodes("dead-rank-8")  # rank 5, inside node-1
+        self.assertEqual(v["kind"], "communication-hang", context)
+        self.assertEqual(v["culprit_ranks"], [5], context)
+        self.assertIsNone(v["culprit_link"], context)
+        self.assertEqual(v["source"], "profiler", context)
+        self.assertTrue(any("kernel channels" in e and "never stopped" in e for e in v["evidence"]), context)
