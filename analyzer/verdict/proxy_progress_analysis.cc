@@ -30,17 +30,6 @@ EndState recvState(const ProxyEnd* e) {
   return EndState::kIdle;
 }
 
-uint64_t hexId(const std::string& hex) {
-  if (hex.empty() || hex.size() > 16) return 0;
-  uint64_t v = 0;
-  for (char c : hex) {
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return 0;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  return v;
-}
-
 std::string ago(float s) {
   if (s < 0) return "never";
   char b[32];
@@ -118,7 +107,7 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
     return f;
   }
   f.nccl_comm = std::max_element(ids.begin(), ids.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-  const uint64_t id = hexId(f.nccl_comm);
+  const uint64_t id = ncclIdValue(f.nccl_comm);
   f.nccl_comm_id = id;
 
   std::map<std::tuple<int, int, int>, Ends> ends;  // (channel, from, to), global ranks

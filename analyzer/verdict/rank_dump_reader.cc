@@ -1,5 +1,6 @@
 #include "hangwatch/verdict/rank_dump_reader.h"
 
+#include <charconv>
 #include <set>
 #include <string_view>
 
@@ -20,17 +21,6 @@ std::string parseProblem(const nlohmann::json& j, std::string_view text) {
   return "";
 }
 
-uint64_t hexId(const std::string& hex) {
-  if (hex.empty() || hex.size() > 16) return 0;
-  uint64_t v = 0;
-  for (char c : hex) {
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    if (d < 0) return 0;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  return v;
-}
-
 // Keeps the profiler's view of the communicators this rank has a collective pending on.
 void takeProgress(RankSummary& s, const SnapshotProgress& p) {
   s.has_progress = true;
@@ -38,14 +28,14 @@ void takeProgress(RankSummary& s, const SnapshotProgress& p) {
   for (const SnapshotPendingOp& op : s.pending) {
     if (op.comm.empty()) continue;
     for (const SnapshotComm& c : s.comms)
-      if (c.hash == op.comm && !c.nccl_id.empty()) wanted.insert(hexId(c.nccl_id));
+      if (c.hash == op.comm && !c.nccl_id.empty()) wanted.insert(ncclIdValue(c.nccl_id));
   }
   for (const SnapshotHostCall& h : s.host_calls) {
     for (const SnapshotComm& c : s.comms)
-      if (!h.comm.empty() && c.hash == h.comm && !c.nccl_id.empty()) wanted.insert(hexId(c.nccl_id));
+      if (!h.comm.empty() && c.hash == h.comm && !c.nccl_id.empty()) wanted.insert(ncclIdValue(c.nccl_id));
   }
   for (const SnapshotProxyConnection& c : p.connections) {
-    const uint64_t id = hexId(c.nccl_comm);
+    const uint64_t id = ncclIdValue(c.nccl_comm);
     if (!wanted.count(id) || (c.dir != "send" && c.dir != "recv")) continue;
     ProxyEnd e;
     e.nccl_comm = id;
@@ -63,7 +53,7 @@ void takeProgress(RankSummary& s, const SnapshotProgress& p) {
     s.proxy_ends.push_back(e);
   }
   for (const SnapshotKernelChannel& k : p.kernel_channels) {
-    const uint64_t id = hexId(k.nccl_comm);
+    const uint64_t id = ncclIdValue(k.nccl_comm);
     if (wanted.count(id))
       s.kernel_channels.push_back(
           {id, k.channel, k.started, k.stopped, k.started_s_ago ? static_cast<float>(*k.started_s_ago) : -1.0f});
@@ -90,6 +80,13 @@ void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
 }
 
 }  // namespace
+
+uint64_t ncclIdValue(const std::string& hex) {
+  uint64_t v = 0;
+  if (hex.empty() || hex.size() > 16) return 0;
+  auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), v, 16);
+  return ec == std::errc() && end == hex.data() + hex.size() ? v : 0;
+}
 
 void RankDumpReader::addSnapshotText(RankSummary& s, std::string_view text) {
   std::string padded(text);

@@ -17,6 +17,10 @@ namespace hangwatch::verdict {
 
 // One end of a network connection of a communicator this rank had a collective pending on,
 // from the snapshot's profiler progress (NCCL's ProxyOp/ProxyStep events).
+// NCCL's commHash as the snapshot writes it (comms[].nccl_id, 16 hex digits) -> its value;
+// 0 for anything else.
+uint64_t ncclIdValue(const std::string& hex);
+
 struct ProxyEnd {
   uint64_t nccl_comm = 0;  // NCCL's commHash
   int comm_rank = -1;      // this rank in the communicator
