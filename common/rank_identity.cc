@@ -1,5 +1,7 @@
 #include "hangwatch/rank_identity.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -43,6 +45,12 @@ RankIdentity detectRankIdentity(const EnvLookup& env) {
     return id;
   }
   return id;
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
 }
 
 }  // namespace hangwatch

@@ -78,12 +78,6 @@ std::string addressHex(uintptr_t handle) {
 
 }  // namespace
 
-std::string hostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
-
 std::optional<int> snapshotRank(const RankIdentity& launcher, CommTable& comms) {
   if (launcher.rank) return launcher.rank;
   auto view = comms.view();

@@ -37,6 +37,5 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in);
 // The launcher's rank, else the rank in the first communicator this process joined.
 std::optional<int> snapshotRank(const RankIdentity& launcher, CommTable& comms);
 
-std::string hostName();
 
 }  // namespace hangwatch::watchdog

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_identity.h"
 
 namespace hangwatch::verdict {
 namespace fs = std::filesystem;
@@ -28,12 +29,6 @@ int rankOfStateFile(const std::string& name) {
 
 }  // namespace
 
-std::string thisHostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
-
 double wallClockNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -46,7 +41,7 @@ bool stillCollecting(const RankState& s, double now_unix_s, const std::string& t
 
 CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s, const std::vector<int>* only) {
   CollectionStatus status;
-  std::string host = thisHostName();
+  std::string host = hostName();
   auto look = [&](int rank, const std::string& path) {
     Expected<RankState> s = readRankState(path);
     if (!s || !stillCollecting(*s, now_unix_s, host)) return;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_identity.h"
 #include "hangwatch/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
 #include "hangwatch/verdict/rank_dump_reader.h"
@@ -239,7 +240,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
 
   dropForeignRanks(job, read);
   const double now = wallClockNow();
-  const std::string host = thisHostName();
+  const std::string host = hostName();
   for (RankSummary& s : read) {
     s.collecting = s.state && stillCollecting(*s.state, now, host);
     if (s.collecting) job.ranks_collecting.push_back(s.rank);

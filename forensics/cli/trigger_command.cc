@@ -7,6 +7,7 @@
 
 #include "hangwatch/atomic_file.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_identity.h"
 #include "hangwatch/trigger_beacon.h"
 #include "hangwatch/trigger_record.h"
 
@@ -28,9 +29,7 @@ int TriggerCommand::run(const std::vector<std::string>& args) {
   if (args.size() != 1) return usageError(args.empty() ? "missing <job-dir>" : "expected one <job-dir>");
   if (!args[0].empty() && args[0][0] == '-') return usageError("unknown option '" + args[0] + "'");
   TriggerRecord t;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  t.host = host;
+  t.host = hostName();
   t.pid = ::getpid();
   t.time_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   t.reason = "manual";

@@ -17,6 +17,7 @@
 #include "hangwatch/forensics/remote_unwinder.h"
 #include "hangwatch/forensics/wait_manager.h"
 #include "hangwatch/job_layout.h"
+#include "hangwatch/rank_identity.h"
 #include "hangwatch/rank_state.h"
 
 namespace hangwatch::forensics {
@@ -41,12 +42,6 @@ class PhaseTimer {
   Clock::time_point start_;
   size_t index_ = 0;
 };
-
-std::string hostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
 
 // Turns a refused attach into a sentence that says whose fault it is.
 std::string explainAttachFailure(const std::string& error, const ProcSnapshot& proc) {

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "hangwatch/rank_identity.h"
 #include "hangwatch/rank_state.h"
 #include "hangwatch/verdict/collection_status.h"
 
@@ -34,7 +35,7 @@ void writeState(const std::string& dir, int rank, hangwatch::DumpPhase phase, in
   s.phase = phase;
   s.pid = pid;
   s.collector_pid = collector_pid;
-  s.host = hangwatch::verdict::thisHostName();
+  s.host = hangwatch::hostName();
   s.deadline_unix_s = hangwatch::verdict::wallClockNow() + deadline_in_s;
   REQUIRE(hangwatch::writeFileAtomically(hangwatch::rankStatePath(dir, rank), toJson(s).dump()).ok());
 }

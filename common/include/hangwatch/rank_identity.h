@@ -20,4 +20,7 @@ using EnvLookup = std::function<const char*(const char*)>;
 // `env` defaults to getenv; tests pass their own.
 RankIdentity detectRankIdentity(const EnvLookup& env = nullptr);
 
+// This machine's name as every dump records it (gethostname); "" when it cannot be had.
+std::string hostName();
+
 }  // namespace hangwatch

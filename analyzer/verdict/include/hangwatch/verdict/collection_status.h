@@ -21,7 +21,6 @@ struct CollectionStatus {
 CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s,
                                       const std::vector<int>* only = nullptr);
 
-std::string thisHostName();
 double wallClockNow();
 
 }  // namespace hangwatch::verdict
