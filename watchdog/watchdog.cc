@@ -27,9 +27,7 @@
 #include "term_deferral.h"
 #include "trigger_watcher.h"
 #include "watchdog_log.h"
-#ifdef HANGWATCH_WITH_METRICS
 #include "metrics_windows.h"
-#endif
 
 namespace hangwatch::watchdog {
 namespace {
@@ -271,7 +269,6 @@ void Watchdog::abortCommunicators() {
 
 void Watchdog::pollLoop() {
   WatchdogLog& log = WatchdogLog::instance();
-#ifdef HANGWATCH_WITH_METRICS
   std::unique_ptr<MetricsWindows> metrics;
   auto startMetrics = [&] {
     std::optional<int> rank = snapshotRank(launcher_, comms_);
@@ -299,9 +296,6 @@ void Watchdog::pollLoop() {
       std::atexit(&Watchdog::onExit);
     }
   }, &kernelName);
-#else
-  OpPoller poller(event_api_, timers_, comms_, nullptr, &kernelName);
-#endif
   HangDetector detector(config_.timeoutNs());
   if (auto share = NodeShare::attach(config_.job_dir)) {
     node_ = std::move(*share);
@@ -345,13 +339,11 @@ void Watchdog::pollLoop() {
       log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
     else
       log.info(std::string(detected_here ? "hang detected" : "TRIGGER.json seen") + "; snapshot " + path);
-#ifdef HANGWATCH_WITH_METRICS
     startMetrics();
     if (metrics) {
       metrics->markHang();
       metrics->flush(now_ns);
     }
-#endif
     HangResponse response;
     response.on_hang = config_.on_hang;
     response.collect = config_.collect;
@@ -397,10 +389,8 @@ void Watchdog::pollLoop() {
       while (issued_.tryPop(&op)) poller.accept(op);
       HostSync sync;
       while (host_syncs_.tryPop(&sync)) {
-#ifdef HANGWATCH_WITH_METRICS
         startMetrics();
         if (metrics) metrics->recordHostSync(sync);
-#endif
       }
       timers_.forEach([&](DeviceTimer& t) {
         t.keepCalibrated(now, kRecalibrateNs);
@@ -453,9 +443,7 @@ void Watchdog::pollLoop() {
           completion_announced = trigger.jobComplete(now);
         }
       }
-#ifdef HANGWATCH_WITH_METRICS
       if (metrics) metrics->maybeFlush(now);
-#endif
     } catch (const std::exception& e) {
       log.failureOnce(std::string("poller:") + e.what(), std::string("poller pass failed: ") + e.what());
     }
@@ -471,11 +459,9 @@ void Watchdog::pollLoop() {
   } catch (const std::exception& e) {
     log.failureOnce(std::string("poller:") + e.what(), std::string("last poller pass failed: ") + e.what());
   }
-#ifdef HANGWATCH_WITH_METRICS
   if (metrics) metrics->flush(monotonicNs());
   // Before onExit stops waiting: the Prometheus textfile of a finished rank goes away here.
   metrics.reset();
-#endif
   poller_done_.store(true, std::memory_order_release);
 }
 

@@ -2,14 +2,10 @@
 
 #include <vector>
 
-#ifdef HANGWATCH_HAVE_PYSTACKS
 #include "../python/python_stacks.h"
 #include "hangwatch/stackmerge/thread_merge.h"
-#endif
 
 namespace hangwatch::forensics {
-
-#ifdef HANGWATCH_HAVE_PYSTACKS
 
 struct PythonStackSource::Snapshot {
   PythonProcessStacks stacks;
@@ -55,18 +51,6 @@ size_t PythonStackSource::unmatchedThreads() const {
   for (bool c : snapshot_->claimed) n += c ? 0 : 1;
   return n;
 }
-
-#else
-
-struct PythonStackSource::Snapshot {};
-
-bool PythonStackSource::available() { return false; }
-Expected<bool> PythonStackSource::read(pid_t) { return Error{"this build has no Python stack reader (forensics/python)"}; }
-std::string PythonStackSource::version() const { return ""; }
-bool PythonStackSource::mergeInto(ThreadStack&, uint64_t) const { return false; }
-size_t PythonStackSource::unmatchedThreads() const { return 0; }
-
-#endif
 
 PythonStackSource::PythonStackSource() = default;
 PythonStackSource::~PythonStackSource() = default;
