@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <random>
 
+#include <fmt/format.h>
+
 namespace hangwatch {
 namespace {
 
@@ -38,7 +40,7 @@ Expected<bool> ensureParent(const std::string& path) {
 // Creates the temporary file, making the parent directories only when they are missing: on
 // shared storage every stat() of an existing directory is one more metadata round trip.
 Expected<int> createTemporary(const std::string& path, std::string& tmp) {
-  tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
+  tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), std::random_device{}());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 && errno == ENOENT) {
     if (auto p = ensureParent(path); !p) return Error{p.error()};

@@ -2,8 +2,9 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
+
+#include <fmt/format.h>
 
 namespace hangwatch {
 namespace {
@@ -30,7 +31,7 @@ std::string jobIdFromEnv(const EnvLookup& env) {
   for (const char* name : {"HANGWATCH_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid"}) {
     if (const char* v = lookup(env, name)) return sanitize(v);
   }
-  return "local-" + std::to_string(static_cast<long>(getsid(0)));
+  return fmt::format("local-{}", getsid(0));
 }
 
 std::string jobDirFromEnv(const EnvLookup& env) {
@@ -45,9 +46,7 @@ std::string triggerPath(const std::string& job_dir) { return job_dir + "/TRIGGER
 std::string triggerBeaconPath(const std::string& job_dir) { return job_dir + "/TRIGGER.beacon"; }
 
 std::string rankTag(int rank) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "r%05d", rank);
-  return buf;
+  return fmt::format("r{:05d}", rank);
 }
 
 std::string watchdogSnapshotPath(const std::string& job_dir, int rank) {
@@ -63,7 +62,7 @@ std::string rankStatePath(const std::string& job_dir, int rank) {
 }
 
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid) {
-  return job_dir + "/ranks/p" + std::to_string(static_cast<long>(pid)) + ".forensics.json";
+  return fmt::format("{}/ranks/p{}.forensics.json", job_dir, pid);
 }
 
 std::string metricsPath(const std::string& job_dir, int rank) {

@@ -5,9 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "hangwatch/job_layout.h"
 
@@ -80,17 +81,11 @@ bool TriggerBeacon::triggerFileExists() const {
 }
 
 std::string beaconTriggerLine(int rank, const std::string& host, int64_t pid, double time_unix_s) {
-  char line[512];
-  std::snprintf(line, sizeof line, "triggered rank=%d host=%s pid=%lld time=%.3f", rank, host.c_str(),
-                static_cast<long long>(pid), time_unix_s);
-  return line;
+  return fmt::format("triggered rank={} host={} pid={} time={:.3f}", rank, host, pid, time_unix_s);
 }
 
 std::string beaconCompleteLine(int ranks_done, int ranks_given_up, double time_unix_s) {
-  char line[160];
-  std::snprintf(line, sizeof line, "complete ranks_done=%d ranks_given_up=%d time=%.3f", ranks_done, ranks_given_up,
-                time_unix_s);
-  return line;
+  return fmt::format("complete ranks_done={} ranks_given_up={} time={:.3f}", ranks_done, ranks_given_up, time_unix_s);
 }
 
 BeaconState parseBeacon(const std::string& text, int64_t base) {
