@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "hangwatch/forensics/scoped_fd.h"
+#include "hangwatch/scoped_fd.h"
 
 namespace hangwatch::forensics {
 namespace {

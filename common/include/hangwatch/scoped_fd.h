@@ -2,7 +2,7 @@
 // Owns one file descriptor: closed when the owner goes away, on every path.
 #include <utility>
 
-namespace hangwatch::forensics {
+namespace hangwatch {
 
 class ScopedFd {
  public:
@@ -23,4 +23,4 @@ class ScopedFd {
   int fd_ = -1;
 };
 
-}  // namespace hangwatch::forensics
+}  // namespace hangwatch

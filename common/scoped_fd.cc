@@ -1,8 +1,8 @@
-#include "hangwatch/forensics/scoped_fd.h"
+#include "hangwatch/scoped_fd.h"
 
 #include <unistd.h>
 
-namespace hangwatch::forensics {
+namespace hangwatch {
 
 ScopedFd& ScopedFd::operator=(ScopedFd&& other) noexcept {
   if (this != &other) {
@@ -17,4 +17,4 @@ void ScopedFd::close() {
   fd_ = -1;
 }
 
-}  // namespace hangwatch::forensics
+}  // namespace hangwatch
