@@ -50,15 +50,15 @@ std::string rankTag(int rank) {
 }
 
 std::string watchdogSnapshotPath(const std::string& job_dir, int rank) {
-  return job_dir + "/ranks/" + rankTag(rank) + ".watchdog.json";
+  return fmt::format("{}/ranks/{}.watchdog.json", job_dir, rankTag(rank));
 }
 
 std::string forensicsDumpPath(const std::string& job_dir, int rank) {
-  return job_dir + "/ranks/" + rankTag(rank) + ".forensics.json";
+  return fmt::format("{}/ranks/{}.forensics.json", job_dir, rankTag(rank));
 }
 
 std::string rankStatePath(const std::string& job_dir, int rank) {
-  return job_dir + "/ranks/" + rankTag(rank) + ".state.json";
+  return fmt::format("{}/ranks/{}.state.json", job_dir, rankTag(rank));
 }
 
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid) {
@@ -66,9 +66,37 @@ std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid) {
 }
 
 std::string metricsPath(const std::string& job_dir, int rank) {
-  return job_dir + "/metrics/" + rankTag(rank) + ".jsonl";
+  return fmt::format("{}/metrics/{}.jsonl", job_dir, rankTag(rank));
+}
+
+std::string timelinePath(const std::string& job_dir, int rank) {
+  return fmt::format("{}/timeline/{}.json", job_dir, rankTag(rank));
 }
 
 std::string reportDir(const std::string& job_dir) { return job_dir + "/report"; }
+std::string ranksDir(const std::string& job_dir) { return job_dir + "/ranks"; }
+std::string metricsDir(const std::string& job_dir) { return job_dir + "/metrics"; }
+std::string timelineDir(const std::string& job_dir) { return job_dir + "/timeline"; }
+
+std::optional<RankFile> parseRankFileName(std::string_view name) {
+  static constexpr std::pair<std::string_view, RankFileKind> kSuffixes[] = {
+      {".watchdog.json", RankFileKind::kWatchdogSnapshot}, {".forensics.json", RankFileKind::kForensicsDump},
+      {".state.json", RankFileKind::kRankState},           {".jsonl", RankFileKind::kMetrics},
+      {".json", RankFileKind::kTimeline}};
+  if (name.size() < 2 || name[0] != 'r') return std::nullopt;
+  size_t digits = 1;
+  int rank = 0;
+  while (digits < name.size() && digits <= 9 && name[digits] >= '0' && name[digits] <= '9')
+    rank = rank * 10 + (name[digits++] - '0');
+  if (digits == 1) return std::nullopt;
+  const std::string_view rest = name.substr(digits);
+  for (const auto& [suffix, kind] : kSuffixes)
+    if (rest == suffix) return RankFile{rank, kind};
+  return std::nullopt;
+}
+
+bool isDumpByHandName(std::string_view name) {
+  return name.size() > 1 && name[0] == 'p' && name.ends_with(".forensics.json");
+}
 
 }  // namespace hangwatch

@@ -7,7 +7,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "hangwatch/job_layout.h"
 #include "hangwatch/json_fields.h"
 
 namespace hangwatch {
@@ -124,10 +123,6 @@ Expected<TimelineWindow> readTimelineFile(const std::string& path) {
   Expected<TimelineWindow> w = timelineWindowFromJson(j);
   if (!w) return Error{path + ": " + w.error()};
   return w;
-}
-
-std::string timelinePath(const std::string& job_dir, int rank) {
-  return job_dir + "/timeline/" + rankTag(rank) + ".json";
 }
 
 double timelineUnixUs(const TimelineWindow& w, int64_t mono_ns) {

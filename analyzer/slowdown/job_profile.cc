@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 #include <set>
 
 #include "hangwatch/job_layout.h"
@@ -13,18 +12,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Rank numbers of the files named rNNNNN<suffix> in `dir`.
-std::set<int> ranksWithFiles(const fs::path& dir, const std::string& suffix) {
+// Rank numbers of the files of `kind` in `dir`.
+std::set<int> ranksWithFiles(const std::string& dir, RankFileKind kind) {
   std::set<int> out;
   std::error_code ec;
-  static const std::regex name("r([0-9]+)");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string file = entry.path().filename().string();
-    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    std::smatch m;
-    std::string stem = file.substr(0, file.size() - suffix.size());
-    if (std::regex_match(stem, m, name)) out.insert(std::stoi(m[1]));
+    std::optional<RankFile> f = parseRankFileName(entry.path().filename().string());
+    if (f && f->kind == kind) out.insert(f->rank);
   }
   return out;
 }
@@ -52,12 +46,12 @@ std::vector<std::pair<int, int>> CommunicatorInfo::ringLinks() const {
 Expected<JobProfile> JobProfile::load(const std::string& job_dir) {
   JobProfile job;
   job.job_dir_ = job_dir;
-  const fs::path metrics_dir = fs::path(job_dir) / "metrics";
+  const std::string metrics_dir = metricsDir(job_dir);
   std::error_code ec;
   if (!fs::is_directory(job_dir, ec)) return Error{job_dir + " is not a directory"};
   if (!fs::is_directory(metrics_dir, ec)) return Error{"no metrics/ in " + job_dir + " (was the watchdog loaded?)"};
-  const std::set<int> metric_ranks = ranksWithFiles(metrics_dir, ".jsonl");
-  const std::set<int> timeline_ranks = ranksWithFiles(fs::path(job_dir) / "timeline", ".json");
+  const std::set<int> metric_ranks = ranksWithFiles(metrics_dir, RankFileKind::kMetrics);
+  const std::set<int> timeline_ranks = ranksWithFiles(timelineDir(job_dir), RankFileKind::kTimeline);
   for (int rank : metric_ranks) {
     Expected<MetricsFile> file = readMetricsFile(metricsPath(job_dir, rank));
     if (!file) {

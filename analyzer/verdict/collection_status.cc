@@ -18,15 +18,6 @@ namespace {
 
 bool alive(int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
-// "r00007.state.json" -> 7, else -1.
-int rankOfStateFile(const std::string& name) {
-  constexpr std::string_view kSuffix = ".state.json";
-  if (name.size() <= kSuffix.size() + 1 || name[0] != 'r' || !name.ends_with(kSuffix)) return -1;
-  std::string digits = name.substr(1, name.size() - 1 - kSuffix.size());
-  if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoi(digits);
-}
-
 }  // namespace
 
 double wallClockNow() {
@@ -53,11 +44,11 @@ CollectionStatus readCollectionStatus(const std::string& job_dir, double now_uni
     return status;
   }
   std::error_code ec;
-  fs::path ranks = fs::path(job_dir) / "ranks";
+  fs::path ranks = ranksDir(job_dir);
   if (!fs::is_directory(ranks, ec)) return status;
   for (const fs::directory_entry& e : fs::directory_iterator(ranks, ec)) {
-    int rank = rankOfStateFile(e.path().filename().string());
-    if (rank >= 0) look(rank, e.path().string());
+    std::optional<RankFile> f = parseRankFileName(e.path().filename().string());
+    if (f && f->kind == RankFileKind::kRankState) look(f->rank, e.path().string());
   }
   std::sort(status.collecting.begin(), status.collecting.end());
   return status;

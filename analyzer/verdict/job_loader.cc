@@ -42,21 +42,6 @@ std::string RankSummary::lacking(const std::string& comm) const {
 
 namespace {
 
-// "r00007.watchdog.json" -> 7; -1 for anything else (temporary files, p<PID> dumps).
-int rankOfFileName(const std::string& name) {
-  if (name.size() < 2 || name[0] != 'r') return -1;
-  size_t i = 1;
-  long rank = 0;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && i < 10) {
-    rank = rank * 10 + (name[i] - '0');
-    ++i;
-  }
-  if (i == 1) return -1;
-  std::string rest = name.substr(i);
-  if (rest != ".watchdog.json" && rest != ".forensics.json" && rest != ".state.json") return -1;
-  return static_cast<int>(rank);
-}
-
 std::string rangesText(const std::vector<int>& sorted) {
   stackmerge::RankSet set;
   for (int r : sorted) set.insert(r);
@@ -203,20 +188,23 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
 
   std::set<int> rank_set;
   std::vector<std::string> by_hand;
-  fs::path ranks_dir = fs::path(job_dir) / "ranks";
+  fs::path ranks_dir = ranksDir(job_dir);
   if (fs::is_directory(ranks_dir, ec)) {
     for (const fs::directory_entry& e : fs::directory_iterator(ranks_dir, ec)) {
       std::string name = e.path().filename().string();
-      int r = rankOfFileName(name);
-      if (r >= 0) rank_set.insert(r);
-      else if (name.size() > 1 && name[0] == 'p' && name.ends_with(".forensics.json")) by_hand.push_back(name);
+      std::optional<RankFile> f = parseRankFileName(name);
+      if (f && (f->kind == RankFileKind::kWatchdogSnapshot || f->kind == RankFileKind::kForensicsDump ||
+                f->kind == RankFileKind::kRankState))
+        rank_set.insert(f->rank);
+      else if (isDumpByHandName(name))
+        by_hand.push_back(name);
     }
   }
   if (!by_hand.empty()) {
     job.problems.push_back(std::to_string(by_hand.size()) +
                            " collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used");
   }
-  fs::path metrics_dir = fs::path(job_dir) / "metrics";
+  fs::path metrics_dir = metricsDir(job_dir);
   if (fs::is_directory(metrics_dir, ec)) {
     for (const fs::directory_entry& e : fs::directory_iterator(metrics_dir, ec)) {
       if (e.path().extension() == ".jsonl") ++job.metrics_files;

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -42,6 +44,32 @@ TEST_CASE("DumpPathsMatchTheContractLayout") {
   CHECK(hangwatch::metricsPath(job, 0) == "/shared/dumps/9/metrics/r00000.jsonl");
   CHECK(hangwatch::rankStatePath(job, 7) == "/shared/dumps/9/ranks/r00007.state.json");
   CHECK(hangwatch::triggerBeaconPath(job) == "/shared/dumps/9/TRIGGER.beacon");
+  CHECK(hangwatch::timelinePath(job, 3) == "/shared/dumps/9/timeline/r00003.json");
+}
+
+TEST_CASE("RankFileNamesAreRecognisedFromTheNameTheWriterGives") {
+  using hangwatch::RankFileKind;
+  const std::string job = "/j";
+  const std::pair<std::string, RankFileKind> written[] = {
+      {hangwatch::watchdogSnapshotPath(job, 7), RankFileKind::kWatchdogSnapshot},
+      {hangwatch::forensicsDumpPath(job, 123456), RankFileKind::kForensicsDump},
+      {hangwatch::rankStatePath(job, 0), RankFileKind::kRankState},
+      {hangwatch::metricsPath(job, 42), RankFileKind::kMetrics},
+      {hangwatch::timelinePath(job, 9), RankFileKind::kTimeline}};
+  const int ranks[] = {7, 123456, 0, 42, 9};
+  for (size_t i = 0; i < std::size(written); ++i) {
+    const std::string name = std::filesystem::path(written[i].first).filename().string();
+    auto f = hangwatch::parseRankFileName(name);
+    INFO(name);
+    REQUIRE(f);
+    CHECK(f->rank == ranks[i]);
+    CHECK(f->kind == written[i].second);
+  }
+  for (const char* other : {"r.watchdog.json", "p42.forensics.json", "r00007.watchdog.json.tmp.1.2", "r1234567890.jsonl",
+                            "x00007.jsonl", "r00007.watchdog", "r00007", "r", ""})
+    CHECK_FALSE(hangwatch::parseRankFileName(other));
+  CHECK(hangwatch::isDumpByHandName("p4242.forensics.json"));
+  CHECK_FALSE(hangwatch::isDumpByHandName("r00001.forensics.json"));
 }
 
 TEST_CASE("TriggerRecordRoundTrips") {

@@ -5,10 +5,13 @@
 //                               ranks/r00007.watchdog.json, ranks/r00007.forensics.json,
 //                               ranks/r00007.state.json (collecting / done)
 //                               metrics/r00007.jsonl
+//                               timeline/r00007.json
 //                               report/
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "hangwatch/rank_identity.h"
 
@@ -33,6 +36,22 @@ std::string rankStatePath(const std::string& job_dir, int rank);
 // A collection by hand without a rank: ranks/p<PID>.forensics.json.
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid);
 std::string metricsPath(const std::string& job_dir, int rank);
+std::string timelinePath(const std::string& job_dir, int rank);
 std::string reportDir(const std::string& job_dir);
+std::string ranksDir(const std::string& job_dir);
+std::string metricsDir(const std::string& job_dir);
+std::string timelineDir(const std::string& job_dir);
+
+// The files above named after a rank, recognised from their name alone.
+enum class RankFileKind { kWatchdogSnapshot, kForensicsDump, kRankState, kMetrics, kTimeline };
+struct RankFile {
+  int rank = -1;
+  RankFileKind kind = RankFileKind::kWatchdogSnapshot;
+};
+// "r00007.watchdog.json" -> {7, kWatchdogSnapshot}; nothing for other names (temporary
+// files, p<PID> dumps, more than 9 digits).
+std::optional<RankFile> parseRankFileName(std::string_view name);
+// ranks/p<PID>.forensics.json: a collection by hand.
+bool isDumpByHandName(std::string_view name);
 
 }  // namespace hangwatch

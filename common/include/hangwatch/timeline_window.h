@@ -57,9 +57,6 @@ nlohmann::json toJson(const TimelineWindow& w);
 Expected<TimelineWindow> timelineWindowFromJson(const nlohmann::json& j);
 Expected<TimelineWindow> readTimelineFile(const std::string& path);
 
-// <job-dir>/timeline/rNNNNN.json
-std::string timelinePath(const std::string& job_dir, int rank);
-
 // Wall-clock microseconds of a monotonic time on this window's host (Chrome trace "ts").
 double timelineUnixUs(const TimelineWindow& w, int64_t mono_ns);
 
