@@ -21,13 +21,13 @@
 #include <thread>
 #include <vector>
 
-#include "hangwatch/forensics_dump.h"
-#include "hangwatch/forensics_dump_fast_reader.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/stack_table.h"
-#include "hangwatch/stack_tree.h"
-#include "hangwatch/watchdog_snapshot.h"
-#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/stackmerge/stack_table.h"
+#include "hangwatch/stackmerge/stack_tree.h"
+#include "hangwatch/common/watchdog_snapshot.h"
+#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
 
 namespace {
 

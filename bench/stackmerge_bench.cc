@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/forensics_dump.h"
-#include "hangwatch/forensics_dump_fast_reader.h"
-#include "hangwatch/stack_tree.h"
+#include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/stackmerge/stack_tree.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "simgpu/kernel.h"
+#include "hangwatch/simgpu/kernel.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "hangwatch/atomic_file.h"
+#include "hangwatch/common/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

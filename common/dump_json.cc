@@ -1,9 +1,9 @@
 #include <exception>
 #include <stdexcept>
 
-#include "hangwatch/json_fields.h"
-#include "hangwatch/stack_frame.h"
-#include "hangwatch/trigger_record.h"
+#include "hangwatch/common/json_fields.h"
+#include "hangwatch/common/stack_frame.h"
+#include "hangwatch/common/trigger_record.h"
 
 namespace hangwatch {
 namespace {

@@ -1,9 +1,9 @@
-#include "hangwatch/forensics_dump.h"
+#include "hangwatch/common/forensics_dump.h"
 
 #include <exception>
 #include <stdexcept>
 
-#include "hangwatch/json_fields.h"
+#include "hangwatch/common/json_fields.h"
 
 namespace hangwatch {
 namespace {

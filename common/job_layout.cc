@@ -1,4 +1,4 @@
-#include "hangwatch/job_layout.h"
+#include "hangwatch/common/job_layout.h"
 
 #include <unistd.h>
 

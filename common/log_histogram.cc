@@ -1,4 +1,4 @@
-#include "hangwatch/log_histogram.h"
+#include "hangwatch/common/log_histogram.h"
 
 #include <algorithm>
 #include <cmath>

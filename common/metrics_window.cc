@@ -1,11 +1,11 @@
-#include "hangwatch/metrics_window.h"
+#include "hangwatch/common/metrics_window.h"
 
 #include <cmath>
 #include <exception>
 #include <fstream>
 #include <stdexcept>
 
-#include "hangwatch/json_fields.h"
+#include "hangwatch/common/json_fields.h"
 
 namespace hangwatch {
 namespace {

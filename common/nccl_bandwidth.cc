@@ -1,4 +1,4 @@
-#include "hangwatch/nccl_bandwidth.h"
+#include "hangwatch/common/nccl_bandwidth.h"
 
 namespace hangwatch {
 namespace {

@@ -1,4 +1,4 @@
-#include "hangwatch/nccl_conf.h"
+#include "hangwatch/common/nccl_conf.h"
 
 #include <pwd.h>
 #include <unistd.h>

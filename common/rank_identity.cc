@@ -1,4 +1,4 @@
-#include "hangwatch/rank_identity.h"
+#include "hangwatch/common/rank_identity.h"
 
 #include <unistd.h>
 

@@ -1,10 +1,10 @@
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/rank_state.h"
 
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-#include "hangwatch/json_fields.h"
+#include "hangwatch/common/json_fields.h"
 
 namespace hangwatch {
 

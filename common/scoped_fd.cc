@@ -1,4 +1,4 @@
-#include "hangwatch/scoped_fd.h"
+#include "hangwatch/common/scoped_fd.h"
 
 #include <unistd.h>
 

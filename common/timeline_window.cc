@@ -1,4 +1,4 @@
-#include "hangwatch/timeline_window.h"
+#include "hangwatch/common/timeline_window.h"
 
 #include <cstdio>
 #include <exception>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "hangwatch/json_fields.h"
+#include "hangwatch/common/json_fields.h"
 
 namespace hangwatch {
 namespace {

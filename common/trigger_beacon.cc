@@ -1,4 +1,4 @@
-#include "hangwatch/trigger_beacon.h"
+#include "hangwatch/common/trigger_beacon.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "hangwatch/job_layout.h"
+#include "hangwatch/common/job_layout.h"
 
 namespace hangwatch {
 namespace {

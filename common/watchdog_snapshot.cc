@@ -1,10 +1,10 @@
-#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 
 #include <exception>
 #include <functional>
 #include <stdexcept>
 
-#include "hangwatch/json_fields.h"
+#include "hangwatch/common/json_fields.h"
 
 namespace hangwatch {
 namespace {

@@ -1,4 +1,4 @@
-#include "hangwatch/forensics_dump_fast_reader.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
 
 #include <simdjson.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "ondemand_fields.h"
+#include "hangwatch/stackmerge/ondemand_fields.h"
 
 namespace hangwatch::stackmerge {
 namespace {

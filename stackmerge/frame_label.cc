@@ -1,4 +1,4 @@
-#include "hangwatch/frame_label.h"
+#include "hangwatch/stackmerge/frame_label.h"
 
 #include <charconv>
 

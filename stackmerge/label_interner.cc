@@ -1,4 +1,4 @@
-#include "hangwatch/label_interner.h"
+#include "hangwatch/stackmerge/label_interner.h"
 
 namespace hangwatch::stackmerge {
 

@@ -1,4 +1,4 @@
-#include "hangwatch/rank_set.h"
+#include "hangwatch/stackmerge/rank_set.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "hangwatch/stack_classifier.h"
+#include "hangwatch/stackmerge/stack_classifier.h"
 
 #include <algorithm>
 #include <map>

@@ -1,8 +1,8 @@
-#include "hangwatch/stack_table.h"
+#include "hangwatch/stackmerge/stack_table.h"
 
 #include <cstring>
 
-#include "hangwatch/frame_label.h"
+#include "hangwatch/stackmerge/frame_label.h"
 
 namespace hangwatch::stackmerge {
 

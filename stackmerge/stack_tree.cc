@@ -1,4 +1,4 @@
-#include "hangwatch/stack_tree.h"
+#include "hangwatch/stackmerge/stack_tree.h"
 
 #include <algorithm>
 

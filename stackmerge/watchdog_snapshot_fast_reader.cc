@@ -1,11 +1,11 @@
-#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
 
 #include <simdjson.h>
 
 #include <string>
 
-#include "hangwatch/forensics_dump_fast_reader.h"
-#include "ondemand_fields.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/stackmerge/ondemand_fields.h"
 
 namespace hangwatch::stackmerge {
 namespace {

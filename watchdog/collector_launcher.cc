@@ -1,4 +1,4 @@
-#include "collector_launcher.h"
+#include "hangwatch/watchdog/collector_launcher.h"
 
 #include <dlfcn.h>
 #include <sys/prctl.h>

@@ -1,12 +1,12 @@
-#include "comm_identity.h"
+#include "hangwatch/watchdog/comm_identity.h"
 
 #include <nccl.h>
 
 #include <map>
 #include <utility>
 
-#include "nccl_comm_ids.h"
-#include "real_api.h"
+#include "hangwatch/watchdog/metrics/nccl_comm_ids.h"
+#include "hangwatch/watchdog/real_api.h"
 
 namespace hangwatch::watchdog {
 

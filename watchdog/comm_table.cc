@@ -1,4 +1,4 @@
-#include "comm_table.h"
+#include "hangwatch/watchdog/comm_table.h"
 
 #include <cstdio>
 

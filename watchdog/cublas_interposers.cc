@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "monotonic_clock.h"
-#include "next_symbol.h"
-#include "real_api.h"
-#include "reentry_guard.h"
-#include "timed_call.h"
-#include "watchdog.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/next_symbol.h"
+#include "hangwatch/watchdog/real_api.h"
+#include "hangwatch/watchdog/reentry_guard.h"
+#include "hangwatch/watchdog/timed_call.h"
+#include "hangwatch/watchdog/watchdog.h"
 
 using namespace hangwatch::watchdog;
 

@@ -1,6 +1,6 @@
-#include "cuda_event_api.h"
+#include "hangwatch/watchdog/cuda_event_api.h"
 
-#include "real_api.h"
+#include "hangwatch/watchdog/real_api.h"
 
 namespace hangwatch::watchdog {
 

@@ -6,12 +6,12 @@
 
 #include <cerrno>
 
-#include "monotonic_clock.h"
-#include "next_symbol.h"
-#include "reentry_guard.h"
-#include "stream_identity.h"
-#include "timed_call.h"
-#include "watchdog.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/next_symbol.h"
+#include "hangwatch/watchdog/reentry_guard.h"
+#include "hangwatch/watchdog/stream_identity.h"
+#include "hangwatch/watchdog/timed_call.h"
+#include "hangwatch/watchdog/watchdog.h"
 
 using namespace hangwatch::watchdog;
 

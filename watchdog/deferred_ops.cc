@@ -1,4 +1,4 @@
-#include "deferred_ops.h"
+#include "hangwatch/watchdog/deferred_ops.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,7 +1,7 @@
-#include "device_timer.h"
+#include "hangwatch/watchdog/device_timer.h"
 
-#include "monotonic_clock.h"
-#include "real_api.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/real_api.h"
 
 namespace hangwatch::watchdog {
 

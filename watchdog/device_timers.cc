@@ -1,6 +1,6 @@
-#include "device_timers.h"
+#include "hangwatch/watchdog/device_timers.h"
 
-#include "device_scope.h"
+#include "hangwatch/watchdog/device_scope.h"
 
 namespace hangwatch::watchdog {
 

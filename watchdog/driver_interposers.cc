@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cstring>
 
-#include "next_symbol.h"
-#include "reentry_guard.h"
-#include "stream_identity.h"
-#include "timed_call.h"
-#include "watchdog.h"
+#include "hangwatch/watchdog/next_symbol.h"
+#include "hangwatch/watchdog/reentry_guard.h"
+#include "hangwatch/watchdog/stream_identity.h"
+#include "hangwatch/watchdog/timed_call.h"
+#include "hangwatch/watchdog/watchdog.h"
 
 // cuda.h maps cuGetProcAddress to cuGetProcAddress_v2; the driver still exports the
 // old 4-argument cuGetProcAddress as well, and both are interposed.

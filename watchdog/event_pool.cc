@@ -1,4 +1,4 @@
-#include "event_pool.h"
+#include "hangwatch/watchdog/event_pool.h"
 
 #include <string>
 

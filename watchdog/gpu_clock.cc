@@ -1,4 +1,4 @@
-#include "gpu_clock.h"
+#include "hangwatch/watchdog/gpu_clock.h"
 
 namespace hangwatch::watchdog {
 

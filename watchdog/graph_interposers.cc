@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "monotonic_clock.h"
-#include "next_symbol.h"
-#include "real_api.h"
-#include "reentry_guard.h"
-#include "stream_identity.h"
-#include "watchdog.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/next_symbol.h"
+#include "hangwatch/watchdog/real_api.h"
+#include "hangwatch/watchdog/reentry_guard.h"
+#include "hangwatch/watchdog/stream_identity.h"
+#include "hangwatch/watchdog/watchdog.h"
 
 using namespace hangwatch::watchdog;
 

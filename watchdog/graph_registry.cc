@@ -1,4 +1,4 @@
-#include "graph_registry.h"
+#include "hangwatch/watchdog/graph_registry.h"
 
 namespace hangwatch::watchdog {
 

@@ -1,4 +1,4 @@
-#include "hang_detector.h"
+#include "hangwatch/watchdog/hang_detector.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "hang_responder.h"
+#include "hangwatch/watchdog/hang_responder.h"
 
 #include <pthread.h>
 
@@ -7,10 +7,10 @@
 #include <memory>
 #include <thread>
 
-#include "hangwatch/atomic_file.h"
-#include "monotonic_clock.h"
-#include "term_deferral.h"
-#include "watchdog_log.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/term_deferral.h"
+#include "hangwatch/watchdog/watchdog_log.h"
 
 namespace hangwatch::watchdog {
 namespace {

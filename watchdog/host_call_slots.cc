@@ -1,4 +1,4 @@
-#include "host_call_slots.h"
+#include "hangwatch/watchdog/host_call_slots.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
-#include "job_completion.h"
+#include "hangwatch/watchdog/job_completion.h"
 
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_state.h"
 
 namespace hangwatch::watchdog {
 

@@ -10,15 +10,15 @@
 #include <cerrno>
 #include <memory>
 
-#include "comm_identity.h"
-#include "monotonic_clock.h"
-#include "nccl_comm_ids.h"
-#include "last_error_guard.h"
-#include "next_symbol.h"
-#include "real_api.h"
-#include "reentry_guard.h"
-#include "watchdog.h"
-#include "watchdog_log.h"
+#include "hangwatch/watchdog/comm_identity.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/metrics/nccl_comm_ids.h"
+#include "hangwatch/watchdog/last_error_guard.h"
+#include "hangwatch/watchdog/next_symbol.h"
+#include "hangwatch/watchdog/real_api.h"
+#include "hangwatch/watchdog/reentry_guard.h"
+#include "hangwatch/watchdog/watchdog.h"
+#include "hangwatch/watchdog/watchdog_log.h"
 
 using namespace hangwatch::watchdog;
 

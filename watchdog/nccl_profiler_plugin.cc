@@ -6,8 +6,8 @@
 
 #include <cstdlib>
 
-#include "metrics/profiler_chain.h"
-#include "profiler_plugin_choice.h"
+#include "hangwatch/watchdog/metrics/profiler_chain.h"
+#include "hangwatch/watchdog/profiler_plugin_choice.h"
 
 extern "C" {
 __attribute__((visibility("default"))) hangwatch::nccl_profiler::ProfilerV5 ncclProfiler_v5 =

@@ -1,4 +1,4 @@
-#include "node_share.h"
+#include "hangwatch/watchdog/node_share.h"
 
 #include <fcntl.h>
 #include <pthread.h>

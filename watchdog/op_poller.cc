@@ -1,4 +1,4 @@
-#include "op_poller.h"
+#include "hangwatch/watchdog/op_poller.h"
 
 #include <vector>
 

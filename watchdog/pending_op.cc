@@ -1,4 +1,4 @@
-#include "pending_op.h"
+#include "hangwatch/watchdog/pending_op.h"
 
 #include <nccl.h>
 

@@ -1,4 +1,4 @@
-#include "profiler_plugin_choice.h"
+#include "hangwatch/watchdog/profiler_plugin_choice.h"
 
 #include <strings.h>
 

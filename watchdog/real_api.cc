@@ -1,4 +1,4 @@
-#include "real_api.h"
+#include "hangwatch/watchdog/real_api.h"
 
 namespace hangwatch::watchdog {
 

@@ -1,4 +1,4 @@
-#include "snapshot_builder.h"
+#include "hangwatch/watchdog/snapshot_builder.h"
 
 #include <unistd.h>
 
@@ -8,9 +8,9 @@
 #include <fstream>
 #include <tuple>
 
-#include "comm_identity.h"
-#include "hang_detector.h"
-#include "monotonic_clock.h"
+#include "hangwatch/watchdog/comm_identity.h"
+#include "hangwatch/watchdog/hang_detector.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
 
 namespace hangwatch::watchdog {
 namespace {

@@ -1,4 +1,4 @@
-#include "stream_queues.h"
+#include "hangwatch/watchdog/stream_queues.h"
 
 #include <algorithm>
 

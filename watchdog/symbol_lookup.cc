@@ -1,4 +1,4 @@
-#include "symbol_lookup.h"
+#include "hangwatch/watchdog/symbol_lookup.h"
 
 #include <dlfcn.h>
 #include <link.h>

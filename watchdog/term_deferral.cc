@@ -1,4 +1,4 @@
-#include "term_deferral.h"
+#include "hangwatch/watchdog/term_deferral.h"
 
 #include <signal.h>
 #include <time.h>

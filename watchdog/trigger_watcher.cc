@@ -1,11 +1,11 @@
-#include "trigger_watcher.h"
+#include "hangwatch/watchdog/trigger_watcher.h"
 
 #include <fstream>
 #include <sstream>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/job_layout.h"
-#include "watchdog_log.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/watchdog/watchdog_log.h"
 
 namespace hangwatch::watchdog {
 

@@ -1,4 +1,4 @@
-#include "watchdog.h"
+#include "hangwatch/watchdog/watchdog.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -8,26 +8,26 @@
 #include <chrono>
 #include <thread>
 
-#include "gpu_clock.h"
-#include "hang_detector.h"
-#include "hang_responder.h"
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_state.h"
-#include "hangwatch/timeline_window.h"
-#include "device_scope.h"
-#include "job_completion.h"
-#include "last_error_guard.h"
-#include "monotonic_clock.h"
-#include "node_share.h"
-#include "op_poller.h"
-#include "real_api.h"
-#include "snapshot_builder.h"
-#include "stream_identity.h"
-#include "term_deferral.h"
-#include "trigger_watcher.h"
-#include "watchdog_log.h"
-#include "metrics_windows.h"
+#include "hangwatch/watchdog/gpu_clock.h"
+#include "hangwatch/watchdog/hang_detector.h"
+#include "hangwatch/watchdog/hang_responder.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_state.h"
+#include "hangwatch/common/timeline_window.h"
+#include "hangwatch/watchdog/device_scope.h"
+#include "hangwatch/watchdog/job_completion.h"
+#include "hangwatch/watchdog/last_error_guard.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/node_share.h"
+#include "hangwatch/watchdog/op_poller.h"
+#include "hangwatch/watchdog/real_api.h"
+#include "hangwatch/watchdog/snapshot_builder.h"
+#include "hangwatch/watchdog/stream_identity.h"
+#include "hangwatch/watchdog/term_deferral.h"
+#include "hangwatch/watchdog/trigger_watcher.h"
+#include "hangwatch/watchdog/watchdog_log.h"
+#include "hangwatch/watchdog/metrics/metrics_windows.h"
 
 namespace hangwatch::watchdog {
 namespace {

@@ -1,9 +1,9 @@
-#include "watchdog_config.h"
+#include "hangwatch/watchdog/watchdog_config.h"
 
 #include <cstdlib>
 #include <string_view>
 
-#include "hangwatch/job_layout.h"
+#include "hangwatch/common/job_layout.h"
 
 namespace hangwatch::watchdog {
 namespace {

@@ -1,4 +1,4 @@
-#include "watchdog_log.h"
+#include "hangwatch/watchdog/watchdog_log.h"
 
 #include <unistd.h>
 

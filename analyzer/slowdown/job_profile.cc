@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <set>
 
-#include "hangwatch/job_layout.h"
-#include "hangwatch/timeline_window.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/timeline_window.h"
 
 namespace hangwatch::slowdown {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "hangwatch/nccl_bandwidth.h"
+#include "hangwatch/common/nccl_bandwidth.h"
 #include "hangwatch/slowdown/robust_stats.h"
 
 namespace hangwatch::slowdown {

@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "hangwatch/nccl_bandwidth.h"
+#include "hangwatch/common/nccl_bandwidth.h"
 #include "hangwatch/slowdown/robust_stats.h"
 
 namespace hangwatch::slowdown {

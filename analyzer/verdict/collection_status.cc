@@ -8,8 +8,8 @@
 #include <chrono>
 #include <filesystem>
 
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_identity.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_identity.h"
 
 namespace hangwatch::verdict {
 namespace fs = std::filesystem;

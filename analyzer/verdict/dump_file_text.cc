@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "hangwatch/forensics_dump_fast_reader.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
 
 namespace hangwatch::verdict {
 

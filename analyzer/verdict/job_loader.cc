@@ -10,9 +10,9 @@
 #include <sstream>
 #include <thread>
 
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_identity.h"
-#include "hangwatch/rank_set.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
 #include "hangwatch/verdict/rank_dump_reader.h"
 

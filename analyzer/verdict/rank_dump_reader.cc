@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hangwatch/forensics_dump_fast_reader.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
 #include "hangwatch/verdict/dump_file_text.h"
 
 namespace hangwatch::verdict {

@@ -5,7 +5,7 @@
 #include <set>
 #include <span>
 
-#include "hangwatch/rank_set.h"
+#include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"

@@ -1,5 +1,5 @@
 // simgpu kernels: host functions run on the stream's worker thread.
-#include <simgpu/kernel.h>
+#include "hangwatch/simgpu/kernel.h"
 
 #include "kernels.h"
 

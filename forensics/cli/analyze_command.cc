@@ -1,4 +1,4 @@
-#include "analyze_command.h"
+#include "hangwatch/forensics/cli/analyze_command.h"
 
 #include <fstream>
 #include <iostream>

@@ -1,4 +1,4 @@
-#include "collect_command.h"
+#include "hangwatch/forensics/cli/collect_command.h"
 
 #include <cstdlib>
 #include <iostream>

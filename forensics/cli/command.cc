@@ -1,4 +1,4 @@
-#include "command.h"
+#include "hangwatch/forensics/cli/command.h"
 
 #include <cerrno>
 #include <cstdlib>

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "analyze_command.h"
-#include "collect_command.h"
-#include "report_command.h"
-#include "timeline_command.h"
-#include "trigger_command.h"
+#include "hangwatch/forensics/cli/analyze_command.h"
+#include "hangwatch/forensics/cli/collect_command.h"
+#include "hangwatch/forensics/cli/report_command.h"
+#include "hangwatch/forensics/cli/timeline_command.h"
+#include "hangwatch/forensics/cli/trigger_command.h"
 
 using hangwatch::forensics::Command;
 

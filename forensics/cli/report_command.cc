@@ -1,4 +1,4 @@
-#include "report_command.h"
+#include "hangwatch/forensics/cli/report_command.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -6,9 +6,9 @@
 #include <iostream>
 #include <thread>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_set.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
 #include "hangwatch/verdict/html_report_writer.h"
 #include "hangwatch/verdict/job_loader.h"

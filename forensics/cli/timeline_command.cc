@@ -1,12 +1,12 @@
-#include "timeline_command.h"
+#include "hangwatch/forensics/cli/timeline_command.h"
 
 #include <filesystem>
 #include <iostream>
 #include <regex>
 
-#include "hangwatch/atomic_file.h"
+#include "hangwatch/common/atomic_file.h"
 #include "hangwatch/slowdown/chrome_trace.h"
-#include "hangwatch/timeline_window.h"
+#include "hangwatch/common/timeline_window.h"
 
 namespace hangwatch::forensics {
 

@@ -1,15 +1,15 @@
-#include "trigger_command.h"
+#include "hangwatch/forensics/cli/trigger_command.h"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <iostream>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_identity.h"
-#include "hangwatch/trigger_beacon.h"
-#include "hangwatch/trigger_record.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/common/trigger_beacon.h"
+#include "hangwatch/common/trigger_record.h"
 
 namespace hangwatch::forensics {
 

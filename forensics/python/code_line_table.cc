@@ -1,4 +1,4 @@
-#include "code_line_table.h"
+#include "hangwatch/forensics/python/code_line_table.h"
 
 namespace hangwatch::forensics {
 

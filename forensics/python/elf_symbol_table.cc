@@ -1,4 +1,4 @@
-#include "elf_symbol_table.h"
+#include "hangwatch/forensics/python/elf_symbol_table.h"
 
 #include <fcntl.h>
 #include <gelf.h>

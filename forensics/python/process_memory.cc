@@ -1,4 +1,4 @@
-#include "process_memory.h"
+#include "hangwatch/forensics/python/process_memory.h"
 
 #include <sys/uio.h>
 

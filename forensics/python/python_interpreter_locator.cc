@@ -1,4 +1,4 @@
-#include "python_interpreter_locator.h"
+#include "hangwatch/forensics/python/python_interpreter_locator.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "elf_symbol_table.h"
+#include "hangwatch/forensics/python/elf_symbol_table.h"
 
 namespace hangwatch::forensics {
 namespace {

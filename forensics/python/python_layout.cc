@@ -1,4 +1,4 @@
-#include "python_layout.h"
+#include "hangwatch/forensics/python/python_layout.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "python_object_reader.h"
+#include "hangwatch/forensics/python/python_object_reader.h"
 
 #include <cstring>
 

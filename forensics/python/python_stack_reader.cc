@@ -1,9 +1,9 @@
-#include "python_stack_reader.h"
+#include "hangwatch/forensics/python/python_stack_reader.h"
 
 #include <unordered_set>
 
-#include "code_line_table.h"
-#include "python_thread_names.h"
+#include "hangwatch/forensics/python/code_line_table.h"
+#include "hangwatch/forensics/python/python_thread_names.h"
 
 namespace hangwatch::forensics {
 

@@ -1,11 +1,11 @@
-#include "python_stacks.h"
+#include "hangwatch/forensics/python/python_stacks.h"
 
 #include <cstdio>
 
-#include "process_memory.h"
-#include "python_interpreter_locator.h"
-#include "python_layout.h"
-#include "python_stack_reader.h"
+#include "hangwatch/forensics/python/process_memory.h"
+#include "hangwatch/forensics/python/python_interpreter_locator.h"
+#include "hangwatch/forensics/python/python_layout.h"
+#include "hangwatch/forensics/python/python_stack_reader.h"
 
 namespace hangwatch::forensics {
 namespace {

@@ -1,4 +1,4 @@
-#include "python_thread_names.h"
+#include "hangwatch/forensics/python/python_thread_names.h"
 
 namespace hangwatch::forensics {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <thread>
 
-#include "hangwatch/atomic_file.h"
+#include "hangwatch/common/atomic_file.h"
 #include "hangwatch/forensics/debugger_session.h"
 #include "hangwatch/forensics/probe_request.h"
 #include "hangwatch/forensics/proc_snapshot.h"
@@ -16,9 +16,9 @@
 #include "hangwatch/forensics/python_stack_source.h"
 #include "hangwatch/forensics/remote_unwinder.h"
 #include "hangwatch/forensics/wait_manager.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_identity.h"
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/common/rank_state.h"
 
 namespace hangwatch::forensics {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "hangwatch/forensics/proc_snapshot.h"
-#include "hangwatch/scoped_fd.h"
+#include "hangwatch/common/scoped_fd.h"
 
 #ifndef HANGWATCH_GDB_SCRIPTS_DIR
 #define HANGWATCH_GDB_SCRIPTS_DIR "gdb-scripts"

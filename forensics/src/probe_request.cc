@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 
 namespace hangwatch::forensics {
 

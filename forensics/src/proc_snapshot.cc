@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "hangwatch/scoped_fd.h"
+#include "hangwatch/common/scoped_fd.h"
 
 namespace hangwatch::forensics {
 namespace {

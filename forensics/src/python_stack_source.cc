@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "../python/python_stacks.h"
+#include "hangwatch/forensics/python/python_stacks.h"
 #include "hangwatch/stackmerge/thread_merge.h"
 
 namespace hangwatch::forensics {

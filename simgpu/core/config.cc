@@ -1,4 +1,4 @@
-#include "simgpu/config.h"
+#include "hangwatch/simgpu/config.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "simgpu/numeric_formats.h"
+#include "hangwatch/simgpu/numeric_formats.h"
 
 #include <bit>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "blas_context.h"
+#include "hangwatch/simgpu/cublas/blas_context.h"
 
 #include <memory>
 #include <mutex>

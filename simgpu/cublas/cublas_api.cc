@@ -5,10 +5,10 @@
 
 #include <chrono>
 
-#include "blas_context.h"
-#include "gemm_problem.h"
-#include "simgpu/config.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/cublas/blas_context.h"
+#include "hangwatch/simgpu/cublas/gemm_problem.h"
+#include "hangwatch/simgpu/config.h"
+#include "hangwatch/simgpu/runtime.h"
 
 using simgpu::GemmProblem;
 using simgpu::liveBlasContext;

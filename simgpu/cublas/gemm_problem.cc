@@ -1,10 +1,10 @@
-#include "gemm_problem.h"
+#include "hangwatch/simgpu/cublas/gemm_problem.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "simgpu/numeric_formats.h"
+#include "hangwatch/simgpu/numeric_formats.h"
 
 namespace simgpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "allocation_table.h"
+#include "hangwatch/simgpu/cuda/allocation_table.h"
 
 #include <algorithm>
 #include <cstdlib>

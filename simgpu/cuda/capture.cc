@@ -1,4 +1,4 @@
-#include "capture.h"
+#include "hangwatch/simgpu/cuda/capture.h"
 
 #include <algorithm>
 

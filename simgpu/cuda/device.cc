@@ -1,4 +1,4 @@
-#include "device.h"
+#include "hangwatch/simgpu/cuda/device.h"
 
 #include <algorithm>
 

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "allocation_table.h"
-#include "last_error.h"
-#include "runtime.h"
-#include "simgpu/config.h"
+#include "hangwatch/simgpu/cuda/allocation_table.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
+#include "hangwatch/simgpu/config.h"
 
 using simgpu::recordError;
 using simgpu::Runtime;

@@ -1,7 +1,7 @@
 // Error reporting: the thread's sticky last error and the runtime's own strings.
 #include <cuda_runtime_api.h>
 
-#include "last_error.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-#include "event.h"
+#include "hangwatch/simgpu/cuda/event.h"
 
-#include "device.h"
+#include "hangwatch/simgpu/cuda/device.h"
 
 namespace simgpu {
 

@@ -3,9 +3,9 @@
 
 #include <chrono>
 
-#include "last_error.h"
-#include "per_thread_stream.h"
-#include "runtime.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
+#include "hangwatch/simgpu/cuda/per_thread_stream.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
 
 using simgpu::recordError;
 using simgpu::Runtime;

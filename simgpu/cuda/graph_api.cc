@@ -4,11 +4,11 @@
 // cudaGraphInstantiate[WithFlags], cudaGraphUpload, cudaGraphLaunch and the destroys.
 #include <cuda_runtime_api.h>
 
-#include "capture.h"
-#include "last_error.h"
-#include "per_thread_stream.h"
-#include "runtime.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/cuda/capture.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
+#include "hangwatch/simgpu/cuda/per_thread_stream.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
+#include "hangwatch/simgpu/runtime.h"
 
 using simgpu::CaptureSequence;
 using simgpu::recordError;

@@ -1,4 +1,4 @@
-#include "kernel_registry.h"
+#include "hangwatch/simgpu/cuda/kernel_registry.h"
 
 namespace simgpu {
 

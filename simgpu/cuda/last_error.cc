@@ -1,4 +1,4 @@
-#include "last_error.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
 
 namespace simgpu {
 namespace {

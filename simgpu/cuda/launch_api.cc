@@ -9,12 +9,12 @@
 #include <memory>
 #include <vector>
 
-#include "kernel_registry.h"
-#include "last_error.h"
-#include "per_thread_stream.h"
-#include "runtime.h"
-#include "simgpu/kernel.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/cuda/kernel_registry.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
+#include "hangwatch/simgpu/cuda/per_thread_stream.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
+#include "hangwatch/simgpu/kernel.h"
+#include "hangwatch/simgpu/runtime.h"
 
 using simgpu::recordError;
 using simgpu::Runtime;

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <optional>
 
-#include "allocation_table.h"
-#include "last_error.h"
-#include "per_thread_stream.h"
-#include "runtime.h"
-#include "simgpu/config.h"
+#include "hangwatch/simgpu/cuda/allocation_table.h"
+#include "hangwatch/simgpu/cuda/last_error.h"
+#include "hangwatch/simgpu/cuda/per_thread_stream.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
+#include "hangwatch/simgpu/config.h"
 
 using simgpu::Allocation;
 using simgpu::AllocationTable;

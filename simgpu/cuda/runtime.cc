@@ -1,4 +1,4 @@
-#include "runtime.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
 
 #include <pthread.h>
 
@@ -6,9 +6,9 @@
 #include <atomic>
 #include <thread>
 
-#include "allocation_table.h"
-#include "kernel_registry.h"
-#include "simgpu/config.h"
+#include "hangwatch/simgpu/cuda/allocation_table.h"
+#include "hangwatch/simgpu/cuda/kernel_registry.h"
+#include "hangwatch/simgpu/config.h"
 
 namespace simgpu {
 namespace {

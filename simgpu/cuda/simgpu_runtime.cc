@@ -1,5 +1,5 @@
 // simgpu/runtime.h: what the other sim libraries build on.
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/runtime.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,9 +7,9 @@
 #include <optional>
 #include <thread>
 
-#include "hangwatch/rank_identity.h"
-#include "runtime.h"
-#include "simgpu/faults.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
+#include "hangwatch/simgpu/faults.h"
 
 namespace simgpu {
 namespace {

@@ -1,11 +1,11 @@
-#include "stream.h"
+#include "hangwatch/simgpu/cuda/stream.h"
 
 #include <pthread.h>
 
 #include <string>
 #include <thread>
 
-#include "runtime.h"
+#include "hangwatch/simgpu/cuda/runtime.h"
 
 namespace simgpu {
 

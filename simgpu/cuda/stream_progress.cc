@@ -1,4 +1,4 @@
-#include "stream_progress.h"
+#include "hangwatch/simgpu/cuda/stream_progress.h"
 
 namespace simgpu {
 

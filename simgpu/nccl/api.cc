@@ -8,12 +8,12 @@
 #include <string>
 #include <thread>
 
-#include "comm_handle.h"
-#include "communicator.h"
-#include "group.h"
-#include "reduction.h"
-#include "simgpu/runtime.h"
-#include "unique_id.h"
+#include "hangwatch/simgpu/nccl/comm_handle.h"
+#include "hangwatch/simgpu/nccl/communicator.h"
+#include "hangwatch/simgpu/nccl/group.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
+#include "hangwatch/simgpu/runtime.h"
+#include "hangwatch/simgpu/nccl/unique_id.h"
 
 
 namespace simnccl {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "communicator.h"
-#include "reduction.h"
-#include "task_profile.h"
+#include "hangwatch/simgpu/nccl/communicator.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
+#include "hangwatch/simgpu/nccl/task_profile.h"
 
 namespace simnccl {
 

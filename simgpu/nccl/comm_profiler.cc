@@ -1,4 +1,4 @@
-#include "comm_profiler.h"
+#include "hangwatch/simgpu/nccl/comm_profiler.h"
 
 namespace simnccl {
 namespace {

@@ -1,4 +1,4 @@
-#include "communicator.h"
+#include "hangwatch/simgpu/nccl/communicator.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -8,10 +8,10 @@
 #include <cstring>
 #include <set>
 
-#include "hangwatch/rank_identity.h"
-#include "simgpu/config.h"
-#include "reduction.h"
-#include "unique_id.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/simgpu/config.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
+#include "hangwatch/simgpu/nccl/unique_id.h"
 
 namespace simnccl {
 

@@ -1,10 +1,10 @@
-#include "custom_redop.h"
+#include "hangwatch/simgpu/nccl/custom_redop.h"
 
 #include <cstdint>
 #include <cstring>
 
-#include "reduction.h"
-#include "simgpu/numeric_formats.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
+#include "hangwatch/simgpu/numeric_formats.h"
 
 namespace simnccl {
 

@@ -1,4 +1,4 @@
-#include "group.h"
+#include "hangwatch/simgpu/nccl/group.h"
 
 #include <pthread.h>
 
@@ -13,11 +13,11 @@
 #include <string>
 #include <thread>
 
-#include "communicator.h"
-#include "custom_redop.h"
-#include "reduction.h"
-#include "simgpu/config.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/nccl/communicator.h"
+#include "hangwatch/simgpu/nccl/custom_redop.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
+#include "hangwatch/simgpu/config.h"
+#include "hangwatch/simgpu/runtime.h"
 
 namespace simnccl {
 namespace {

@@ -1,4 +1,4 @@
-#include "net_proxy_op.h"
+#include "hangwatch/simgpu/nccl/net_proxy_op.h"
 
 #include <unistd.h>
 

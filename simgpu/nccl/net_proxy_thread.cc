@@ -1,4 +1,4 @@
-#include "net_proxy_thread.h"
+#include "hangwatch/simgpu/nccl/net_proxy_thread.h"
 
 #include <pthread.h>
 

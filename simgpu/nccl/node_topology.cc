@@ -1,4 +1,4 @@
-#include "node_topology.h"
+#include "hangwatch/simgpu/nccl/node_topology.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "hangwatch/rank_identity.h"
+#include "hangwatch/common/rank_identity.h"
 
 namespace simnccl {
 namespace {

@@ -1,4 +1,4 @@
-#include "profiler_hooks.h"
+#include "hangwatch/simgpu/nccl/profiler_hooks.h"
 
 #include <dlfcn.h>
 #include <strings.h>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "hangwatch/nccl_conf.h"
+#include "hangwatch/common/nccl_conf.h"
 
 namespace simnccl {
 namespace {

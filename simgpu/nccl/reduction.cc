@@ -1,10 +1,10 @@
-#include "reduction.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
-#include "simgpu/numeric_formats.h"
+#include "hangwatch/simgpu/numeric_formats.h"
 
 namespace simnccl {
 namespace {

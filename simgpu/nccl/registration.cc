@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "comm_handle.h"
-#include "group.h"
+#include "hangwatch/simgpu/nccl/comm_handle.h"
+#include "hangwatch/simgpu/nccl/group.h"
 
 namespace {
 

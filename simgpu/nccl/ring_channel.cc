@@ -1,4 +1,4 @@
-#include "ring_channel.h"
+#include "hangwatch/simgpu/nccl/ring_channel.h"
 
 #include <immintrin.h>
 

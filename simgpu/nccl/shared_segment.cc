@@ -1,4 +1,4 @@
-#include "shared_segment.h"
+#include "hangwatch/simgpu/nccl/shared_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "step_counter.h"
+#include "hangwatch/simgpu/nccl/step_counter.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "task_profile.h"
+#include "hangwatch/simgpu/nccl/task_profile.h"
 
 #include <time.h>
 

@@ -1,4 +1,4 @@
-#include "unique_id.h"
+#include "hangwatch/simgpu/nccl/unique_id.h"
 
 #include <unistd.h>
 

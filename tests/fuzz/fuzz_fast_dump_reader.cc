@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "fuzz_roundtrip.h"
-#include "hangwatch/forensics_dump.h"
-#include "hangwatch/forensics_dump_fast_reader.h"
-#include "hangwatch/frame_label.h"
-#include "hangwatch/stack_table.h"
+#include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/stackmerge/frame_label.h"
+#include "hangwatch/stackmerge/stack_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

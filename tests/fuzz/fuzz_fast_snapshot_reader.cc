@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "fuzz_roundtrip.h"
-#include "hangwatch/watchdog_snapshot.h"
-#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/common/watchdog_snapshot.h"
+#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_roundtrip.h"
-#include "hangwatch/forensics_dump.h"
+#include "hangwatch/common/forensics_dump.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "fuzz_roundtrip.h"
-#include "hangwatch/metrics_window.h"
+#include "hangwatch/common/metrics_window.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto window = hangwatch::metricsWindowFromLine(std::string_view(reinterpret_cast<const char*>(data), size));

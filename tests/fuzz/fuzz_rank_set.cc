@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "hangwatch/rank_set.h"
+#include "hangwatch/stackmerge/rank_set.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using hangwatch::stackmerge::RankSet;

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_roundtrip.h"
-#include "hangwatch/trigger_record.h"
+#include "hangwatch/common/trigger_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const nlohmann::json j = hangwatch::fuzz::parseOrDiscard(reinterpret_cast<const char*>(data), size);

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_roundtrip.h"
-#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const nlohmann::json j = hangwatch::fuzz::parseOrDiscard(reinterpret_cast<const char*>(data), size);

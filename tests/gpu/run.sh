@@ -112,7 +112,7 @@ tflops, busbw = [], []
 for path in glob.glob(sys.argv[1] + "/*.jsonl"):
     for line in open(path):
         w = json.loads(line)
-        for op in w.get("ops", []):  # common/include/hangwatch/metrics_window.h
+        for op in w.get("ops", []):  # common/include/hangwatch/common/metrics_window.h
             if op.get("tf"): tflops.append(op["tf"])
             if op.get("c") == "coll" and op.get("bus"): busbw.append(op["bus"])
 print(f"{max(tflops) if tflops else 0:.3g} {max(busbw) if busbw else 0:.3g}")

@@ -4,9 +4,9 @@
 #include <map>
 #include <string>
 
-#include "hangwatch/job_layout.h"
-#include "hangwatch/stack_frame.h"
-#include "hangwatch/trigger_record.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/stack_frame.h"
+#include "hangwatch/common/trigger_record.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "hangwatch/forensics_dump.h"
+#include "hangwatch/common/forensics_dump.h"
 
 namespace {
 

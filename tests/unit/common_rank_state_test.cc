@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/rank_state.h"
 
 using namespace hangwatch;
 

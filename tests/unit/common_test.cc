@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/rank_identity.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/rank_identity.h"
 
 namespace {
 

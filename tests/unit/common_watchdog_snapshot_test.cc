@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 
 using namespace hangwatch;
 

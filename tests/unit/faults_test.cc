@@ -1,4 +1,4 @@
-#include "simgpu/faults.h"
+#include "hangwatch/simgpu/faults.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "collect_command.h"
+#include "hangwatch/forensics/cli/collect_command.h"
 
 using hangwatch::forensics::CollectCommand;
 

@@ -14,8 +14,8 @@
 #include "hangwatch/forensics/proc_snapshot.h"
 #include "hangwatch/forensics/ptrace_session.h"
 #include "hangwatch/forensics/wait_manager.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_state.h"
 
 using namespace hangwatch::forensics;
 

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "busy_timeline.h"
+#include "hangwatch/watchdog/metrics/busy_timeline.h"
 
 using hangwatch::watchdog::BusyTimeline;
 

@@ -4,8 +4,8 @@
 #include <random>
 #include <vector>
 
-#include "hangwatch/log_histogram.h"
-#include "hangwatch/nccl_bandwidth.h"
+#include "hangwatch/common/log_histogram.h"
+#include "hangwatch/common/nccl_bandwidth.h"
 
 using hangwatch::LogHistogram;
 

@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "hangwatch/nccl_profiler_v5.h"
-#include "link_meter.h"
-#include "link_profiler.h"
+#include "hangwatch/common/nccl_profiler_v5.h"
+#include "hangwatch/watchdog/metrics/link_meter.h"
+#include "hangwatch/watchdog/metrics/link_profiler.h"
 
 using hangwatch::watchdog::LinkKey;
 using hangwatch::watchdog::LinkMeter;

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <vector>
 
-#include "hangwatch/nccl_profiler_v5.h"
-#include "link_meter.h"
-#include "profiler_chain.h"
+#include "hangwatch/common/nccl_profiler_v5.h"
+#include "hangwatch/watchdog/metrics/link_meter.h"
+#include "hangwatch/watchdog/metrics/profiler_chain.h"
 
 namespace np = hangwatch::nccl_profiler;
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/metrics_window.h"
-#include "metrics_windows.h"
-#include "prometheus_textfile.h"
+#include "hangwatch/common/metrics_window.h"
+#include "hangwatch/watchdog/metrics/metrics_windows.h"
+#include "hangwatch/watchdog/metrics/prometheus_textfile.h"
 
 using hangwatch::LinkWindowStats;
 using hangwatch::MetricsWindow;

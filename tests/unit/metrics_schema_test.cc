@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "hangwatch/metrics_window.h"
+#include "hangwatch/common/metrics_window.h"
 
 using hangwatch::MetricsWindow;
 

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <string>
 
-#include "hangwatch/timeline_window.h"
-#include "metrics_windows.h"
-#include "timeline_ring.h"
+#include "hangwatch/common/timeline_window.h"
+#include "hangwatch/watchdog/metrics/metrics_windows.h"
+#include "hangwatch/watchdog/metrics/timeline_ring.h"
 
 using hangwatch::readTimelineFile;
 using hangwatch::watchdog::CompletedOp;

@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "metrics_windows.h"
+#include "hangwatch/watchdog/metrics/metrics_windows.h"
 
 using hangwatch::watchdog::CompletedOp;
 using hangwatch::watchdog::MetricsConfig;

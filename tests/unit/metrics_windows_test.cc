@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/metrics_window.h"
-#include "metrics_windows.h"
+#include "hangwatch/common/metrics_window.h"
+#include "hangwatch/watchdog/metrics/metrics_windows.h"
 
 using hangwatch::watchdog::CompletedOp;
 using hangwatch::watchdog::HostSync;

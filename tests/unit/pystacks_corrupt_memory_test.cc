@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "process_memory.h"
-#include "python_layout.h"
-#include "python_stack_reader.h"
+#include "hangwatch/forensics/python/process_memory.h"
+#include "hangwatch/forensics/python/python_layout.h"
+#include "hangwatch/forensics/python/python_stack_reader.h"
 
 using hangwatch::forensics::ProcessMemory;
 using hangwatch::forensics::PythonLayout;

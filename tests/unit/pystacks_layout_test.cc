@@ -7,10 +7,10 @@
 #include <sstream>
 #include <string>
 
-#include "process_memory.h"
+#include "hangwatch/forensics/python/process_memory.h"
 #include "pystacks_targets/target_process.h"
-#include "python_interpreter_locator.h"
-#include "python_layout.h"
+#include "hangwatch/forensics/python/python_interpreter_locator.h"
+#include "hangwatch/forensics/python/python_layout.h"
 
 using hangwatch::forensics::layoutFields;
 using hangwatch::forensics::PythonLayout;

@@ -3,7 +3,7 @@
 #include <sstream>
 #include <string>
 
-#include "code_line_table.h"
+#include "hangwatch/forensics/python/code_line_table.h"
 #include "pystacks_targets/target_process.h"
 
 using hangwatch::forensics::lineFromLineTable310;

@@ -8,7 +8,7 @@
 
 #include "hangwatch/stackmerge/thread_merge.h"
 #include "pystacks_targets/target_process.h"
-#include "python_stacks.h"
+#include "hangwatch/forensics/python/python_stacks.h"
 
 using hangwatch::FrameKind;
 using hangwatch::StackFrame;

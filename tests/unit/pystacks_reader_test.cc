@@ -8,7 +8,7 @@
 #include <string>
 
 #include "pystacks_targets/target_process.h"
-#include "python_stacks.h"
+#include "hangwatch/forensics/python/python_stacks.h"
 
 using hangwatch::forensics::PythonProcessStacks;
 using hangwatch::forensics::readPythonStacks;

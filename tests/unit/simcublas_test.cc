@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "simcuda_test_support.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/runtime.h"
 
 using simgpu_test::msSince;
 

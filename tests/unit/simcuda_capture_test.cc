@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "simgpu/kernel.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/kernel.h"
+#include "hangwatch/simgpu/runtime.h"
 
 namespace {
 

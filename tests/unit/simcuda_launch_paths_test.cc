@@ -14,8 +14,8 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include "simcuda_test_support.h"
-#include "simgpu/kernel.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/kernel.h"
+#include "hangwatch/simgpu/runtime.h"
 
 extern "C" {
 cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);

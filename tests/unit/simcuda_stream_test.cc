@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "simcuda_test_support.h"
-#include "simgpu/kernel.h"
-#include "simgpu/runtime.h"
+#include "hangwatch/simgpu/kernel.h"
+#include "hangwatch/simgpu/runtime.h"
 
 using simgpu_test::msSince;
 

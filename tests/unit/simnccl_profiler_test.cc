@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "hangwatch/nccl_profiler_v5.h"
+#include "hangwatch/common/nccl_profiler_v5.h"
 #include "multi_rank.h"
 #include "profiler_call_log.h"
 

@@ -4,11 +4,11 @@
 #include <fstream>
 #include <string>
 
-#include "hangwatch/job_layout.h"
-#include "hangwatch/metrics_window.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/metrics_window.h"
 #include "hangwatch/slowdown/chrome_trace.h"
 #include "hangwatch/slowdown/job_profile.h"
-#include "hangwatch/timeline_window.h"
+#include "hangwatch/common/timeline_window.h"
 
 using namespace hangwatch;
 using namespace hangwatch::slowdown;

@@ -5,10 +5,10 @@
 #include <iterator>
 #include <string>
 
-#include "hangwatch/forensics_dump.h"
-#include "hangwatch/forensics_dump_fast_reader.h"
-#include "hangwatch/watchdog_snapshot.h"
-#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/common/watchdog_snapshot.h"
+#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
 
 using hangwatch::ForensicsDump;
 using hangwatch::FrameKind;

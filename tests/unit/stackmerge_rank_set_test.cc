@@ -5,7 +5,7 @@
 #include <set>
 #include <vector>
 
-#include "hangwatch/rank_set.h"
+#include "hangwatch/stackmerge/rank_set.h"
 
 using hangwatch::stackmerge::RankSet;
 

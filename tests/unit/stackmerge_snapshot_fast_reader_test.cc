@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "hangwatch/watchdog_snapshot.h"
-#include "hangwatch/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/common/watchdog_snapshot.h"
+#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
 
 using hangwatch::WatchdogSnapshot;
 using hangwatch::stackmerge::SnapshotReadOptions;

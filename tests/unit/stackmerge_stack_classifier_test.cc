@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/stack_tree.h"
+#include "hangwatch/stackmerge/stack_tree.h"
 
 using hangwatch::StackFrame;
 using hangwatch::ThreadStack;

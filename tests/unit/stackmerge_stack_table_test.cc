@@ -3,9 +3,9 @@
 #include <thread>
 #include <vector>
 
-#include "hangwatch/frame_label.h"
-#include "hangwatch/stack_classifier.h"
-#include "hangwatch/stack_table.h"
+#include "hangwatch/stackmerge/frame_label.h"
+#include "hangwatch/stackmerge/stack_classifier.h"
+#include "hangwatch/stackmerge/stack_table.h"
 
 using hangwatch::FrameKind;
 using hangwatch::StackFrame;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/stack_tree.h"
+#include "hangwatch/stackmerge/stack_tree.h"
 
 using hangwatch::FrameKind;
 using hangwatch::StackFrame;

@@ -9,11 +9,11 @@
 #include <sstream>
 #include <thread>
 
-#include "hangwatch/rank_identity.h"
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/collection_status.h"
 
-#include "report_command.h"
+#include "hangwatch/forensics/cli/report_command.h"
 #include "verdict_test_fixture.h"
 
 using hangwatch::forensics::ReportCommand;

@@ -9,7 +9,7 @@
 #include <functional>
 #include <sstream>
 
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
 #include "verdict_test_fixture.h"

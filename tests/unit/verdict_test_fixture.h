@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/forensics_dump.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/trigger_record.h"
-#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/trigger_record.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 
 namespace verdict_test {
 

@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "watchdog_config.h"
+#include "hangwatch/watchdog/watchdog_config.h"
 
 using namespace hangwatch::watchdog;
 

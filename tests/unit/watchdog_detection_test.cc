@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "hang_detector.h"
-#include "hangwatch/job_layout.h"
-#include "host_call_slots.h"
-#include "snapshot_builder.h"
-#include "trigger_watcher.h"
+#include "hangwatch/watchdog/hang_detector.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/watchdog/host_call_slots.h"
+#include "hangwatch/watchdog/snapshot_builder.h"
+#include "hangwatch/watchdog/trigger_watcher.h"
 
 using namespace hangwatch;
 using namespace hangwatch::watchdog;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "collector_launcher.h"
+#include "hangwatch/watchdog/collector_launcher.h"
 
 using hangwatch::watchdog::CollectorLauncher;
 namespace fs = std::filesystem;

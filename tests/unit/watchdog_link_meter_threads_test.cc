@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "link_meter.h"
+#include "hangwatch/watchdog/metrics/link_meter.h"
 
 using hangwatch::watchdog::LinkMeter;
 

@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hangwatch/job_layout.h"
-#include "simgpu/kernel.h"
-#include "watchdog.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/simgpu/kernel.h"
+#include "hangwatch/watchdog/watchdog.h"
 
 namespace fs = std::filesystem;
 

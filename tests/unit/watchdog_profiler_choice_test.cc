@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "profiler_plugin_choice.h"
+#include "hangwatch/watchdog/profiler_plugin_choice.h"
 
 using namespace hangwatch::watchdog;
 using hangwatch::EnvLookup;

@@ -11,14 +11,14 @@
 #include <thread>
 #include <vector>
 
-#include "comm_identity.h"
-#include "comm_table.h"
-#include "hangwatch/nccl_profiler_v5.h"
-#include "link_profiler.h"
-#include "monotonic_clock.h"
-#include "nccl_comm_ids.h"
-#include "proxy_progress.h"
-#include "snapshot_builder.h"
+#include "hangwatch/watchdog/comm_identity.h"
+#include "hangwatch/watchdog/comm_table.h"
+#include "hangwatch/common/nccl_profiler_v5.h"
+#include "hangwatch/watchdog/metrics/link_profiler.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/metrics/nccl_comm_ids.h"
+#include "hangwatch/watchdog/metrics/proxy_progress.h"
+#include "hangwatch/watchdog/snapshot_builder.h"
 
 using namespace hangwatch;
 using namespace hangwatch::watchdog;

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 
-#include "next_symbol.h"
-#include "symbol_lookup.h"
+#include "hangwatch/watchdog/next_symbol.h"
+#include "hangwatch/watchdog/symbol_lookup.h"
 
 using namespace hangwatch::watchdog;
 

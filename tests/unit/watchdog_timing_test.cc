@@ -6,13 +6,13 @@
 #include <thread>
 #include <vector>
 
-#include "bounded_queue.h"
-#include "device_timers.h"
-#include "event_pool.h"
-#include "op_poller.h"
-#include "stream_identity.h"
-#include "stream_queues.h"
-#include "testing/fake_event_api.h"
+#include "hangwatch/watchdog/bounded_queue.h"
+#include "hangwatch/watchdog/device_timers.h"
+#include "hangwatch/watchdog/event_pool.h"
+#include "hangwatch/watchdog/op_poller.h"
+#include "hangwatch/watchdog/stream_identity.h"
+#include "hangwatch/watchdog/stream_queues.h"
+#include "hangwatch/watchdog/testing/fake_event_api.h"
 
 using namespace hangwatch::watchdog;
 using hangwatch::watchdog::testing::FakeEventApi;

@@ -17,15 +17,15 @@
 #include <memory>
 #include <vector>
 
-#include "hang_responder.h"
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/rank_state.h"
-#include "hangwatch/trigger_beacon.h"
-#include "job_completion.h"
-#include "node_share.h"
-#include "term_deferral.h"
-#include "trigger_watcher.h"
+#include "hangwatch/watchdog/hang_responder.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_state.h"
+#include "hangwatch/common/trigger_beacon.h"
+#include "hangwatch/watchdog/job_completion.h"
+#include "hangwatch/watchdog/node_share.h"
+#include "hangwatch/watchdog/term_deferral.h"
+#include "hangwatch/watchdog/trigger_watcher.h"
 
 using namespace hangwatch;
 using namespace hangwatch::watchdog;

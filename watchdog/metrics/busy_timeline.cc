@@ -1,4 +1,4 @@
-#include "busy_timeline.h"
+#include "hangwatch/watchdog/metrics/busy_timeline.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "link_meter.h"
+#include "hangwatch/watchdog/metrics/link_meter.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "link_profiler.h"
+#include "hangwatch/watchdog/metrics/link_profiler.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -8,9 +8,9 @@
 #include <new>
 #include <string_view>
 
-#include "link_meter.h"
-#include "nccl_comm_ids.h"
-#include "proxy_progress.h"
+#include "hangwatch/watchdog/metrics/link_meter.h"
+#include "hangwatch/watchdog/metrics/nccl_comm_ids.h"
+#include "hangwatch/watchdog/metrics/proxy_progress.h"
 
 namespace hangwatch::watchdog {
 namespace {

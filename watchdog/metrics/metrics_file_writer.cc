@@ -1,4 +1,4 @@
-#include "metrics_file_writer.h"
+#include "hangwatch/watchdog/metrics/metrics_file_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>

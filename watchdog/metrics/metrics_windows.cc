@@ -1,4 +1,4 @@
-#include "metrics_windows.h"
+#include "hangwatch/watchdog/metrics/metrics_windows.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <iterator>
 #include <string_view>
 
-#include "hangwatch/atomic_file.h"
+#include "hangwatch/common/atomic_file.h"
 
 namespace hangwatch::watchdog {
 namespace {

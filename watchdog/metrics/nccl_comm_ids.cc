@@ -1,4 +1,4 @@
-#include "nccl_comm_ids.h"
+#include "hangwatch/watchdog/metrics/nccl_comm_ids.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "op_key_table.h"
+#include "hangwatch/watchdog/metrics/op_key_table.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "hangwatch/nccl_bandwidth.h"
+#include "hangwatch/common/nccl_bandwidth.h"
 
 namespace hangwatch::watchdog {
 std::string hexId(uint64_t v) {

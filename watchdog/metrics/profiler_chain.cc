@@ -1,4 +1,4 @@
-#include "profiler_chain.h"
+#include "hangwatch/watchdog/metrics/profiler_chain.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -13,7 +13,7 @@
 #include <new>
 #include <string>
 
-#include "link_profiler.h"
+#include "hangwatch/watchdog/metrics/link_profiler.h"
 
 namespace hangwatch::watchdog {
 namespace {

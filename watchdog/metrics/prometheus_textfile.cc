@@ -1,4 +1,4 @@
-#include "prometheus_textfile.h"
+#include "hangwatch/watchdog/metrics/prometheus_textfile.h"
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "hangwatch/atomic_file.h"
-#include "hangwatch/job_layout.h"
-#include "hangwatch/log_histogram.h"
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/log_histogram.h"
 
 namespace hangwatch::watchdog {
 namespace {

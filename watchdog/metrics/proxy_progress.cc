@@ -1,4 +1,4 @@
-#include "proxy_progress.h"
+#include "hangwatch/watchdog/metrics/proxy_progress.h"
 
 #include <sched.h>
 

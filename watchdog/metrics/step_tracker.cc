@@ -1,4 +1,4 @@
-#include "step_tracker.h"
+#include "hangwatch/watchdog/metrics/step_tracker.h"
 
 #include <algorithm>
 #include <cstdio>

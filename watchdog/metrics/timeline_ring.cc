@@ -1,8 +1,8 @@
-#include "timeline_ring.h"
+#include "hangwatch/watchdog/metrics/timeline_ring.h"
 
 #include <algorithm>
 
-#include "op_key_table.h"
+#include "hangwatch/watchdog/metrics/op_key_table.h"
 
 namespace hangwatch::watchdog {
 TimelineRing::TimelineRing(size_t op_capacity, size_t sync_capacity)

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "python_stacks.h"
+#include "hangwatch/forensics/python/python_stacks.h"
 
 namespace {
 

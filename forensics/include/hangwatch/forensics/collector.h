@@ -10,7 +10,7 @@
 #include <string>
 
 #include "hangwatch/forensics/proc_snapshot.h"
-#include "hangwatch/forensics_dump.h"
+#include "hangwatch/common/forensics_dump.h"
 
 namespace hangwatch::forensics {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hangwatch/expected.h"
+#include "hangwatch/common/expected.h"
 #include "hangwatch/forensics/wait_manager.h"
 
 namespace hangwatch::forensics {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hangwatch/expected.h"
+#include "hangwatch/common/expected.h"
 
 namespace hangwatch::forensics {
 

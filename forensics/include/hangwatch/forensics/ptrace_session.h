@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/expected.h"
+#include "hangwatch/common/expected.h"
 #include "hangwatch/forensics/wait_manager.h"
 
 namespace hangwatch::forensics {

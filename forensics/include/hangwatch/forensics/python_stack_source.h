@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "hangwatch/expected.h"
-#include "hangwatch/stack_frame.h"
+#include "hangwatch/common/expected.h"
+#include "hangwatch/common/stack_frame.h"
 
 namespace hangwatch::forensics {
 

@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hangwatch/expected.h"
+#include "hangwatch/common/expected.h"
 #include "hangwatch/forensics/wait_manager.h"
-#include "hangwatch/stack_frame.h"
+#include "hangwatch/common/stack_frame.h"
 
 struct Dwfl;
 

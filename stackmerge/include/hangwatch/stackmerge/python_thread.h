@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/stack_frame.h"
+#include "hangwatch/common/stack_frame.h"
 
 namespace hangwatch::stackmerge {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/stack_frame.h"
+#include "hangwatch/common/stack_frame.h"
 #include "hangwatch/stackmerge/python_thread.h"
 
 namespace hangwatch::stackmerge {

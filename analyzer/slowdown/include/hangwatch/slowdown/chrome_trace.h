@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hangwatch/timeline_window.h"
+#include "hangwatch/common/timeline_window.h"
 
 namespace hangwatch::slowdown {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/expected.h"
+#include "hangwatch/common/expected.h"
 #include "hangwatch/slowdown/rank_profile.h"
 
 namespace hangwatch::slowdown {

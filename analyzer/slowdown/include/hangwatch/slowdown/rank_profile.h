@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/log_histogram.h"
-#include "hangwatch/metrics_window.h"
-#include "hangwatch/timeline_window.h"
+#include "hangwatch/common/log_histogram.h"
+#include "hangwatch/common/metrics_window.h"
+#include "hangwatch/common/timeline_window.h"
 
 namespace hangwatch::slowdown {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/rank_state.h"
+#include "hangwatch/common/rank_state.h"
 
 namespace hangwatch::verdict {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/stack_table.h"
-#include "hangwatch/trigger_record.h"
+#include "hangwatch/stackmerge/stack_table.h"
+#include "hangwatch/common/trigger_record.h"
 #include "hangwatch/verdict/rank_summary.h"
 
 namespace hangwatch::verdict {

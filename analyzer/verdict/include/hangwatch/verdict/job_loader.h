@@ -3,7 +3,7 @@
 // core, each rank reduced to a RankSummary as soon as it is parsed.
 #include <string>
 
-#include "hangwatch/expected.h"
+#include "hangwatch/common/expected.h"
 #include "hangwatch/verdict/job_data.h"
 
 namespace hangwatch::verdict {

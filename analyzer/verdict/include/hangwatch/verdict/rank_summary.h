@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/forensics_dump.h"
-#include "hangwatch/rank_state.h"
-#include "hangwatch/stack_frame.h"
-#include "hangwatch/stack_table.h"
-#include "hangwatch/watchdog_snapshot.h"
+#include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/common/rank_state.h"
+#include "hangwatch/common/stack_frame.h"
+#include "hangwatch/stackmerge/stack_table.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 
 namespace hangwatch::verdict {
 

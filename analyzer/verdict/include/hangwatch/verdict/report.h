@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "hangwatch/stack_classifier.h"
+#include "hangwatch/stackmerge/stack_classifier.h"
 #include "hangwatch/verdict/job_data.h"
 #include "hangwatch/verdict/sequence_analysis.h"
 #include "hangwatch/verdict/verdict.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "hangwatch/forensics_dump.h"
+#include "hangwatch/common/forensics_dump.h"
 #include "hangwatch/verdict/verdict.h"
 
 namespace hangwatch::verdict {

@@ -4,7 +4,7 @@
 // collective the others wait in), communication hang (least ring progress), else inconclusive.
 #include <vector>
 
-#include "hangwatch/stack_classifier.h"
+#include "hangwatch/stackmerge/stack_classifier.h"
 #include "hangwatch/verdict/job_data.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"

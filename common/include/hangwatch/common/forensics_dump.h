@@ -1,0 +1,126 @@
+#pragma once
+// ranks/rNNNNN.forensics.json (DESIGN.md §4, §5): what the collector found in one rank:
+// every thread's merged stack, ring progress per communicator/channel, and how each
+// collection phase went, so a report can tell "no data" from "this phase failed".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hangwatch/common/expected.h"
+#include "hangwatch/common/stack_frame.h"
+
+namespace hangwatch {
+
+// Where a network connection's proxy thread stands in the operation it is running: NCCL's
+// ncclProxySubArgs (steps relative to `base`; NET only, read from host memory).
+struct RingProxyProgress {
+  uint64_t base = 0;         // the connection's step where this operation began (chunk-aligned)
+  uint64_t nsteps = 0;       // steps of the operation on this connection
+  uint64_t posted = 0;       // send: slots offered to the GPU; recv: receives posted to the network
+  uint64_t received = 0;     // recv: arrived from the network
+  uint64_t transmitted = 0;  // send: handed to the network; recv: handed to the GPU
+  uint64_t done = 0;         // send: network sends complete; recv: consumed by the GPU
+};
+
+// One side of a ring connection where a channel stopped (DESIGN.md §5); the exact
+// counter semantics are in gdb-scripts/README.md. A value a reader could not see is null
+// in JSON: -1 for a peer, a *_known flag false for a counter (whose 0 is then no data).
+struct RingConnection {
+  int peer = -1;
+  uint64_t target_step = 0;    // the step the waiting side needs
+  uint64_t observed_step = 0;  // the peer's counter as last read
+  bool waiting = false;        // a thread is blocked on this side (else read from memory)
+  std::optional<uint64_t> base_step;    // the counter when this collective began here
+  std::optional<uint64_t> posted_step;  // send side: steps this rank has written
+  bool target_known = true;
+  bool observed_known = true;
+  std::string transport;       // NCCL's name of the link's transport ("P2P", "SHM", "NET"); empty: not read
+  std::string counter_memory;  // where the observed counter lives: "host" or "device"; empty: not read
+  std::optional<RingProxyProgress> proxy;
+};
+
+// A thread blocked in the collective, and where.
+struct RingWaiter {
+  int64_t tid = 0;
+  std::string name;
+  std::string function;   // e.g. "simnccl_wait_peer"
+  std::string direction;  // "recv", "send", or empty (a stalled device)
+};
+
+// The step that arrived on the recv side belongs to another collective.
+struct RingMismatch {
+  uint64_t arrived_seq = 0;
+  std::string arrived_op;
+};
+
+struct RingProgress {
+  std::string comm;  // communicator hash as hex, the watchdog snapshot's comms[].hash
+  // NCCL's own id of the communicator (its commHash, hex), when the reader saw it: joins
+  // through the snapshot's comms[].nccl_id where `comm` could not be computed.
+  std::string nccl_comm;
+  std::string op;    // "ncclAllReduce", ...; empty when not known
+  uint64_t seq = 0;
+  bool seq_known = true;  // false: null in JSON, the reader could not tell (seq 0 is then no data)
+  // Ranks and channel: -1 when the reader could not tell (null in JSON).
+  int channel = 0;
+  int rank = 0;  // rank in this communicator; prev/next are too
+  int prev = -1;
+  int next = -1;
+  std::optional<RingConnection> recv;
+  std::optional<RingConnection> send;
+  std::optional<int> comm_rank;
+  std::optional<int> comm_size;
+  std::string algorithm;  // "RING", ...
+  std::string protocol;   // "SIMPLE", "LL", "LL128"
+  std::string source;     // "sim-frame", "cuda-registers", "nccl-host"
+  bool stalled = false;   // the device stopped inside the collective (simgpu dead-rank)
+  std::optional<RingMismatch> mismatch;
+  std::vector<RingWaiter> waiting_threads;
+  // NCCL's own index of the operation on the communicator's shared resources (its proxy
+  // args' opCount / 2), when a proxy operation was seen: equals `seq` only for a
+  // communicator that shares no resources and whose collectives all went through a proxy.
+  std::optional<uint64_t> nccl_op_count;
+};
+
+// One collection phase ("proc", "ptrace", "python", "debugger"), timed.
+struct CollectionPhase {
+  std::string name;
+  double seconds = 0;
+  bool ok = false;
+  std::string error;  // empty when ok; "skipped: ..." when the phase did not run
+};
+
+struct ForensicsDump {
+  int schema_version = 1;
+  std::optional<int> rank;
+  int64_t pid = 0;
+  std::string host;
+  std::string exe;
+  std::vector<std::string> cmdline;
+  std::string process_state;   // /proc/<pid>/status State at capture, e.g. "S (sleeping)"
+  double time_unix_s = 0;
+  std::string backend_requested;  // auto|cuda|sim|host
+  std::string backend;            // what ran: "host", "sim", "cuda"
+  std::string unwinder;           // e.g. "libdwfl", or "proc-only" when ptrace failed
+  std::string debugger;           // path of the debugger used, empty when none ran
+  std::string python_version;     // empty when the process has no CPython (or it was not read)
+  std::vector<ThreadStack> threads;
+  std::vector<RingProgress> ring_progress;
+  std::vector<CollectionPhase> phases;
+  std::vector<std::string> errors;  // every failure, as a sentence for the report
+  // The phase during which the process exited (a launcher killed it): the dump holds what
+  // was taken before. Empty while the process lived through the whole collection.
+  std::string target_exited_during;
+};
+
+nlohmann::json toJson(const RingProgress& r);
+Expected<RingProgress> ringProgressFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const ForensicsDump& d);
+// Tolerant reader: missing fields keep their defaults, a wrong type is an error.
+Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j);
+Expected<ForensicsDump> forensicsDumpFromText(const std::string& text);
+
+}  // namespace hangwatch

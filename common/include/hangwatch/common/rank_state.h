@@ -1,0 +1,46 @@
+#pragma once
+// ranks/rNNNNN.state.json (DESIGN.md §4): whether a rank's dumps are still being
+// collected or done, rewritten atomically at each change. `abort` mode waits for every
+// rank's "done" before exiting, and `forensics report` tells "still collecting" from
+// "missing" with it.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "hangwatch/common/expected.h"
+
+namespace hangwatch {
+
+enum class DumpPhase { kCollecting, kDone };
+
+const char* dumpPhaseName(DumpPhase p);
+
+struct RankState {
+  int schema_version = 1;
+  int rank = -1;
+  DumpPhase phase = DumpPhase::kCollecting;
+  int64_t pid = 0;              // the rank's process
+  std::string host;
+  double time_unix_s = 0;       // when this state was written
+  // Readers stop waiting for a collecting rank after this wall-clock time: by then its
+  // collector has given up (its own hard bounds), or was killed.
+  double deadline_unix_s = 0;
+  int64_t collector_pid = 0;    // 0: no collector running (yet)
+  std::string snapshot;         // "written", "failed: ..."
+  std::string forensics;        // "pending", "written", "degraded", "failed: ...", "off", "not started: ..."
+  std::string note;             // why it ended the way it did, e.g. "target exited during the debugger phase"
+
+  bool done() const { return phase == DumpPhase::kDone; }
+  // Done, or collecting past its deadline: nobody should wait for it any longer.
+  bool settled(double now_unix_s) const { return done() || (deadline_unix_s > 0 && now_unix_s > deadline_unix_s); }
+};
+
+nlohmann::json toJson(const RankState& s);
+// Tolerant reader: missing fields keep their defaults; a wrong type or an unknown phase is an error.
+Expected<RankState> rankStateFromJson(const nlohmann::json& j);
+Expected<RankState> rankStateFromText(const std::string& text);
+// Reads the file; an error when it is missing, partial or unreadable.
+Expected<RankState> readRankState(const std::string& path);
+
+}  // namespace hangwatch

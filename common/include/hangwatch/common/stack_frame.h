@@ -1,0 +1,47 @@
+#pragma once
+// One frame of a thread's stack as the collector writes it into
+// ranks/rNNNNN.forensics.json (DESIGN.md §5: innermost first, as gdb's `bt`).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hangwatch/common/expected.h"
+
+namespace hangwatch {
+
+enum class FrameKind { kNative, kPython };
+
+struct StackFrame {
+  FrameKind kind = FrameKind::kNative;
+  std::string function;           // demangled; "??" when unknown
+  std::string file;               // empty when unknown
+  std::optional<int> line;
+  std::string module;             // native: path of the ELF object; python: empty
+  std::optional<uint64_t> pc;     // native: absolute address
+  std::optional<uint64_t> offset; // native: pc relative to the module's load base
+};
+
+struct ThreadStack {
+  int64_t tid = 0;
+  std::string name;       // Python thread name where there is one, else the OS name
+  std::string os_name;    // /proc/<pid>/task/<tid>/comm
+  std::string state;      // /proc state letter(s) at capture, e.g. "S", "R"
+  std::string wchan;
+  std::vector<StackFrame> frames;         // the merged stack (native + Python spliced)
+  // Kept when a merge was not possible (then `frames` is the native stack) and for audit.
+  std::vector<StackFrame> native_frames;
+  std::vector<StackFrame> python_frames;
+  std::string merge_note;  // empty when merged cleanly, else why not
+};
+
+nlohmann::json toJson(const StackFrame& f);
+Expected<StackFrame> stackFrameFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const ThreadStack& t);
+Expected<ThreadStack> threadStackFromJson(const nlohmann::json& j);
+
+const char* frameKindName(FrameKind k);
+
+}  // namespace hangwatch

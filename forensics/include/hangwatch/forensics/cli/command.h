@@ -1,0 +1,44 @@
+#pragma once
+// One subcommand of the `forensics` CLI (rr-style): adding a subcommand means adding
+// one Command subclass in its own file and listing it in main.cc.
+#include <string>
+#include <vector>
+
+#include "hangwatch/common/expected.h"
+
+namespace hangwatch::forensics {
+
+class Command {
+ public:
+  Command(std::string name, std::string summary) : name_(std::move(name)), summary_(std::move(summary)) {}
+  virtual ~Command() = default;
+
+  const std::string& name() const { return name_; }
+  const std::string& summary() const { return summary_; }
+  virtual std::string usage() const = 0;
+  // `args` excludes the program and subcommand names. Returns the exit code.
+  virtual int run(const std::vector<std::string>& args) = 0;
+
+  static bool wantsHelp(const std::vector<std::string>& args);
+  // Prints "forensics <name>: <message>" and the usage line to stderr; returns 2.
+  int usageError(const std::string& message) const;
+
+ private:
+  std::string name_;
+  std::string summary_;
+};
+
+// Parses "--flag VALUE" and "--flag=VALUE" forms.
+struct OptionCursor {
+  const std::vector<std::string>& args;
+  size_t i = 0;
+
+  bool done() const { return i >= args.size(); }
+  // True when args[i] is `flag` (either form); `value` receives its value.
+  Expected<bool> take(const std::string& flag, std::string& value);
+};
+
+Expected<int> parseInt(const std::string& flag, const std::string& text, long min, long max);
+Expected<double> parseSeconds(const std::string& flag, const std::string& text);
+
+}  // namespace hangwatch::forensics

@@ -1,0 +1,68 @@
+#pragma once
+// What one rank of a communicator reports to a profiler plugin, decided at launch as NCCL
+// 2.28 decides it (src/enqueue.cc, src/plugin/profiler.cc, src/proxy.cc): per operation a
+// TaskProfile with its Coll/P2p event, one NetProxyOp per connection between nodes the
+// operation moves steps on (SaveProxy: P2P/SHM connections have no proxy progress), and
+// KernelCh events when the plugin asks for them. It keeps NCCL's per-function collective
+// sequence numbers, where each NET receive connection's next operation starts (NCCL's
+// proxy reserves an operation's steps when it takes it up), and the proxy thread that
+// watches receives.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "hangwatch/simgpu/nccl/net_proxy_thread.h"
+#include "hangwatch/simgpu/nccl/node_topology.h"
+#include "hangwatch/simgpu/nccl/op.h"
+#include "hangwatch/simgpu/nccl/profiler_hooks.h"
+#include "hangwatch/simgpu/nccl/shared_segment.h"
+#include "hangwatch/simgpu/nccl/task_profile.h"
+
+namespace simnccl {
+
+// The steps one rank moves on one channel for one operation.
+struct ChannelSteps {
+  bool has_work = false;  // the channel has a share of the data (NCCL would schedule it)
+  int sends = 0;
+  int recvs = 0;
+};
+
+class CommProfiler {
+ public:
+  CommProfiler(std::unique_ptr<ProfilerHooks> hooks, SharedSegment& segment, const NodeTopology& nodes, int rank,
+               const std::atomic<bool>& aborted);
+  ~CommProfiler();
+  CommProfiler(const CommProfiler&) = delete;
+  CommProfiler& operator=(const CommProfiler&) = delete;
+
+  // On the launching thread, before the kernel is queued. Null when the plugin asks for
+  // nothing this operation would report. `persistent`: a replay of a captured graph.
+  std::shared_ptr<TaskProfile> launch(const Op& op, bool persistent,
+                                      const std::function<ChannelSteps(int channel)>& steps_on_channel);
+  // Before the communicator's threads go away: no receive is watched after this.
+  void stop();
+
+ private:
+  void startTask(TaskProfile& profile, const Op& op, int channels_with_work);
+  void watchReceive(std::shared_ptr<NetProxyOp> op);
+
+  std::unique_ptr<ProfilerHooks> hooks_;
+  SharedSegment& segment_;
+  const NodeTopology& nodes_;
+  const int rank_;
+  const int nranks_;
+  const int nchannels_;
+  const std::atomic<bool>& aborted_;
+  std::mutex mutex_;  // launches from several threads (non-blocking communicators)
+  std::array<uint64_t, 8> seq_of_func_{};  // NCCL's comm->seqNumber[func], by OpKind
+  std::vector<uint64_t> ring_recv_next_;   // per channel: the step the next operation's receives start at
+  std::vector<uint64_t> p2p_recv_next_;    // per peer
+  std::unique_ptr<NetProxyThread> proxy_;  // started with the first receive between nodes
+  bool stopped_ = false;
+};
+
+}  // namespace simnccl

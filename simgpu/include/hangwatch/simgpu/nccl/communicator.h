@@ -1,0 +1,136 @@
+#pragma once
+// One rank's side of a simnccl communicator: its shared segment, its channel
+// threads (the sim's "blocks"), the per-connection step counts that NCCL keeps in
+// conn.step, which node every member is on, and what it reports to a profiler
+// plugin. Handles given to the user (ncclComm_t) point at a ncclComm that holds a
+// shared_ptr to this, so work in flight outlives abort.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hangwatch/simgpu/nccl/comm_profiler.h"
+#include "hangwatch/common/expected.h"
+#include "hangwatch/simgpu/nccl/node_topology.h"
+#include "hangwatch/simgpu/nccl/op.h"
+#include "hangwatch/simgpu/nccl/ring_channel.h"
+#include "hangwatch/simgpu/nccl/shared_segment.h"
+#include "hangwatch/simgpu/faults.h"
+
+namespace simnccl {
+
+// Collectives of one kernel for one communicator, run by every channel thread.
+struct ChannelBatch {
+  std::vector<Op> ops;
+  std::mutex mutex;
+  std::condition_variable done;
+  int remaining = 0;
+  bool aborted = false;
+};
+
+class Communicator {
+ public:
+  // Joins the communicator named by `id`; blocks until all nranks ranks joined.
+  // `comm_name`: ncclConfig_t's commName, handed to a profiler plugin (may be null).
+  static hangwatch::Expected<std::shared_ptr<Communicator>> join(const ncclUniqueId& id, int nranks, int rank,
+                                                                 int device, const char* comm_name = nullptr);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int device() const { return device_; }
+  // The stream this communicator's kernels run on (made on first use, on its device,
+  // non-blocking), as NCCL runs its kernels on an internal stream of the communicator.
+  cudaStream_t kernelStream();
+  int nchannels() const { return nchannels_; }
+  const NodeTopology& nodes() const { return nodes_; }
+
+  uint64_t nextCollectiveSeq() { return next_seq_++; }
+  // A collective that was issued but never runs (ncclGroupSimulateEnd) gives its seq back.
+  void returnCollectiveSeq() { --next_seq_; }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  void abort();
+  // Finishes queued work and stops the channel threads.
+  void shutdown();
+
+  // ncclCommSplit's exchange: every rank posts (color, key); returns the comm ranks
+  // sharing this rank's color, ordered by (key, rank). Blocks until all ranks posted.
+  hangwatch::Expected<std::vector<int>> exchangeSplit(int color, int key);
+
+  // The dead-rank fault on this rank at collective `seq`.
+  bool deviceDeadAt(uint64_t seq) const;
+
+  // On the launching thread, before the operation's kernel is queued: what a profiler
+  // plugin is told of it (null without a plugin). `persistent`: a graph replay.
+  std::shared_ptr<TaskProfile> profileLaunch(const Op& op, bool persistent);
+
+  // Runs on the stream thread: all channels run the batch; returns when they are done.
+  bool runCollectives(std::vector<Op> ops);
+  // Runs p2p operations with one peer in one direction, in order.
+  bool runPeerOps(const std::vector<Op>& ops);
+
+  std::atomic<ncclResult_t> async_error{ncclSuccess};
+  // Non-blocking communicators (config.blocking = 0): calls return ncclInProgress and
+  // simnccl's own thread carries the operation out, as NCCL's async jobs do; `pending`
+  // is ncclInProgress until then, and its result after (ncclCommGetAsyncError).
+  std::atomic<bool> nonblocking{false};
+  std::atomic<ncclResult_t> pending{ncclSuccess};
+
+ private:
+  struct ChannelState {
+    uint64_t send_step = 0;  // ring: this rank -> next
+    uint64_t recv_step = 0;  // ring: prev -> this rank
+    LinkPacer pacer;
+    std::vector<char> scratch;
+  };
+  struct PeerState {
+    uint64_t send_step = 0;
+    uint64_t recv_step = 0;
+    LinkPacer pacer;
+  };
+  struct ChannelWorker {
+    std::thread thread;
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::shared_ptr<ChannelBatch>> queue;
+    bool stopping = false;
+  };
+
+  Communicator(int rank, int nranks, int device, std::unique_ptr<SharedSegment> segment,
+               const simgpu::FaultPlan& faults);
+  void startChannels();
+  void channelMain(int channel);
+  bool runOnChannel(const Op& op, int channel);
+  int faultRank(int comm_rank) const;
+  double linkGbps(int from, int to) const;
+  bool linkDeadAt(int from, int to, uint64_t seq, int channel) const;
+  ChannelSteps stepsOn(const Op& op, int channel);
+
+  int rank_;
+  int nranks_;
+  int device_;
+  std::once_flag kernel_stream_once_;
+  cudaStream_t kernel_stream_ = nullptr;
+  int nchannels_;
+  std::unique_ptr<SharedSegment> segment_;
+  const simgpu::FaultPlan& faults_;
+  std::vector<int> launcher_ranks_;  // empty: faults name communicator ranks
+  std::atomic<uint64_t> next_seq_{0};
+  uint64_t split_generation_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::vector<ChannelState> channels_;
+  std::vector<PeerState> peers_;
+  std::vector<std::unique_ptr<ChannelWorker>> workers_;
+  NodeTopology nodes_;
+  std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
+
+  friend class CollectiveRunner;
+};
+
+}  // namespace simnccl

@@ -1,0 +1,75 @@
+#pragma once
+// One operation of NCCL's NET transport on one connection, as its proxy progresses it and
+// reports it to a profiler plugin (src/transport/net.cc, sendProxyProgress and
+// recvProxyProgress; src/plugin/profiler.cc): one per (operation, channel, peer,
+// direction) on a connection between nodes. Steps are numbered from 0 within the
+// operation and posted at most NCCL_STEPS ahead of the last completed one.
+//   send: posted: SendGPUWait; the GPU has the data: SendPeerWait; handed to the
+//         network: SendWait; the network completed it: stopped.
+//   recv: posted: RecvWait; the data arrived: RecvFlushWait, RecvGPUWait; the GPU
+//         consumed it: stopped.
+// The ProxyOp event is stopped once every step is. Calls for one operation come from
+// the launching thread, its channel thread and (receives) the proxy thread; they are
+// serialised here, so the plugin never sees two calls on one handle at once.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "hangwatch/simgpu/nccl/profiler_hooks.h"
+#include "hangwatch/simgpu/nccl/shared_segment.h"
+
+namespace simnccl {
+
+struct ProxyOpShape {
+  bool is_send;
+  int channel;
+  int peer;            // the remote rank, in the communicator
+  int nsteps;
+  size_t chunk_bytes;  // bytes per step
+  void* parent;        // the task's Coll or P2p event
+};
+
+class NetProxyOp {
+ public:
+  // Starts the ProxyOp event (if `mask` asks for proxy events) and posts the first steps.
+  // A receive watches `conn`, whose tail counts base + i once step i arrived.
+  NetProxyOp(ProfilerHooks& hooks, int mask, const ProxyOpShape& shape, Connection* conn, uint64_t base);
+  NetProxyOp(const NetProxyOp&) = delete;
+  NetProxyOp& operator=(const NetProxyOp&) = delete;
+
+  // Send side, on the channel thread.
+  void gpuReady(int step);
+  void handedToNetwork(int step, size_t bytes);
+  void networkDone(int step);
+
+  // Receive side: the proxy thread records arrivals as the tail shows them; the channel
+  // thread records them itself if it sees the data first.
+  void pollArrivals();
+  void dataSeen(int step);
+  void gpuConsumed(int step);
+
+  bool finished();
+  uint64_t base() const { return base_; }
+
+ private:
+  void post();
+  void arrivalsUpTo(int limit);
+  void completed(int step);
+  void recordStep(int step, hangwatch::nccl_profiler::EventState state);
+
+  std::mutex mutex_;
+  ProfilerHooks& hooks_;
+  const bool steps_wanted_;
+  const ProxyOpShape shape_;
+  Connection* const conn_;
+  const uint64_t base_;
+  void* handle_ = nullptr;  // the ProxyOp event
+  void* steps_[kSteps] = {};
+  int posted_ = 0;
+  int arrived_ = 0;
+  int done_ = 0;
+  size_t trans_size_ = 0;  // NCCL's sub->transSize: the last step's size, passed with every state
+};
+
+}  // namespace simnccl

@@ -1,0 +1,121 @@
+#pragma once
+// The step-level primitives simnccl's collectives are built from, shaped like
+// NCCL's SIMPLE protocol: a sender waits for a free slot (the receiver's head),
+// copies one step into it and posts the tail; a receiver waits for the tail,
+// consumes the slot and posts the head. At most kSteps steps are in flight. On a
+// connection between nodes (NCCL's NET transport) each step also moves the
+// operation's NetProxyOp on, which tells a profiler plugin what NCCL's proxy would.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "hangwatch/simgpu/nccl/net_proxy_op.h"
+#include "hangwatch/simgpu/nccl/op.h"
+#include "hangwatch/simgpu/nccl/shared_segment.h"
+
+namespace simnccl {
+
+enum WaitDirection : int { kWaitRecv = 0, kWaitSend = 1 };
+
+// What a waiting thread is waiting for; copied into volatile locals of
+// simnccl_wait_peer so a debugger attached to a hung rank can read them.
+struct WaitSite {
+  int rank;
+  int channel;
+  int peer;
+  int direction;  // WaitDirection
+  uint64_t seq;
+  const char* op;
+  int nranks;
+  uint64_t target_step;
+  uint64_t base_step;  // this connection's step count when the collective began here
+  // The channel's connection in the other direction, so one waiting thread shows both;
+  // other_peer is -1 when this operation has not used it.
+  int other_peer;
+  const uint64_t* other_step;                   // steps posted (send) or consumed (recv), ever
+  const std::atomic<uint64_t>* other_counter;   // the peer's head (send) or tail (recv)
+  uint64_t other_base_step;
+};
+
+// Throughput shaping of one sending end: the link's bandwidth, averaged over steps.
+class LinkPacer {
+ public:
+  void pace(size_t bytes, double gbps);
+
+ private:
+  std::chrono::steady_clock::time_point next_free_{};
+};
+
+// The sending end of one connection as seen by one rank.
+struct SendEnd {
+  Connection* conn;
+  uint64_t* step;  // steps this rank has posted on the connection, ever
+  LinkPacer* pacer;
+  int peer;
+  int channel;
+  double gbps;
+  bool dead;            // dead-link fault: steps are posted locally but never delivered
+  bool net;             // the connection crosses nodes: the receiver's proxy is told of each step
+  NetProxyOp* proxy;    // this operation's send ProxyOp on it, or null
+};
+
+struct RecvEnd {
+  Connection* conn;
+  uint64_t* step;  // steps this rank has consumed, ever
+  int peer;
+  int channel;
+  NetProxyOp* proxy;  // this operation's receive ProxyOp on it, or null
+};
+
+class StepTransport {
+ public:
+  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op)
+      : segment_(segment), abort_(abort), rank_(rank), op_(op) {}
+  StepTransport(const StepTransport&) = delete;
+  StepTransport& operator=(const StepTransport&) = delete;
+
+  // False when the communicator was aborted while waiting.
+  bool send(SendEnd& end, const void* src, size_t bytes);
+
+  // Waits for the next step and hands its payload to consume(const void* data, size_t bytes)
+  // before freeing the slot. A step that belongs to another collective (a mismatch) is
+  // never consumed: the rank waits as a real one would, until abort.
+  template <typename Consume>
+  bool recv(RecvEnd& end, Consume&& consume) {
+    const char* data = awaitStep(end);
+    if (data == nullptr) return false;
+    consume(static_cast<const void*>(data), segment_.shape().slot_bytes);
+    releaseStep(end);
+    return true;
+  }
+
+ private:
+  const char* awaitStep(RecvEnd& end);
+  void releaseStep(RecvEnd& end);
+  WaitSite siteFor(int direction, int peer, int channel, uint64_t target) const;
+
+
+  SharedSegment& segment_;
+  const std::atomic<bool>& abort_;
+  int rank_;
+  const Op& op_;
+  // The ends this operation used and their step counts when it began, for WaitSite.
+  const SendEnd* send_end_ = nullptr;
+  const RecvEnd* recv_end_ = nullptr;
+  uint64_t send_base_ = 0;
+  uint64_t recv_base_ = 0;
+};
+
+}  // namespace simnccl
+
+extern "C" {
+// Returns the observed counter once it reached target_step, or UINT64_MAX on abort.
+uint64_t simnccl_wait_peer(const simnccl::WaitSite* site, simnccl::StepCounter* counter, uint64_t target_step,
+                           const std::atomic<bool>* abort);
+// A dead-rank fault: the device stops making progress here until the communicator is aborted.
+void simnccl_device_stalled(int rank, int channel, uint64_t seq, const char* op, const std::atomic<bool>* abort);
+// The step that arrived belongs to a different collective than this rank's.
+void simnccl_wait_matching_op(const simnccl::WaitSite* site, uint64_t found_seq, const char* found_op,
+                              const std::atomic<bool>* abort);
+}

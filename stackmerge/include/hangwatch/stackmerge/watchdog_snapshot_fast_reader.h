@@ -1,0 +1,24 @@
+#pragma once
+// ranks/rNNNNN.watchdog.json read with simdjson On-Demand, without building a JSON document:
+// the same WatchdogSnapshot as hangwatch::watchdogSnapshotFromJson gives for what the watchdog
+// writes. Stricter than that reader: what it reads leniently (a non-object identity, trigger,
+// health or list element; a boolean where a number belongs) is an error here, so a caller can
+// fall back to the common reader and keep its exact result for odd files.
+#include <string_view>
+
+#include "hangwatch/common/expected.h"
+#include "hangwatch/common/watchdog_snapshot.h"
+
+namespace hangwatch::stackmerge {
+
+struct SnapshotReadOptions {
+  // A snapshot without an identity object is an error (the report does not use it).
+  bool require_identity = false;
+};
+
+// `text.data()` must have kFastReaderPadding readable bytes after `text.size()`.
+Expected<WatchdogSnapshot> watchdogSnapshotFromPaddedText(std::string_view text, SnapshotReadOptions options = {});
+// The same, copying `text` into a padded buffer first.
+Expected<WatchdogSnapshot> watchdogSnapshotFromTextFast(std::string_view text, SnapshotReadOptions options = {});
+
+}  // namespace hangwatch::stackmerge

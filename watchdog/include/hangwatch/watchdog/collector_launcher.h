@@ -1,0 +1,49 @@
+#pragma once
+// Starts `forensics collect --pid <self> ...` through Boost.Process: no shell, its
+// own session, output to a log file in the job directory, and a bounded wait so
+// a stuck collector can never keep this rank's watchdog from finishing.
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+
+#include "hangwatch/common/expected.h"
+
+namespace hangwatch::watchdog {
+
+struct CollectorRequest {
+  std::string binary;
+  pid_t pid = 0;
+  int rank = -1;          // -1: no --rank
+  std::string job_dir;
+  std::string log_path;
+  double wait_s = 120;
+  std::string debugger;   // HANGWATCH_DEBUGGER, kept in the collector's environment
+  bool mark_state = false;  // the collector records collecting/done in ranks/rNNNNN.state.json
+  // Polled while waiting: true stops the wait early (the collector runs on, detached).
+  std::function<bool()> give_up;
+};
+
+struct CollectorOutcome {
+  bool finished = false;  // false: still running when the wait expired (left running)
+  int exit_code = -1;
+};
+
+class CollectorLauncher {
+ public:
+  // forensics collect's own hard bounds (10 s ptrace pass, 60 s debugger) plus start-up and
+  // writing: a collection still running after this is not coming back.
+  static constexpr double kCollectorBoundS = 90;
+
+  // HANGWATCH_FORENSICS if set, else next to libhangwatch.so in the build or install
+  // tree, else PATH. Empty when not found.
+  static std::string findForensicsBinary(const std::string& configured);
+  // The collector that belongs to a libhangwatch.so in `library_dir`: the build tree's,
+  // or the installed one at the same relative place as in the install layout, wherever
+  // the prefix was moved to. Empty when there is none.
+  static std::string forensicsNextTo(const std::string& library_dir);
+
+  Expected<CollectorOutcome> run(const CollectorRequest& request);
+};
+
+}  // namespace hangwatch::watchdog

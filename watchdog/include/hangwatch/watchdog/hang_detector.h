@@ -1,0 +1,38 @@
+#pragma once
+// Decides whether this rank is hung: the oldest pending operation of a stream has
+// been the oldest for longer than the timeout (an operation that is merely long
+// but finishes never gets there), or a thread has been inside an NCCL host call
+// for longer than the timeout.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "hangwatch/watchdog/comm_table.h"
+#include "hangwatch/common/trigger_record.h"
+#include "hangwatch/watchdog/host_call_slots.h"
+#include "hangwatch/watchdog/stream_queues.h"
+
+namespace hangwatch::watchdog {
+
+struct HangFinding {
+  std::string reason;  // "timeout" (a stream) or "host-call-timeout"
+  StuckOp stuck;
+  int device = -1;     // the stuck stream's device, -1 for a host call
+  int comm_rank = -1;  // this process's rank in the stuck op's communicator, -1 when none
+};
+
+class HangDetector {
+ public:
+  explicit HangDetector(int64_t timeout_ns) : timeout_ns_(timeout_ns) {}
+
+  // The longest-stuck candidate past the timeout, if any.
+  std::optional<HangFinding> check(const StreamQueues& queues, const HostCallSlots& host_calls, CommTable& comms,
+                                   int64_t now_ns) const;
+
+ private:
+  int64_t timeout_ns_;
+};
+
+std::string streamHex(uint64_t stream);
+
+}  // namespace hangwatch::watchdog

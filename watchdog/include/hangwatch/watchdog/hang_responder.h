@@ -1,0 +1,68 @@
+#pragma once
+// What a rank does after its snapshot is written, on a dedicated thread so that neither the
+// poller nor the training threads wait for it: run the collector (bounded), mark this rank's
+// dumps done (ranks/rNNNNN.state.json), then apply HANGWATCH_ON_HANG. In abort mode the rank
+// exits only once every rank of the job is done or HANGWATCH_ABORT_GRACE has passed, so the
+// launcher's kill-on-exit does not cut other ranks' collections short.
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "hangwatch/watchdog/collector_launcher.h"
+#include "hangwatch/common/rank_state.h"
+#include "hangwatch/watchdog/watchdog_config.h"
+
+namespace hangwatch::watchdog {
+
+struct HangResponse {
+  bool collect = false;
+  CollectorRequest collector;
+  OnHang on_hang = OnHang::kWait;
+  // This rank's state as written when dumping began; the responder writes it "done".
+  RankState state;
+  std::string state_path;  // empty: no state file (no rank known)
+  double abort_grace_s = 120;
+  std::chrono::steady_clock::time_point dump_started = std::chrono::steady_clock::now();
+  // Abort mode: true once every rank of the job is done (polled).
+  std::function<bool()> job_complete;
+};
+
+// What the responder does about a SIGTERM held back while dumping (TermDeferral by default).
+struct TermHandling {
+  std::function<bool()> pending;
+  std::function<double()> pending_for_s;
+  std::function<void()> release;  // restores the job's action; a held SIGTERM is sent again
+};
+
+class HangResponder {
+ public:
+  static constexpr int kAbortExitCode = 3;
+  // After a held-back SIGTERM, the collector is waited for at most this long: launchers follow
+  // SIGTERM with SIGKILL (torchrun and Slurm after 30 s by default); the collector runs on
+  // in its own session and marks the rank done itself.
+  static constexpr double kTermHoldS = 20;
+
+  // `abort_comms` aborts every live communicator; `exit_process` ends the process
+  // (tests replace both). Both run only for OnHang::kAbort.
+  HangResponder(std::function<void()> abort_comms, std::function<void(int)> exit_process,
+                TermHandling term = defaultTermHandling());
+
+  // At most once; later calls are ignored. The thread is detached and owns copies of
+  // everything it uses: nothing waits for it, and it outlives this object if need be.
+  void start(const HangResponse& response);
+  // The same work on the calling thread (tests).
+  void respondHere(const HangResponse& response);
+
+  static TermHandling defaultTermHandling();
+
+ private:
+  static void respond(HangResponse response, std::function<void()> abort_comms,
+                      std::function<void(int)> exit_process, TermHandling term);
+
+  std::function<void()> abort_comms_;
+  std::function<void(int)> exit_process_;
+  TermHandling term_;
+  bool started_ = false;
+};
+
+}  // namespace hangwatch::watchdog

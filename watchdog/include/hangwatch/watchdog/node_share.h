@@ -1,0 +1,69 @@
+#pragma once
+// What the ranks of one job on one node learn from shared storage, shared through a small
+// file in node-local shared memory (/dev/shm): whether the job triggered, whether every
+// rank's dumps are done, and when shared storage may be looked at next. There is no leader:
+// whichever rank's poller comes first after the next look-up time claims it with one CAS, so
+// a node looks at shared storage at one rate whatever its number of GPUs, and a rank that
+// dies never leaves the node blind. Nothing here runs on the launch path.
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hangwatch/common/expected.h"
+
+namespace hangwatch::watchdog {
+
+class NodeShare {
+ public:
+  // Each kind of look-up has its own schedule.
+  enum class Lookup : int { kTrigger = 0, kCompletion = 1 };
+
+  // Attaches to (or creates) the board of `job_dir` under `shm_dir`. A board whose members
+  // have all exited belongs to an earlier run of the same job directory: it is reset. Boards
+  // of other jobs whose members have all exited (killed jobs never leave) are removed.
+  static Expected<std::unique_ptr<NodeShare>> attach(const std::string& job_dir,
+                                                     const std::string& shm_dir = "/dev/shm");
+  // A board only this process sees: the fallback when shared memory cannot be used.
+  static std::unique_ptr<NodeShare> unshared();
+
+  ~NodeShare();
+  NodeShare(const NodeShare&) = delete;
+  NodeShare& operator=(const NodeShare&) = delete;
+
+  // True for exactly one caller per interval on this node: that caller does the look-up.
+  bool claim(Lookup which, int64_t now_ns, int64_t interval_ns);
+  bool triggered() const;
+  void markTriggered();
+  bool complete() const;
+  void markComplete();
+  // Shared-storage look-ups made on this node (each caller counts its own).
+  void countLookup();
+  uint64_t lookups() const;
+  // Bytes of TRIGGER.beacon that predate this run of the job (stale lines); -1 until known.
+  int64_t beaconBase() const;
+  // The first caller's value wins; returns the value in place.
+  int64_t setBeaconBase(int64_t bytes);
+
+  // Leaves the member list; the last member to leave removes the board's file.
+  void leave();
+  const std::string& path() const { return path_; }
+  bool shared() const { return fd_ >= 0; }
+
+  struct Layout;
+
+ private:
+  NodeShare(Layout* layout, int fd, std::string path) : layout_(layout), fd_(fd), path_(std::move(path)) {}
+
+  Layout* layout_;
+  int fd_;  // -1 for an unshared board
+  std::string path_;
+  bool left_ = false;
+};
+
+// "/dev/shm/hangwatch-<uid>-<hash of the absolute job dir>".
+std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir = "/dev/shm");
+
+}  // namespace hangwatch::watchdog

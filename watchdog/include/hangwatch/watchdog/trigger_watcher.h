@@ -1,0 +1,55 @@
+#pragma once
+// TRIGGER.json (DESIGN.md §4): the first detector creates it with O_EXCL semantics and says
+// so in TRIGGER.beacon; every rank learns of it from its node's shared board, which one rank
+// of the node refreshes from the beacon once per check interval (trigger_beacon.h explains
+// why a beacon and not a stat()). Shared storage thus sees a fixed number of look-ups per
+// node and second, whatever the number of ranks on the node.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "hangwatch/common/expected.h"
+#include "hangwatch/common/trigger_record.h"
+#include "hangwatch/watchdog/node_share.h"
+#include "hangwatch/common/trigger_beacon.h"
+
+namespace hangwatch::watchdog {
+
+class TriggerWatcher {
+ public:
+  // Once the job triggered, the beacon is re-read this often (per node) to learn that every
+  // rank's dumps are done.
+  static constexpr int64_t kCompletionCheckNs = 1'000'000'000;
+  // Every this many trigger look-ups, TRIGGER.json is also stat()ed.
+  static constexpr int kStatEvery = 8;
+
+  // `node` is the board this node's ranks share (not owned); nullptr: one of our own.
+  TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node = nullptr);
+
+  // True once the job triggered.
+  bool triggered(int64_t now_ns);
+  // True when this call created TRIGGER.json, false when another detector had already won.
+  Expected<bool> fire(const TriggerRecord& record);
+  // After the trigger: true once the beacon (or this node's board) says every rank's dumps are done.
+  bool jobComplete(int64_t now_ns);
+  // Says in the beacon and on this node's board that every rank's dumps are done.
+  Expected<bool> announceComplete(int ranks_done, int ranks_given_up, double now_unix_s);
+  // The record in place (tolerant: nullopt when missing or unreadable).
+  std::optional<TriggerRecord> read() const;
+  const std::string& path() const { return path_; }
+  NodeShare& node() { return *node_; }
+
+ private:
+  // Reads the beacon; learns first which of its bytes predate this run (stale lines).
+  std::optional<BeaconState> lookAtBeacon();
+
+  std::string path_;
+  int64_t interval_ns_;
+  std::unique_ptr<NodeShare> own_node_;
+  NodeShare* node_;
+  TriggerBeacon beacon_;
+  int trigger_lookups_ = 0;
+  bool beacon_failed_ = false;
+};
+
+}  // namespace hangwatch::watchdog

@@ -1,0 +1,128 @@
+#pragma once
+// The process-wide watchdog inside libhangwatch.so: created on the first
+// intercepted call, it owns the event pool, the issue queue, the communicator
+// table and the poller thread that times, detects, triggers and dumps.
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "hangwatch/watchdog/bounded_queue.h"
+#include "hangwatch/watchdog/comm_table.h"
+#include "hangwatch/watchdog/cuda_event_api.h"
+#include "hangwatch/watchdog/device_timers.h"
+#include "hangwatch/watchdog/deferred_ops.h"
+#include "hangwatch/watchdog/graph_registry.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/watchdog/host_call_slots.h"
+#include "hangwatch/watchdog/pending_op.h"
+#include "hangwatch/watchdog/watchdog_config.h"
+
+namespace hangwatch::watchdog {
+
+class HangResponder;
+class NodeShare;
+
+class Watchdog {
+ public:
+  // The running watchdog, or nullptr for a pass-through (HANGWATCH_DISABLE=1, a
+  // forked child, a failed start). The first call starts it.
+  static Watchdog* get() {
+    int s = state_.load(std::memory_order_acquire);
+    if (__builtin_expect(s == kActive, 1)) return instance_;
+    if (s == kPassThrough) return nullptr;
+    return startSlow();
+  }
+
+  // 1 in kernel_sample generic kernel launches of each thread is timed.
+  bool sampleKernel() {
+    if (kernel_sample_ == 0) return false;
+    static thread_local uint32_t n __attribute__((tls_model("initial-exec"))) = 0;
+    return ++n % kernel_sample_ == 0;
+  }
+
+  struct Timing {
+    cudaEvent_t start = nullptr;
+    cudaEvent_t end = nullptr;
+    DeviceTimer* timer = nullptr;  // the device of `stream`: its events, its clock
+    uint64_t stream_id = 0;        // stream_identity.h
+    int switch_to = -1;            // stream 0 of a device that is not current: record there
+    uint64_t capture_id = 0;       // not timed: the stream is capturing into this sequence
+  };
+  // Takes two events of the stream's device and records the start on `stream`;
+  // false: leave it untimed. Never changes the thread's CUDA last error. Nothing is
+  // recorded on a capturing stream: false with `capture_id` set (graph_registry.h). `device`: the
+  // device stream 0 means when the caller knows better than the current device (NCCL
+  // launches on its communicator's device), -1 otherwise.
+  bool beginTiming(cudaStream_t stream, Timing* t, int device = -1);
+  // Records the end event and queues the operation for the poller.
+  void endTiming(const Timing& t, cudaStream_t stream, PendingOp& op);
+  // The timed call failed: give the events back.
+  void abandonTiming(const Timing& t);
+  // A non-blocking communicator's call returned ncclInProgress: the end event waits
+  // until the communicator is seen ready (deferred_ops.h).
+  void deferTiming(uintptr_t comm, const Timing& t, const PendingOp& op);
+  // The communicator was seen ready (`ok`) or failed: its deferred operations are
+  // ended behind their kernels, or given up.
+  void finishDeferred(uintptr_t comm, bool ok);
+  bool hasDeferred(uintptr_t comm) { return deferred_.has(comm); }
+  bool recordOn(cudaEvent_t event, cudaStream_t stream);
+
+  void recordHostSync(const HostSync& sync);
+
+  CommTable& comms() { return comms_; }
+  GraphRegistry& graphs() { return graphs_; }
+  HostCallSlots& hostCalls() { return host_calls_; }
+  uint64_t opsCompleted() const { return ops_completed_.load(std::memory_order_relaxed); }
+  static bool active() { return state_.load(std::memory_order_acquire) == kActive; }
+
+ private:
+  enum : int { kUnstarted = 0, kActive = 1, kPassThrough = 2 };
+
+  explicit Watchdog(WatchdogConfig config);
+  static Watchdog* startSlow();
+  static void onForkChild();
+  static void onExit();
+
+  void pollLoop();
+  int snapshotDevice();
+  void abortCommunicators();
+
+  static std::atomic<int> state_;
+  static Watchdog* instance_;
+
+  WatchdogConfig config_;
+  RankIdentity launcher_;
+  uint32_t kernel_sample_;
+  CudaEventApi event_api_;
+  DeviceTimers timers_;
+  BoundedQueue<PendingOp> issued_;
+  BoundedQueue<HostSync> host_syncs_;
+  std::atomic<uint64_t> ops_timed_{0};
+  std::atomic<uint64_t> ops_dropped_{0};
+  std::atomic<uint64_t> syncs_dropped_{0};
+  std::atomic<uint64_t> ops_completed_{0};
+  CommTable comms_;
+  GraphRegistry graphs_;
+  DeferredOps deferred_;
+  HostCallSlots host_calls_;
+  std::unique_ptr<HangResponder> responder_;
+  std::unique_ptr<NodeShare> node_;  // this node's shared trigger board, made by the poller
+  std::thread poller_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> poller_done_{false};
+};
+
+}  // namespace hangwatch::watchdog
+
+// Diagnostics for tests and tools, exported next to the interposers.
+extern "C" {
+// 1 while this process runs a watchdog (0: not started, disabled, or a forked child).
+int hangwatch_watchdog_active(void);
+// Timed operations the poller has seen complete.
+unsigned long long hangwatch_ops_completed(void);
+}
