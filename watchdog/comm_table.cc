@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 namespace hangwatch::watchdog {
 
 CommEntry* CommTable::add(uintptr_t handle, uint64_t hash, int rank, int size, int device) {
@@ -49,9 +51,7 @@ std::vector<uintptr_t> CommTable::liveHandles() const {
 }
 
 std::string CommTable::hashHex(uint64_t hash) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash));
-  return buf;
+  return fmt::format("{:016x}", hash);
 }
 
 uint64_t CommTable::hashBytes(const void* data, size_t n, uint64_t seed) {

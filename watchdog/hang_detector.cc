@@ -8,10 +8,9 @@
 
 #include "hangwatch/rank_identity.h"
 #include "monotonic_clock.h"
+#include "op_key_table.h"
 
 namespace hangwatch::watchdog {
-
-std::string streamHex(uint64_t stream) { return fmt::format("{:#x}", stream); }
 
 TriggerRecord triggerRecordFor(const HangFinding& finding, std::optional<int> rank) {
   TriggerRecord record;
@@ -49,7 +48,7 @@ std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const
     StuckOp s;
     s.op = op.op.name;
     s.bytes = op.op.bytes;
-    s.stream = streamHex(stream);
+    s.stream = hexId(stream);
     s.age_s = static_cast<double>(age) * 1e-9;
     const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
     if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {

@@ -39,6 +39,4 @@ TriggerRecord triggerRecordFor(const HangFinding& finding, std::optional<int> ra
 // "ncclAllReduce on device 0 (communicator 0x…, rank 3) stuck for 301.000000 s", for the log.
 std::string describeHang(const HangFinding& finding);
 
-std::string streamHex(uint64_t stream);
-
 }  // namespace hangwatch::watchdog

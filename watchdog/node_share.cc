@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <new>
 
+#include <fmt/format.h>
+
 namespace hangwatch::watchdog {
 
 namespace {
@@ -117,7 +119,7 @@ Expected<NodeShare::Layout*> mapBoard(int fd) {
 // user whose members are all gone, a bounded number per start so a start stays cheap.
 void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
   constexpr int kMaxLooked = 64;
-  std::string prefix = "hangwatch-" + std::to_string(::getuid()) + "-";
+  std::string prefix = fmt::format("hangwatch-{}-", ::getuid());
   DIR* dir = ::opendir(shm_dir.c_str());
   if (dir == nullptr) return;
   int looked = 0;
@@ -149,10 +151,7 @@ std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir
   std::error_code ec;
   std::string absolute = std::filesystem::absolute(job_dir, ec).lexically_normal().string();
   if (ec) absolute = job_dir;
-  char name[96];
-  std::snprintf(name, sizeof name, "/hangwatch-%u-%016llx", static_cast<unsigned>(::getuid()),
-                static_cast<unsigned long long>(fnv1a(absolute)));
-  return shm_dir + name;
+  return fmt::format("{}/hangwatch-{}-{:016x}", shm_dir, ::getuid(), fnv1a(absolute));
 }
 
 Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir) {
@@ -164,7 +163,7 @@ Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_di
     fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
       // Made complete under a private name, then linked into place: no one ever maps half a board.
-      std::string tmp = path + ".tmp." + std::to_string(self);
+      std::string tmp = fmt::format("{}.tmp.{}", path, self);
       int tfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
       if (tfd < 0) return Error{errnoText("cannot create " + tmp)};
       if (::ftruncate(tfd, sizeof(Layout)) != 0) {

@@ -13,6 +13,7 @@
 #include "comm_identity.h"
 #include "hang_detector.h"
 #include "monotonic_clock.h"
+#include "op_key_table.h"
 
 namespace hangwatch::watchdog {
 namespace {
@@ -72,8 +73,6 @@ SnapshotProgress buildProgress(const ProxyProgress& table, uint64_t inits, int64
   return p;
 }
 
-std::string addressHex(uintptr_t handle) { return fmt::format("{:#x}", handle); }
-
 SnapshotIdentity identityOf(const SnapshotInputs& in) {
   SnapshotIdentity id;
   id.rank = snapshotRank(in.launcher, *in.comms);
@@ -98,7 +97,7 @@ SnapshotComm commOf(const CommView& c) {
   if (c.issued > 0) sc.last_issued_seq = c.issued - 1;
   if (c.completed_plus1 > 0) sc.last_completed_seq = c.completed_plus1 - 1;
   if (c.nccl_id != 0) sc.nccl_id = CommTable::hashHex(c.nccl_id);
-  sc.address = addressHex(c.handle);
+  sc.address = hexId(c.handle);
   return sc;
 }
 
@@ -127,7 +126,7 @@ SnapshotPendingOp pendingOf(const PendingOp& op, bool front, const SnapshotInput
 
 SnapshotStream streamOf(uint64_t stream, const std::deque<PendingOp>& q, const SnapshotInputs& in) {
   SnapshotStream st;
-  st.stream = streamHex(stream);
+  st.stream = hexId(stream);
   if (!q.empty() && q.front().device >= 0) st.device = q.front().device;
   bool front = true;
   for (const PendingOp& op : q) {
