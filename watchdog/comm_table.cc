@@ -1,7 +1,5 @@
 #include "comm_table.h"
 
-#include <cstdio>
-
 #include <fmt/format.h>
 
 namespace hangwatch::watchdog {

@@ -10,7 +10,6 @@
 #include <dirent.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <new>

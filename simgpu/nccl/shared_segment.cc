@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace simnccl {
 namespace {
 
@@ -53,9 +55,10 @@ hangwatch::Expected<SharedSegment*> SharedSegment::open(const std::string& name,
   if (!agree(h.nranks, static_cast<uint32_t>(shape.nranks)) ||
       !agree(h.nchannels, static_cast<uint32_t>(shape.nchannels)) ||
       !agree(h.slot_bytes, static_cast<uint64_t>(shape.slot_bytes)) || !agree(h.magic, kMagic)) {
-    std::string msg = "ranks disagree on the communicator: nranks " + std::to_string(h.nranks.load()) + " vs " +
-                      std::to_string(shape.nranks) + ", channels " + std::to_string(h.nchannels.load()) + " vs " +
-                      std::to_string(shape.nchannels) + " (SIMGPU_NCHANNELS and SIMGPU_SLOT_BYTES must match)";
+    std::string msg = fmt::format(
+        "ranks disagree on the communicator: nranks {} vs {}, channels {} vs {} "
+        "(SIMGPU_NCHANNELS and SIMGPU_SLOT_BYTES must match)",
+        h.nranks.load(), shape.nranks, h.nchannels.load(), shape.nchannels);
     delete seg;
     return hangwatch::Error{msg};
   }
