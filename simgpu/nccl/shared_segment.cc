@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/scoped_fd.h"
+
 namespace simnccl {
 namespace {
 
@@ -37,19 +39,17 @@ size_t SegmentShape::totalBytes() const {
 }
 
 hangwatch::Expected<SharedSegment*> SharedSegment::open(const std::string& name, const SegmentShape& shape) {
-  int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return hangwatch::Error{"shm_open " + name + ": " + std::strerror(errno)};
+  hangwatch::ScopedFd fd(::shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) return hangwatch::Error{"shm_open " + name + ": " + std::strerror(errno)};
   size_t bytes = shape.totalBytes();
   struct stat st {};
   // Only grow: shrinking under a peer that already mapped it would SIGBUS the peer.
-  if (::fstat(fd, &st) != 0 || (static_cast<size_t>(st.st_size) < bytes && ::ftruncate(fd, bytes) != 0)) {
-    std::string err = std::strerror(errno);
-    ::close(fd);
-    return hangwatch::Error{"sizing shared memory " + name + ": " + err};
-  }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 ||
+      (static_cast<size_t>(st.st_size) < bytes && ::ftruncate(fd.get(), bytes) != 0))
+    return hangwatch::Error{"sizing shared memory " + name + ": " + std::strerror(errno)};
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return hangwatch::Error{"mmap " + name + ": " + std::strerror(errno)};
+  fd.close();  // the mapping outlives the descriptor
   auto* seg = new SharedSegment(name, shape, static_cast<char*>(base));
   SegmentHeader& h = seg->header();
   if (!agree(h.nranks, static_cast<uint32_t>(shape.nranks)) ||
