@@ -65,6 +65,18 @@ std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid) {
   return fmt::format("{}/ranks/p{}.forensics.json", job_dir, pid);
 }
 
+std::string watchdogSnapshotPathForPid(const std::string& job_dir, pid_t pid) {
+  return fmt::format("{}/ranks/p{}.watchdog.json", job_dir, pid);
+}
+
+std::string collectLogPath(const std::string& job_dir, int rank) {
+  return job_dir + "/ranks/" + rankTag(rank) + ".collect.log";
+}
+
+std::string collectLogPathForPid(const std::string& job_dir, pid_t pid) {
+  return fmt::format("{}/ranks/p{}.collect.log", job_dir, pid);
+}
+
 std::string metricsPath(const std::string& job_dir, int rank) {
   return fmt::format("{}/metrics/{}.jsonl", job_dir, rankTag(rank));
 }

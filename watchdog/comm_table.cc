@@ -1,6 +1,6 @@
 #include "hangwatch/watchdog/comm_table.h"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 namespace hangwatch::watchdog {
 
@@ -49,9 +49,7 @@ std::vector<uintptr_t> CommTable::liveHandles() const {
 }
 
 std::string CommTable::hashHex(uint64_t hash) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash));
-  return buf;
+  return fmt::format("{:016x}", hash);
 }
 
 uint64_t CommTable::hashBytes(const void* data, size_t n, uint64_t seed) {

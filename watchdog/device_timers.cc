@@ -31,6 +31,13 @@ void DeviceTimers::forEach(const std::function<void(DeviceTimer&)>& fn) const {
   }
 }
 
+void DeviceTimers::keepCalibrated(int64_t now_ns) const {
+  forEach([&](DeviceTimer& t) {
+    t.keepCalibrated(now_ns, GpuClock::kRecalibrateNs);
+    if (t.calibrationFailed() && on_calibration_failure) on_calibration_failure(t.device());
+  });
+}
+
 uint64_t DeviceTimers::exhausted() const {
   uint64_t n = 0;
   forEach([&](DeviceTimer& t) { n += t.pool().exhausted(); });

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 namespace hangwatch::watchdog {
 
 EventPool::EventPool(EventApi& api, size_t capacity) : api_(api), capacity_(capacity), free_(capacity) {}
@@ -10,8 +12,7 @@ Expected<size_t> EventPool::fill() {
   while (created_ < capacity_) {
     cudaEvent_t e = nullptr;
     if (cudaError_t rc = api_.create(&e); rc != cudaSuccess)
-      return Error{"cudaEventCreate failed with error " + std::to_string(rc) + " after " +
-                   std::to_string(created_) + " events"};
+      return Error{fmt::format("cudaEventCreate failed with error {} after {} events", static_cast<int>(rc), created_)};
     free_.tryPush(e);
     ++created_;
   }

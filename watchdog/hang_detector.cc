@@ -1,13 +1,38 @@
 #include "hangwatch/watchdog/hang_detector.h"
 
-#include <cstdio>
+#include <unistd.h>
+
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/metrics/op_key_table.h"
 
 namespace hangwatch::watchdog {
 
-std::string streamHex(uint64_t stream) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(stream));
-  return buf;
+TriggerRecord triggerRecordFor(const HangFinding& finding, std::optional<int> rank) {
+  TriggerRecord record;
+  record.rank = rank;
+  record.host = hostName();
+  record.pid = ::getpid();
+  record.time_unix_s = wallClockSeconds();
+  record.reason = finding.reason;
+  record.stuck_op = finding.stuck;
+  return record;
+}
+
+std::string describeHang(const HangFinding& finding) {
+  std::string text = finding.stuck.op;
+  if (finding.device >= 0) fmt::format_to(std::back_inserter(text), " on device {}", finding.device);
+  if (!finding.stuck.comm.empty()) {
+    fmt::format_to(std::back_inserter(text), " (communicator {}", finding.stuck.comm);
+    if (finding.comm_rank >= 0) fmt::format_to(std::back_inserter(text), ", rank {}", finding.comm_rank);
+    text += ')';
+  }
+  fmt::format_to(std::back_inserter(text), " stuck for {:f} s", finding.stuck.age_s);
+  return text;
 }
 
 std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const HostCallSlots& host_calls,
@@ -23,7 +48,7 @@ std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const
     StuckOp s;
     s.op = op.op.name;
     s.bytes = op.op.bytes;
-    s.stream = streamHex(stream);
+    s.stream = hexId(stream);
     s.age_s = static_cast<double>(age) * 1e-9;
     const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
     if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {

@@ -2,12 +2,16 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
 #include "hangwatch/watchdog/monotonic_clock.h"
 #include "hangwatch/watchdog/term_deferral.h"
 #include "hangwatch/watchdog/watchdog_log.h"
@@ -21,18 +25,65 @@ std::string collectorResult(const Expected<CollectorOutcome>& outcome) {
   switch (outcome->exit_code) {
     case 0: return "written";
     case 3: return "degraded";
-    default: return "failed: collector exited with " + std::to_string(outcome->exit_code);
+    default: return fmt::format("failed: collector exited with {}", outcome->exit_code);
   }
+}
+
+void writeStateFile(const std::string& path, const RankState& state) {
+  if (auto w = writeFileAtomically(path, toJson(state).dump(1) + "\n"); !w)
+    WatchdogLog::instance().failureOnce("state-write", "rank state not written: " + w.error());
 }
 
 void writeState(const HangResponse& r, RankState state) {
   if (r.state_path.empty()) return;
   state.time_unix_s = wallClockSeconds();
-  if (auto w = writeFileAtomically(r.state_path, toJson(state).dump(1) + "\n"); !w)
-    WatchdogLog::instance().failureOnce("state-write", "rank state not written: " + w.error());
+  writeStateFile(r.state_path, state);
+}
+
+CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump) {
+  CollectorRequest c;
+  c.binary = CollectorLauncher::findForensicsBinary(config.forensics_binary);
+  c.pid = dump.pid;
+  c.rank = dump.rank.value_or(-1);
+  c.job_dir = config.job_dir;
+  c.log_path = paths.collect_log;
+  c.wait_s = config.collect_wait_s;
+  c.debugger = config.debugger;
+  c.mark_state = dump.rank.has_value();
+  return c;
 }
 
 }  // namespace
+
+DumpPaths dumpPaths(const std::string& job_dir, std::optional<int> rank, pid_t pid) {
+  if (!rank) return {watchdogSnapshotPathForPid(job_dir, pid), "", collectLogPathForPid(job_dir, pid)};
+  return {watchdogSnapshotPath(job_dir, *rank), rankStatePath(job_dir, *rank), collectLogPath(job_dir, *rank)};
+}
+
+HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump,
+                          std::function<bool()> job_complete) {
+  HangResponse response;
+  response.on_hang = config.on_hang;
+  response.collect = config.collect;
+  response.abort_grace_s = config.abort_grace_s;
+  response.dump_started = dump.at;
+  response.job_complete = std::move(job_complete);
+  if (dump.rank) {
+    RankState& st = response.state;
+    st.rank = *dump.rank;
+    st.phase = DumpPhase::kCollecting;
+    st.pid = dump.pid;
+    st.host = dump.host;
+    st.time_unix_s = wallClockSeconds();
+    const double collector_s = config.collect ? std::min(config.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0;
+    st.deadline_unix_s = st.time_unix_s + collector_s + 5;
+    st.snapshot = dump.snapshot;
+    st.forensics = config.collect ? "pending" : "off";
+    response.state_path = paths.state;
+  }
+  if (config.collect) response.collector = collectorRequest(config, paths, dump);
+  return response;
+}
 
 HangResponder::HangResponder(std::function<void()> abort_comms, std::function<void(int)> exit_process,
                              TermHandling term)
@@ -45,6 +96,8 @@ TermHandling HangResponder::defaultTermHandling() {
 void HangResponder::start(const HangResponse& response) {
   if (started_) return;
   started_ = true;
+  // Before the thread exists: from here on the job waits for this rank's dumps.
+  if (!response.state_path.empty()) writeStateFile(response.state_path, response.state);
   std::thread(&HangResponder::respond, response, abort_comms_, exit_process_, term_).detach();
 }
 
@@ -73,10 +126,10 @@ void HangResponder::respond(HangResponse response, std::function<void()> abort_c
     if (!outcome)
       log.failureOnce("collector-start", "collector not run: " + outcome.error());
     else if (!outcome->finished)
-      log.info("collector still running; not waiting any longer (log: " + request.log_path + ")");
+      log.info(fmt::format("collector still running; not waiting any longer (log: {})", request.log_path));
     else if (outcome->exit_code != 0)
-      log.failureOnce("collector-exit", "collector exited with " + std::to_string(outcome->exit_code) +
-                                            " (log: " + request.log_path + ")");
+      log.failureOnce("collector-exit",
+                      fmt::format("collector exited with {} (log: {})", outcome->exit_code, request.log_path));
     state.forensics = collectorResult(outcome);
     // A collector still running marks the rank done itself when it ends.
     if (!outcome || outcome->finished) {
@@ -98,8 +151,8 @@ void HangResponder::respond(HangResponse response, std::function<void()> abort_c
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (complete) log.info("every rank's dumps are done");
     else if (!termHeld())
-      log.info("HANGWATCH_ABORT_GRACE (" + std::to_string(static_cast<int>(response.abort_grace_s)) +
-               " s) passed before every rank's dumps were done; exiting anyway");
+      log.info(fmt::format("HANGWATCH_ABORT_GRACE ({} s) passed before every rank's dumps were done; exiting anyway",
+                           static_cast<int>(response.abort_grace_s)));
   }
   if (termHeld()) log.info("SIGTERM held back while dumping; passing it on now");
   if (term.release) term.release();

@@ -10,10 +10,12 @@
 #include <dirent.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <optional>
+
+#include <fmt/format.h>
 
 namespace hangwatch::watchdog {
 
@@ -117,7 +119,7 @@ Expected<NodeShare::Layout*> mapBoard(int fd) {
 // user whose members are all gone, a bounded number per start so a start stays cheap.
 void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
   constexpr int kMaxLooked = 64;
-  std::string prefix = "hangwatch-" + std::to_string(::getuid()) + "-";
+  std::string prefix = fmt::format("hangwatch-{}-", ::getuid());
   DIR* dir = ::opendir(shm_dir.c_str());
   if (dir == nullptr) return;
   int looked = 0;
@@ -126,19 +128,18 @@ void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
     if (name.rfind(prefix, 0) != 0 || name.find(".tmp.") != std::string::npos) continue;
     std::string path = shm_dir + "/" + name;
     if (path == keep || ++looked > kMaxLooked) continue;
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (Expected<NodeShare::Layout*> board = mapBoard(fd)) {
+    ScopedFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    if (Expected<NodeShare::Layout*> board = mapBoard(fd.get())) {
       {
         MembersLock lock(*board);
         struct stat mine, named;
-        if (pruneDeadMembers(*board) == 0 && ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        if (pruneDeadMembers(*board) == 0 && ::fstat(fd.get(), &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
             mine.st_ino == named.st_ino)
           ::unlink(path.c_str());
       }
       ::munmap(*board, sizeof(NodeShare::Layout));
     }
-    ::close(fd);
   }
   ::closedir(dir);
 }
@@ -149,99 +150,108 @@ std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir
   std::error_code ec;
   std::string absolute = std::filesystem::absolute(job_dir, ec).lexically_normal().string();
   if (ec) absolute = job_dir;
-  char name[96];
-  std::snprintf(name, sizeof name, "/hangwatch-%u-%016llx", static_cast<unsigned>(::getuid()),
-                static_cast<unsigned long long>(fnv1a(absolute)));
-  return shm_dir + name;
+  return fmt::format("{}/hangwatch-{}-{:016x}", shm_dir, ::getuid(), fnv1a(absolute));
 }
+
+namespace {
+
+struct MappedBoard {
+  ScopedFd fd;
+  NodeShare::Layout* layout = nullptr;
+};
+
+// Made complete under a private name, then linked into place: no one ever maps half a board.
+// nullopt: another rank of this node linked its board first.
+Expected<std::optional<MappedBoard>> createBoard(const std::string& path, pid_t self) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, self);
+  ScopedFd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Error{errnoText("cannot create " + tmp)};
+  if (::ftruncate(fd.get(), sizeof(NodeShare::Layout)) != 0) {
+    std::string e = errnoText("cannot size " + tmp);
+    ::unlink(tmp.c_str());
+    return Error{e};
+  }
+  void* p = ::mmap(nullptr, sizeof(NodeShare::Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    std::string e = errnoText("cannot map " + tmp);
+    ::unlink(tmp.c_str());
+    return Error{e};
+  }
+  initLayout(static_cast<NodeShare::Layout*>(p), true);
+  int linked = ::link(tmp.c_str(), path.c_str());
+  int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (linked == 0) return std::optional<MappedBoard>(MappedBoard{std::move(fd), static_cast<NodeShare::Layout*>(p)});
+  ::munmap(p, sizeof(NodeShare::Layout));
+  if (link_errno != EEXIST) {
+    errno = link_errno;
+    return Error{errnoText("cannot link " + path)};
+  }
+  return std::optional<MappedBoard>();
+}
+
+// This node's board: the one in place, else a new one.
+Expected<MappedBoard> openBoard(const std::string& path, pid_t self) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ScopedFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd.valid() && errno == ENOENT) {
+      Expected<std::optional<MappedBoard>> made = createBoard(path, self);
+      if (!made) return Error{made.error()};
+      if (*made) return std::move(**made);
+      continue;  // another rank of this node made it first: use theirs
+    }
+    if (!fd.valid()) return Error{errnoText("cannot open " + path)};
+    Expected<NodeShare::Layout*> mapped = mapBoard(fd.get());
+    if (!mapped) return Error{path + ": " + mapped.error()};
+    return MappedBoard{std::move(fd), *mapped};
+  }
+  return Error{"cannot attach to " + path};
+}
+
+// Under the lock: resets the flags of an earlier run, then adds `self` to the members.
+void join(NodeShare::Layout* layout, pid_t self) {
+  MembersLock lock(layout);
+  if (pruneDeadMembers(layout) == 0) {
+    // Everyone who wrote these flags has exited: an earlier run of this job directory.
+    layout->triggered.store(0, std::memory_order_relaxed);
+    layout->complete.store(0, std::memory_order_relaxed);
+    layout->beacon_base.store(-1, std::memory_order_relaxed);
+    for (auto& n : layout->next_lookup_ns) n.store(0, std::memory_order_relaxed);
+  }
+  bool registered = false;
+  for (int32_t& m : layout->members) {
+    if (m == self) registered = true;
+  }
+  for (int32_t& m : layout->members) {
+    if (registered) break;
+    if (m == 0) {
+      m = self;
+      registered = true;
+    }
+  }
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir) {
   std::string path = nodeSharePath(job_dir, shm_dir);
   const pid_t self = ::getpid();
-  int fd = -1;
-  Layout* layout = nullptr;
-  for (int attempt = 0; attempt < 2 && layout == nullptr; ++attempt) {
-    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) {
-      // Made complete under a private name, then linked into place: no one ever maps half a board.
-      std::string tmp = path + ".tmp." + std::to_string(self);
-      int tfd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (tfd < 0) return Error{errnoText("cannot create " + tmp)};
-      if (::ftruncate(tfd, sizeof(Layout)) != 0) {
-        std::string e = errnoText("cannot size " + tmp);
-        ::close(tfd);
-        ::unlink(tmp.c_str());
-        return Error{e};
-      }
-      void* p = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, tfd, 0);
-      if (p == MAP_FAILED) {
-        std::string e = errnoText("cannot map " + tmp);
-        ::close(tfd);
-        ::unlink(tmp.c_str());
-        return Error{e};
-      }
-      initLayout(static_cast<Layout*>(p), true);
-      int linked = ::link(tmp.c_str(), path.c_str());
-      int link_errno = errno;
-      ::unlink(tmp.c_str());
-      if (linked == 0) {
-        fd = tfd;
-        layout = static_cast<Layout*>(p);
-        break;
-      }
-      ::munmap(p, sizeof(Layout));
-      ::close(tfd);
-      if (link_errno != EEXIST) {
-        errno = link_errno;
-        return Error{errnoText("cannot link " + path)};
-      }
-      continue;  // another rank of this node made it first: use theirs
-    }
-    if (fd < 0) return Error{errnoText("cannot open " + path)};
-    Expected<Layout*> mapped = mapBoard(fd);
-    if (!mapped) {
-      ::close(fd);
-      return Error{path + ": " + mapped.error()};
-    }
-    layout = *mapped;
-  }
-  if (layout == nullptr) return Error{"cannot attach to " + path};
-
-  {
-    MembersLock lock(layout);
-    if (pruneDeadMembers(layout) == 0) {
-      // Everyone who wrote these flags has exited: an earlier run of this job directory.
-      layout->triggered.store(0, std::memory_order_relaxed);
-      layout->complete.store(0, std::memory_order_relaxed);
-      layout->beacon_base.store(-1, std::memory_order_relaxed);
-      for (auto& n : layout->next_lookup_ns) n.store(0, std::memory_order_relaxed);
-    }
-    bool registered = false;
-    for (int32_t& m : layout->members) {
-      if (m == self) registered = true;
-    }
-    for (int32_t& m : layout->members) {
-      if (registered) break;
-      if (m == 0) {
-        m = self;
-        registered = true;
-      }
-    }
-  }
+  Expected<MappedBoard> board = openBoard(path, self);
+  if (!board) return Error{board.error()};
+  join(board->layout, self);
   sweepDeadBoards(shm_dir, path);
-  return std::unique_ptr<NodeShare>(new NodeShare(layout, fd, path));
+  return std::unique_ptr<NodeShare>(new NodeShare(board->layout, std::move(board->fd), path));
 }
 
 std::unique_ptr<NodeShare> NodeShare::unshared() {
   auto* layout = static_cast<Layout*>(::operator new(sizeof(Layout)));
   initLayout(layout, false);
-  return std::unique_ptr<NodeShare>(new NodeShare(layout, -1, ""));
+  return std::unique_ptr<NodeShare>(new NodeShare(layout, ScopedFd(), ""));
 }
 
 NodeShare::~NodeShare() {
-  if (fd_ >= 0) {
-    ::munmap(layout_, sizeof(Layout));
-    ::close(fd_);
+  if (fd_.valid()) {
+    ::munmap(layout_, sizeof(Layout));  // the descriptor closes after the mapping is gone
   } else {
     pthread_mutex_destroy(&layout_->members_lock);
     layout_->~Layout();
@@ -271,7 +281,7 @@ int64_t NodeShare::setBeaconBase(int64_t bytes) {
 }
 
 void NodeShare::leave() {
-  if (left_ || fd_ < 0) return;
+  if (left_ || !fd_.valid()) return;
   left_ = true;
   const pid_t self = ::getpid();
   MembersLock lock(layout_);
@@ -281,7 +291,7 @@ void NodeShare::leave() {
   if (pruneDeadMembers(layout_) > 0) return;
   // Last one out removes the file, unless it was already replaced by a newer board.
   struct stat mine, named;
-  if (::fstat(fd_, &mine) == 0 && ::stat(path_.c_str(), &named) == 0 && mine.st_ino == named.st_ino)
+  if (::fstat(fd_.get(), &mine) == 0 && ::stat(path_.c_str(), &named) == 0 && mine.st_ino == named.st_ino)
     ::unlink(path_.c_str());
 }
 

@@ -3,20 +3,23 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <tuple>
+
+#include <fmt/format.h>
 
 #include "hangwatch/watchdog/comm_identity.h"
 #include "hangwatch/watchdog/hang_detector.h"
 #include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/metrics/op_key_table.h"
 
 namespace hangwatch::watchdog {
 namespace {
 
 std::string threadName(pid_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::ifstream in(fmt::format("/proc/self/task/{}/comm", tid));
   std::string name;
   std::getline(in, name);
   return name;
@@ -70,10 +73,80 @@ SnapshotProgress buildProgress(const ProxyProgress& table, uint64_t inits, int64
   return p;
 }
 
-std::string addressHex(uintptr_t handle) {
-  char buf[2 + 16 + 1];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(handle));
-  return buf;
+SnapshotIdentity identityOf(const SnapshotInputs& in) {
+  SnapshotIdentity id;
+  id.rank = snapshotRank(in.launcher, *in.comms);
+  id.rank_source = in.launcher.rank ? in.launcher.source : (id.rank ? "communicator" : "");
+  id.local_rank = in.launcher.local_rank;
+  id.world_size = in.launcher.world_size;
+  id.host = hostName();
+  id.pid = ::getpid();
+  id.job_id = in.job_id;
+  id.device = in.device;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) id.cuda_visible_devices = v;
+  return id;
+}
+
+SnapshotComm commOf(const CommView& c) {
+  SnapshotComm sc;
+  sc.hash = CommTable::hashHex(c.hash);
+  sc.rank = c.rank;
+  sc.size = c.size;
+  sc.device = c.device;
+  sc.state = stateName(c.state);
+  if (c.issued > 0) sc.last_issued_seq = c.issued - 1;
+  if (c.completed_plus1 > 0) sc.last_completed_seq = c.completed_plus1 - 1;
+  if (c.nccl_id != 0) sc.nccl_id = CommTable::hashHex(c.nccl_id);
+  sc.address = hexId(c.handle);
+  return sc;
+}
+
+// `front`: only the front op is "waiting"; the ones behind it have not had their turn.
+SnapshotPendingOp pendingOf(const PendingOp& op, bool front, const SnapshotInputs& in) {
+  SnapshotPendingOp p;
+  p.op = op.op.name;
+  if (op.kernel_func && in.kernel_namer) {
+    if (const char* n = in.kernel_namer(op)) p.op = fmt::format("kernel:{}", n);
+  }
+  p.op_class = pendingOpClassName(op.op.cls);
+  if (op.op.comm_hash) p.comm = CommTable::hashHex(op.op.comm_hash);
+  const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
+  if (op.op.cls == OpClass::kCollective || graph_with_collective) p.seq = op.op.seq;
+  p.bytes = op.op.bytes;
+  if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {
+    p.dtype = ncclDtypeName(op.dtype);
+    p.count = op.count;
+  }
+  if (op.op.peer >= 0) p.peer = op.op.peer;
+  p.issued_s_ago = static_cast<double>(in.now_ns - op.op.host_issue_ns) * 1e-9;
+  p.age_s = front ? static_cast<double>(in.now_ns - op.front_since_ns) * 1e-9 : 0.0;
+  p.gpu_started = op.gpu_started;
+  return p;
+}
+
+SnapshotStream streamOf(uint64_t stream, const std::deque<PendingOp>& q, const SnapshotInputs& in) {
+  SnapshotStream st;
+  st.stream = hexId(stream);
+  if (!q.empty() && q.front().device >= 0) st.device = q.front().device;
+  bool front = true;
+  for (const PendingOp& op : q) {
+    st.pending.push_back(pendingOf(op, front, in));
+    front = false;
+  }
+  return st;
+}
+
+SnapshotHostCall hostCallOf(const BusyHostCall& call, const SnapshotInputs& in) {
+  SnapshotHostCall h;
+  h.call = call.call;
+  h.tid = call.tid;
+  h.thread_name = threadName(call.tid);
+  h.age_s = static_cast<double>(in.now_ns - call.enter_ns) * 1e-9;
+  if (call.comm) {
+    if (CommEntry* e = in.comms->find(call.comm)) h.comm = CommTable::hashHex(e->hash);
+  }
+  if (call.seq_plus1) h.seq = call.seq_plus1 - 1;
+  return h;
 }
 
 }  // namespace
@@ -92,76 +165,11 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
   s.detected_here = in.detected_here;
   s.trigger = in.trigger;
   s.health = in.health;
-
-  SnapshotIdentity& id = s.identity;
-  id.rank = snapshotRank(in.launcher, *in.comms);
-  id.rank_source = in.launcher.rank ? in.launcher.source : (id.rank ? "communicator" : "");
-  id.local_rank = in.launcher.local_rank;
-  id.world_size = in.launcher.world_size;
-  id.host = hostName();
-  id.pid = ::getpid();
-  id.job_id = in.job_id;
-  id.device = in.device;
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) id.cuda_visible_devices = v;
-
+  s.identity = identityOf(in);
   if (in.nccl_ids != nullptr) tieNcclIds(*in.comms, *in.nccl_ids);
-  for (const CommView& c : in.comms->view()) {
-    SnapshotComm sc;
-    sc.hash = CommTable::hashHex(c.hash);
-    sc.rank = c.rank;
-    sc.size = c.size;
-    sc.device = c.device;
-    sc.state = stateName(c.state);
-    if (c.issued > 0) sc.last_issued_seq = c.issued - 1;
-    if (c.completed_plus1 > 0) sc.last_completed_seq = c.completed_plus1 - 1;
-    if (c.nccl_id != 0) sc.nccl_id = CommTable::hashHex(c.nccl_id);
-    sc.address = addressHex(c.handle);
-    s.comms.push_back(sc);
-  }
-
-  for (const auto& [stream, q] : in.queues->streams()) {
-    SnapshotStream st;
-    st.stream = streamHex(stream);
-    if (!q.empty() && q.front().device >= 0) st.device = q.front().device;
-    bool front = true;
-    for (const PendingOp& op : q) {
-      SnapshotPendingOp p;
-      p.op = op.op.name;
-      if (op.kernel_func && in.kernel_namer) {
-        if (const char* n = in.kernel_namer(op)) p.op = std::string("kernel:") + n;
-      }
-      p.op_class = pendingOpClassName(op.op.cls);
-      if (op.op.comm_hash) p.comm = CommTable::hashHex(op.op.comm_hash);
-      const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
-      if (op.op.cls == OpClass::kCollective || graph_with_collective) p.seq = op.op.seq;
-      p.bytes = op.op.bytes;
-      if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {
-        p.dtype = ncclDtypeName(op.dtype);
-        p.count = op.count;
-      }
-      if (op.op.peer >= 0) p.peer = op.op.peer;
-      p.issued_s_ago = static_cast<double>(in.now_ns - op.op.host_issue_ns) * 1e-9;
-      // Only the front op is "waiting"; the ones behind it have not had their turn.
-      p.age_s = front ? static_cast<double>(in.now_ns - op.front_since_ns) * 1e-9 : 0.0;
-      p.gpu_started = op.gpu_started;
-      st.pending.push_back(p);
-      front = false;
-    }
-    s.streams.push_back(std::move(st));
-  }
-
-  in.host_calls->forEachBusy([&](const BusyHostCall& call) {
-    SnapshotHostCall h;
-    h.call = call.call;
-    h.tid = call.tid;
-    h.thread_name = threadName(call.tid);
-    h.age_s = static_cast<double>(in.now_ns - call.enter_ns) * 1e-9;
-    if (call.comm) {
-      if (CommEntry* e = in.comms->find(call.comm)) h.comm = CommTable::hashHex(e->hash);
-    }
-    if (call.seq_plus1) h.seq = call.seq_plus1 - 1;
-    s.host_calls.push_back(h);
-  });
+  for (const CommView& c : in.comms->view()) s.comms.push_back(commOf(c));
+  for (const auto& [stream, q] : in.queues->streams()) s.streams.push_back(streamOf(stream, q, in));
+  in.host_calls->forEachBusy([&](const BusyHostCall& call) { s.host_calls.push_back(hostCallOf(call, in)); });
   if (in.progress != nullptr && in.nccl_ids != nullptr && in.nccl_ids->initsSeen() > 0)
     s.progress = buildProgress(*in.progress, in.nccl_ids->initsSeen(), in.now_ns);
   return s;

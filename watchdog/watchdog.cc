@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hangwatch/watchdog/gpu_clock.h"
 #include "hangwatch/watchdog/hang_detector.h"
 #include "hangwatch/watchdog/hang_responder.h"
@@ -39,7 +41,6 @@ constexpr size_t kHostSyncQueueSize = 4096;
 // Per node, not per rank: the ranks of a node share one schedule (node_share.h).
 constexpr int64_t kTriggerCheckNs = 250'000'000;
 constexpr int64_t kCompletionPollNs = 1'000'000'000;
-constexpr int64_t kRecalibrateNs = 60'000'000'000;
 
 // Driver functions the poller uses to name generic kernels launched as cudaKernel_t or
 // CUfunction, looked up once through the runtime (libcuda is not linked).
@@ -130,8 +131,13 @@ Watchdog::Watchdog(WatchdogConfig config)
                                                  })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
   timers_.on_fill_failure = [](int device, const std::string& why) {
-    WatchdogLog::instance().failureOnce("event-pool:" + std::to_string(device),
-                                        "device " + std::to_string(device) + ": timing with fewer events: " + why);
+    WatchdogLog::instance().failureOnce(fmt::format("event-pool:{}", device),
+                                        fmt::format("device {}: timing with fewer events: {}", device, why));
+  };
+  timers_.on_calibration_failure = [](int device) {
+    WatchdogLog::instance().failureOnce(
+        fmt::format("calibration:{}", device),
+        fmt::format("no calibration stream on device {}: GPU times are placed approximately", device));
   };
   // Registered after the runtime made its first events, so it runs before the runtime's
   // own teardown: the poller stops querying events that are going away.
@@ -267,202 +273,191 @@ void Watchdog::abortCommunicators() {
   }
 }
 
-void Watchdog::pollLoop() {
+// The poller thread's own state: no other thread touches it.
+struct Watchdog::PollState {
+  explicit PollState(Watchdog& w)
+      : poller(w.event_api_, w.timers_, w.comms_, [this, &w](const CompletedOp& op) { w.recordCompleted(*this, op); },
+               &kernelName),
+        detector(w.config_.timeoutNs()),
+        trigger(w.config_.job_dir, kTriggerCheckNs, w.attachNodeShare()) {}
+
   WatchdogLog& log = WatchdogLog::instance();
-  std::unique_ptr<MetricsWindows> metrics;
-  auto startMetrics = [&] {
-    std::optional<int> rank = snapshotRank(launcher_, comms_);
-    if (metrics || !rank) return;
-    MetricsConfig mc;
-    mc.rank = *rank;
-    mc.path = metricsPath(config_.job_dir, *rank);
-    mc.interval_s = config_.metrics_interval_s;
-    mc.timeline_path = timelinePath(config_.job_dir, *rank);
-    mc.host = hostName();
-    mc.links = &linkMeter();
-    if (!config_.prometheus_dir.empty()) mc.prometheus_path = PrometheusTextfile::pathFor(config_.prometheus_dir, *rank);
-    mc.log_failure = [&log](const std::string& m) { log.failureOnce("metrics-write", m); };
-    metrics = std::make_unique<MetricsWindows>(mc);
-  };
+  std::unique_ptr<MetricsWindows> metrics;  // once this rank is known
   bool late_exit_hook = false;
-  OpPoller poller(event_api_, timers_, comms_, [&](const CompletedOp& op) {
-    startMetrics();
-    if (!metrics) return;
-    metrics->record(op);
-    if (!late_exit_hook) {
-      // Again, now that the metrics code made its statics: exit handlers run in
-      // reverse, so the poller stops before anything it still uses is destroyed.
-      late_exit_hook = true;
-      std::atexit(&Watchdog::onExit);
-    }
-  }, &kernelName);
-  HangDetector detector(config_.timeoutNs());
-  if (auto share = NodeShare::attach(config_.job_dir)) {
-    node_ = std::move(*share);
-  } else {
-    log.failureOnce("node-share", "this rank watches shared storage on its own, not once per node: " + share.error());
-    node_ = NodeShare::unshared();
-  }
-  TriggerWatcher trigger(config_.job_dir, kTriggerCheckNs, node_.get());
+  OpPoller poller;
+  HangDetector detector;
+  TriggerWatcher trigger;
+  bool dumped = false;
   // Launcher rank 0 tells the job, through the beacon, when every rank's dumps are done.
   std::optional<JobCompletion> completion;
   bool completion_announced = false;
   int64_t next_completion_poll_ns = 0;
-  bool dumped = false;
+};
 
-  auto dump = [&](bool detected_here, const std::optional<HangFinding>& finding, int64_t now_ns) {
-    dumped = true;
-    // A launcher's SIGTERM from here on waits until the snapshot is whole and the collector done.
-    TermDeferral::arm();
-    const auto dump_started = std::chrono::steady_clock::now();
-    SnapshotInputs in;
-    in.queues = &poller.queues();
-    in.comms = &comms_;
-    in.host_calls = &host_calls_;
-    in.launcher = launcher_;
-    in.job_id = jobIdFromEnv();
-    if (int device = snapshotDevice(); device >= 0) in.device = device;
-    in.detected_here = detected_here;
-    in.timeout_s = config_.timeout_s;
-    in.now_ns = now_ns;
-    in.kernel_namer = &kernelName;
-    in.health = {log.failures(), ops_timed_.load(), poller.completed(), timers_.exhausted(), ops_dropped_.load()};
-    in.trigger = trigger.read();
-    in.progress = &proxyProgress();
-    in.nccl_ids = &ncclCommIds();
-    WatchdogSnapshot snapshot = buildSnapshot(in);
-    std::optional<int> rank = snapshot.identity.rank;
-    std::string path = rank ? watchdogSnapshotPath(config_.job_dir, *rank)
-                            : config_.job_dir + "/ranks/p" + std::to_string(::getpid()) + ".watchdog.json";
-    auto written = writeFileAtomically(path, toJson(snapshot).dump(2) + "\n");
-    if (!written)
-      log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
-    else
-      log.info(std::string(detected_here ? "hang detected" : "TRIGGER.json seen") + "; snapshot " + path);
-    startMetrics();
-    if (metrics) {
-      metrics->markHang();
-      metrics->flush(now_ns);
-    }
-    HangResponse response;
-    response.on_hang = config_.on_hang;
-    response.collect = config_.collect;
-    response.abort_grace_s = config_.abort_grace_s;
-    response.dump_started = dump_started;
-    response.job_complete = [node = node_.get()] { return node->complete(); };
-    if (rank) {
-      RankState& st = response.state;
-      st.rank = *rank;
-      st.phase = DumpPhase::kCollecting;
-      st.pid = ::getpid();
-      st.host = snapshot.identity.host;
-      st.time_unix_s = wallClockSeconds();
-      st.deadline_unix_s =
-          st.time_unix_s + (config_.collect ? std::min(config_.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0) + 5;
-      st.snapshot = written ? "written" : "failed: " + written.error();
-      st.forensics = config_.collect ? "pending" : "off";
-      response.state_path = rankStatePath(config_.job_dir, *rank);
-      if (auto w = writeFileAtomically(response.state_path, toJson(st).dump(1) + "\n"); !w)
-        log.failureOnce("state-write", "rank state not written: " + w.error());
-    }
-    if (config_.collect) {
-      CollectorRequest& c = response.collector;
-      c.binary = CollectorLauncher::findForensicsBinary(config_.forensics_binary);
-      c.pid = ::getpid();
-      c.rank = rank.value_or(-1);
-      c.job_dir = config_.job_dir;
-      c.log_path = config_.job_dir + "/ranks/" + (rank ? rankTag(*rank) : "p" + std::to_string(::getpid())) +
-                   ".collect.log";
-      c.wait_s = config_.collect_wait_s;
-      c.debugger = config_.debugger;
-      c.mark_state = rank.has_value();
-    }
-    responder_->start(response);
-  };
-
+void Watchdog::pollLoop() {
+  PollState p(*this);
   while (!stopping_.load(std::memory_order_acquire)) {
     // Whatever goes wrong in one pass (no memory, a throwing library) is logged and
     // the next pass runs: the watchdog never takes the job down.
     try {
-      const int64_t now = monotonicNs();
-      PendingOp op;
-      while (issued_.tryPop(&op)) poller.accept(op);
-      HostSync sync;
-      while (host_syncs_.tryPop(&sync)) {
-        startMetrics();
-        if (metrics) metrics->recordHostSync(sync);
-      }
-      timers_.forEach([&](DeviceTimer& t) {
-        t.keepCalibrated(now, kRecalibrateNs);
-        if (t.calibrationFailed())
-          log.failureOnce("calibration:" + std::to_string(t.device()),
-                          "no calibration stream on device " + std::to_string(t.device()) +
-                              ": GPU times are placed approximately");
-      });
-      poller.poll(now);
-      ops_completed_.store(poller.completed(), std::memory_order_relaxed);
-      if (!dumped) {
-        if (auto finding = detector.check(poller.queues(), host_calls_, comms_, now)) {
-          TriggerRecord record;
-          record.rank = snapshotRank(launcher_, comms_);
-          record.host = hostName();
-          record.pid = ::getpid();
-          record.time_unix_s = wallClockSeconds();
-          record.reason = finding->reason;
-          record.stuck_op = finding->stuck;
-          auto won = trigger.fire(record);
-          if (!won) log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
-          std::string where;
-          if (finding->device >= 0) where += " on device " + std::to_string(finding->device);
-          if (!finding->stuck.comm.empty())
-            where += " (communicator " + finding->stuck.comm +
-                     (finding->comm_rank >= 0 ? ", rank " + std::to_string(finding->comm_rank) : "") + ")";
-          log.info("hang: " + finding->stuck.op + where + " stuck for " + std::to_string(finding->stuck.age_s) + " s" +
-                   (won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
-          dump(true, finding, now);
-        } else if (trigger.triggered(now)) {
-          dump(false, std::nullopt, now);
-        }
-      } else if (!completion_announced && now >= next_completion_poll_ns) {
-        next_completion_poll_ns = now + kCompletionPollNs;
-        std::optional<int> rank = snapshotRank(launcher_, comms_);
-        if (!completion && rank == 0) {
-          int world = launcher_.world_size.value_or(0);
-          for (const CommView& c : comms_.view()) world = std::max(world, c.size);
-          if (world > 0) completion.emplace(config_.job_dir, world);
-        }
-        if (completion && completion->poll(wallClockSeconds())) {
-          completion_announced = true;
-          if (auto said = trigger.announceComplete(completion->ranksDone(), completion->ranksGivenUp(), wallClockSeconds());
-              !said)
-            log.failureOnce("beacon-complete", "every rank is done but the beacon does not say so: " + said.error());
-          else
-            log.info("every rank's dumps are done (" + std::to_string(completion->ranksDone()) + " done, " +
-                     std::to_string(completion->ranksGivenUp()) + " past their deadline)");
-        } else if (!completion && config_.on_hang == OnHang::kAbort) {
-          completion_announced = trigger.jobComplete(now);
-        }
-      }
-      if (metrics) metrics->maybeFlush(now);
+      pollOnce(p);
     } catch (const std::exception& e) {
-      log.failureOnce(std::string("poller:") + e.what(), std::string("poller pass failed: ") + e.what());
+      p.log.failureOnce(fmt::format("poller:{}", e.what()), fmt::format("poller pass failed: {}", e.what()));
     }
-    bool busy = poller.queues().pendingCount() > 0;
+    bool busy = p.poller.queues().pendingCount() > 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(busy ? 10 : 50));
   }
-  // The job is exiting: what it issued since the last pass and what has completed
-  // meanwhile still goes into the last window (a short job may have no other).
+  finishPolling(p);
+  poller_done_.store(true, std::memory_order_release);
+}
+
+void Watchdog::pollOnce(PollState& p) {
+  const int64_t now = monotonicNs();
+  PendingOp op;
+  while (issued_.tryPop(&op)) p.poller.accept(op);
+  HostSync sync;
+  while (host_syncs_.tryPop(&sync)) {
+    startMetrics(p);
+    if (p.metrics) p.metrics->recordHostSync(sync);
+  }
+  timers_.keepCalibrated(now);
+  p.poller.poll(now);
+  ops_completed_.store(p.poller.completed(), std::memory_order_relaxed);
+  if (!p.dumped)
+    watchForHang(p, now);
+  else if (!p.completion_announced && now >= p.next_completion_poll_ns)
+    followCompletion(p, now);
+  if (p.metrics) p.metrics->maybeFlush(now);
+}
+
+// The job is exiting: what it issued since the last pass and what has completed
+// meanwhile still goes into the last window (a short job may have no other).
+void Watchdog::finishPolling(PollState& p) {
   try {
     PendingOp op;
-    while (issued_.tryPop(&op)) poller.accept(op);
-    poller.poll(monotonicNs());
+    while (issued_.tryPop(&op)) p.poller.accept(op);
+    p.poller.poll(monotonicNs());
   } catch (const std::exception& e) {
-    log.failureOnce(std::string("poller:") + e.what(), std::string("last poller pass failed: ") + e.what());
+    p.log.failureOnce(fmt::format("poller:{}", e.what()), fmt::format("last poller pass failed: {}", e.what()));
   }
-  if (metrics) metrics->flush(monotonicNs());
+  if (p.metrics) p.metrics->flush(monotonicNs());
   // Before onExit stops waiting: the Prometheus textfile of a finished rank goes away here.
-  metrics.reset();
-  poller_done_.store(true, std::memory_order_release);
+  p.metrics.reset();
+}
+
+NodeShare* Watchdog::attachNodeShare() {
+  if (auto share = NodeShare::attach(config_.job_dir)) {
+    node_ = std::move(*share);
+  } else {
+    WatchdogLog::instance().failureOnce(
+        "node-share", "this rank watches shared storage on its own, not once per node: " + share.error());
+    node_ = NodeShare::unshared();
+  }
+  return node_.get();
+}
+
+void Watchdog::startMetrics(PollState& p) {
+  std::optional<int> rank = snapshotRank(launcher_, comms_);
+  if (p.metrics || !rank) return;
+  MetricsConfig mc;
+  mc.rank = *rank;
+  mc.path = metricsPath(config_.job_dir, *rank);
+  mc.interval_s = config_.metrics_interval_s;
+  mc.timeline_path = timelinePath(config_.job_dir, *rank);
+  mc.host = hostName();
+  mc.links = &linkMeter();
+  if (!config_.prometheus_dir.empty()) mc.prometheus_path = PrometheusTextfile::pathFor(config_.prometheus_dir, *rank);
+  mc.log_failure = [&log = p.log](const std::string& m) { log.failureOnce("metrics-write", m); };
+  p.metrics = std::make_unique<MetricsWindows>(mc);
+}
+
+void Watchdog::recordCompleted(PollState& p, const CompletedOp& op) {
+  startMetrics(p);
+  if (!p.metrics) return;
+  p.metrics->record(op);
+  if (!p.late_exit_hook) {
+    // Again, now that the metrics code made its statics: exit handlers run in
+    // reverse, so the poller stops before anything it still uses is destroyed.
+    p.late_exit_hook = true;
+    std::atexit(&Watchdog::onExit);
+  }
+}
+
+void Watchdog::watchForHang(PollState& p, int64_t now_ns) {
+  if (auto finding = p.detector.check(p.poller.queues(), host_calls_, comms_, now_ns)) {
+    auto won = p.trigger.fire(triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
+    if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
+    p.log.info(fmt::format("hang: {}{}", describeHang(*finding),
+                           won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
+    dump(p, true, now_ns);
+  } else if (p.trigger.triggered(now_ns)) {
+    dump(p, false, now_ns);
+  }
+}
+
+WatchdogSnapshot Watchdog::takeSnapshot(PollState& p, bool detected_here, int64_t now_ns) {
+  SnapshotInputs in;
+  in.queues = &p.poller.queues();
+  in.comms = &comms_;
+  in.host_calls = &host_calls_;
+  in.launcher = launcher_;
+  in.job_id = jobIdFromEnv();
+  if (int device = snapshotDevice(); device >= 0) in.device = device;
+  in.detected_here = detected_here;
+  in.timeout_s = config_.timeout_s;
+  in.now_ns = now_ns;
+  in.kernel_namer = &kernelName;
+  in.health = {p.log.failures(), ops_timed_.load(), p.poller.completed(), timers_.exhausted(), ops_dropped_.load()};
+  in.trigger = p.trigger.read();
+  in.progress = &proxyProgress();
+  in.nccl_ids = &ncclCommIds();
+  return buildSnapshot(in);
+}
+
+void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
+  p.dumped = true;
+  // A launcher's SIGTERM from here on waits until the snapshot is whole and the collector done.
+  TermDeferral::arm();
+  DumpStart start;
+  start.at = std::chrono::steady_clock::now();
+  WatchdogSnapshot snapshot = takeSnapshot(p, detected_here, now_ns);
+  start.rank = snapshot.identity.rank;
+  start.host = snapshot.identity.host;
+  start.pid = ::getpid();
+  DumpPaths paths = dumpPaths(config_.job_dir, start.rank, start.pid);
+  auto written = writeFileAtomically(paths.snapshot, toJson(snapshot).dump(2) + "\n");
+  if (!written)
+    p.log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
+  else
+    p.log.info(fmt::format("{}; snapshot {}", detected_here ? "hang detected" : "TRIGGER.json seen", paths.snapshot));
+  start.snapshot = written ? "written" : "failed: " + written.error();
+  startMetrics(p);
+  if (p.metrics) {
+    p.metrics->markHang();
+    p.metrics->flush(now_ns);
+  }
+  responder_->start(planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }));
+}
+
+void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
+  p.next_completion_poll_ns = now_ns + kCompletionPollNs;
+  std::optional<int> rank = snapshotRank(launcher_, comms_);
+  if (!p.completion && rank == 0) {
+    int world = launcher_.world_size.value_or(0);
+    for (const CommView& c : comms_.view()) world = std::max(world, c.size);
+    if (world > 0) p.completion.emplace(config_.job_dir, world);
+  }
+  if (p.completion && p.completion->poll(wallClockSeconds())) {
+    p.completion_announced = true;
+    const JobCompletion& c = *p.completion;
+    if (auto said = p.trigger.announceComplete(c.ranksDone(), c.ranksGivenUp(), wallClockSeconds()); !said)
+      p.log.failureOnce("beacon-complete", "every rank is done but the beacon does not say so: " + said.error());
+    else
+      p.log.info(fmt::format("every rank's dumps are done ({} done, {} past their deadline)", c.ranksDone(),
+                             c.ranksGivenUp()));
+  } else if (!p.completion && config_.on_hang == OnHang::kAbort) {
+    p.completion_announced = p.trigger.jobComplete(now_ns);
+  }
 }
 
 }  // namespace hangwatch::watchdog

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include <fmt/format.h>
+
 namespace hangwatch::watchdog {
 
 WatchdogLog& WatchdogLog::instance() {
@@ -27,8 +29,8 @@ void WatchdogLog::write(const std::string& message) {
   int saved = errno;
   int rank = rank_.load(std::memory_order_relaxed);
   // Without a launcher rank (a single process driving several devices), the process.
-  std::string who = rank >= 0 ? "rank " + std::to_string(rank) : "pid " + std::to_string(::getpid());
-  std::string line = "hangwatch[" + who + "]: " + message + "\n";
+  std::string line = rank >= 0 ? fmt::format("hangwatch[rank {}]: {}\n", rank, message)
+                               : fmt::format("hangwatch[pid {}]: {}\n", ::getpid(), message);
   // One write() per line keeps lines of concurrent ranks from interleaving.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace {
 
 struct Options {
@@ -47,7 +49,7 @@ bool parse(int argc, char** argv, Options* o) {
       if (i + 1 >= argc) throw std::string(a + " needs a value");
       char* end = nullptr;
       long v = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || v < min) throw std::string(a + ": '" + argv[i] + "' is not a number >= " + std::to_string(min));
+      if (*end != '\0' || v < min) throw fmt::format("{}: '{}' is not a number >= {}", a, argv[i], min);
       return v;
     };
     if (a == "--devices") o->devices = static_cast<int>(value(2));
@@ -112,6 +114,92 @@ void exchange(const Options& o, Device& dev, int d) {
   CHECK_NCCL(ncclRecv(dev.recv, o.count, ncclFloat32, (d + o.devices - 1) % o.devices, dev.comm, dev.stream));
 }
 
+// Communicators from ncclCommInitAll, a stream (unless --stream0) and two blocks per device.
+std::vector<Device> setUp(const Options& o) {
+  std::vector<ncclComm_t> comms(o.devices);
+  CHECK_NCCL(ncclCommInitAll(comms.data(), o.devices, nullptr));
+  std::vector<Device> devs(o.devices);
+  for (int d = 0; d < o.devices; ++d) {
+    Device& dev = devs[d];
+    dev.comm = comms[d];
+    CHECK_CUDA(cudaSetDevice(d));
+    if (!o.stream0) CHECK_CUDA(cudaStreamCreate(&dev.stream));
+    if (o.windows) {
+      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
+      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
+    } else {
+      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
+      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
+    }
+  }
+  return devs;
+}
+
+// Registration is collective over the communicator's ranks: one group for all devices.
+void registerBlocks(const Options& o, std::vector<Device>& devs) {
+  CHECK_NCCL(ncclGroupStart());
+  for (int d = 0; d < o.devices; ++d) {
+    Device& dev = devs[d];
+    float* blocks[2] = {dev.send, dev.recv};
+    for (int b = 0; b < 2; ++b) {
+      if (o.windows)
+        CHECK_NCCL(ncclCommWindowRegister(dev.comm, blocks[b], o.count * sizeof(float), &dev.windows[b],
+                                          NCCL_WIN_COLL_SYMMETRIC));
+      else
+        CHECK_NCCL(ncclCommRegister(dev.comm, blocks[b], o.count * sizeof(float), &dev.registrations[b]));
+    }
+  }
+  CHECK_NCCL(ncclGroupEnd());
+}
+
+// One ring exchange; false when a device received a wrong block.
+bool runStep(const Options& o, std::vector<Device>& devs, int step) {
+  for (int d = 0; d < o.devices; ++d) fill(o, devs[d], d, step);
+  if (o.threads) {
+    std::vector<std::thread> threads;
+    for (int d = 0; d < o.devices; ++d)
+      threads.emplace_back([&, d] {
+        CHECK_CUDA(cudaSetDevice(d));
+        CHECK_NCCL(ncclGroupStart());
+        exchange(o, devs[d], d);
+        CHECK_NCCL(ncclGroupEnd());
+      });
+    for (auto& t : threads) t.join();
+  } else {
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_NCCL(ncclGroupStart());
+    for (int d = 0; d < o.devices; ++d) exchange(o, devs[d], d);
+    CHECK_NCCL(ncclGroupEnd());
+  }
+  bool ok = true;
+  for (int d = 0; d < o.devices; ++d) {
+    if (!verify(o, devs[d], d, step)) {
+      std::fprintf(stderr, "device_ring FAIL device=%d step=%d: wrong block received\n", d, step);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+void tearDown(const Options& o, std::vector<Device>& devs) {
+  for (int d = 0; d < o.devices; ++d) {
+    CHECK_CUDA(cudaSetDevice(d));
+    for (int b = 0; b < 2; ++b) {
+      if (devs[d].windows[b]) CHECK_NCCL(ncclCommWindowDeregister(devs[d].comm, devs[d].windows[b]));
+      if (devs[d].registrations[b]) CHECK_NCCL(ncclCommDeregister(devs[d].comm, devs[d].registrations[b]));
+    }
+    if (o.windows) {
+      ncclMemFree(devs[d].send);
+      ncclMemFree(devs[d].recv);
+    } else {
+      cudaFree(devs[d].send);
+      cudaFree(devs[d].recv);
+    }
+    if (devs[d].stream) cudaStreamDestroy(devs[d].stream);
+    ncclCommDestroy(devs[d].comm);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,84 +219,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "device_ring: %d devices asked for, %d present\n", o.devices, available);
     return 2;
   }
-  std::vector<ncclComm_t> comms(o.devices);
-  CHECK_NCCL(ncclCommInitAll(comms.data(), o.devices, nullptr));
-  std::vector<Device> devs(o.devices);
-  for (int d = 0; d < o.devices; ++d) {
-    Device& dev = devs[d];
-    dev.comm = comms[d];
-    CHECK_CUDA(cudaSetDevice(d));
-    if (!o.stream0) CHECK_CUDA(cudaStreamCreate(&dev.stream));
-    if (o.windows) {
-      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
-      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
-    } else {
-      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.send), o.count * sizeof(float)));
-      CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev.recv), o.count * sizeof(float)));
-    }
-  }
-  // Registration is collective over the communicator's ranks: one group for all devices.
-  if (o.register_buffers || o.windows) {
-    CHECK_NCCL(ncclGroupStart());
-    for (int d = 0; d < o.devices; ++d) {
-      Device& dev = devs[d];
-      float* blocks[2] = {dev.send, dev.recv};
-      for (int b = 0; b < 2; ++b) {
-        if (o.windows)
-          CHECK_NCCL(ncclCommWindowRegister(dev.comm, blocks[b], o.count * sizeof(float), &dev.windows[b],
-                                            NCCL_WIN_COLL_SYMMETRIC));
-        else
-          CHECK_NCCL(ncclCommRegister(dev.comm, blocks[b], o.count * sizeof(float), &dev.registrations[b]));
-      }
-    }
-    CHECK_NCCL(ncclGroupEnd());
-  }
+  std::vector<Device> devs = setUp(o);
+  if (o.register_buffers || o.windows) registerBlocks(o, devs);
   bool ok = true;
   for (int step = 0; step < o.steps && ok; ++step) {
-    for (int d = 0; d < o.devices; ++d) fill(o, devs[d], d, step);
-    if (o.threads) {
-      std::vector<std::thread> threads;
-      for (int d = 0; d < o.devices; ++d)
-        threads.emplace_back([&, d] {
-          CHECK_CUDA(cudaSetDevice(d));
-          CHECK_NCCL(ncclGroupStart());
-          exchange(o, devs[d], d);
-          CHECK_NCCL(ncclGroupEnd());
-        });
-      for (auto& t : threads) t.join();
-    } else {
-      CHECK_CUDA(cudaSetDevice(0));
-      CHECK_NCCL(ncclGroupStart());
-      for (int d = 0; d < o.devices; ++d) exchange(o, devs[d], d);
-      CHECK_NCCL(ncclGroupEnd());
-    }
-    for (int d = 0; d < o.devices; ++d) {
-      if (!verify(o, devs[d], d, step)) {
-        std::fprintf(stderr, "device_ring FAIL device=%d step=%d: wrong block received\n", d, step);
-        ok = false;
-      }
-    }
+    ok = runStep(o, devs, step);
     if (ok && (step + 1) % o.log_every == 0) {
       std::printf("device_ring step=%d done\n", step);
       std::fflush(stdout);
     }
   }
-  for (int d = 0; d < o.devices; ++d) {
-    CHECK_CUDA(cudaSetDevice(d));
-    for (int b = 0; b < 2; ++b) {
-      if (devs[d].windows[b]) CHECK_NCCL(ncclCommWindowDeregister(devs[d].comm, devs[d].windows[b]));
-      if (devs[d].registrations[b]) CHECK_NCCL(ncclCommDeregister(devs[d].comm, devs[d].registrations[b]));
-    }
-    if (o.windows) {
-      ncclMemFree(devs[d].send);
-      ncclMemFree(devs[d].recv);
-    } else {
-      cudaFree(devs[d].send);
-      cudaFree(devs[d].recv);
-    }
-    if (devs[d].stream) cudaStreamDestroy(devs[d].stream);
-    ncclCommDestroy(devs[d].comm);
-  }
+  tearDown(o, devs);
   if (!ok) return 1;
   std::printf("device_ring OK\n");
   return 0;

@@ -16,7 +16,10 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+
+#include <fmt/format.h>
 
 namespace {
 
@@ -67,7 +70,7 @@ class TcpStoreServer {
     a.sin_addr.s_addr = htonl(INADDR_ANY);
     a.sin_port = htons(static_cast<uint16_t>(port));
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 256) != 0)
-      throw std::runtime_error("cannot listen on port " + std::to_string(port) + ": " + std::strerror(errno));
+      throw std::runtime_error(fmt::format("cannot listen on port {}: {}", port, std::strerror(errno)));
     std::thread([this] { acceptLoop(); }).detach();
   }
 
@@ -121,12 +124,12 @@ class TcpStoreServer {
         changed_.wait(lock, [&] { return values_.count(key) > 0; });
         std::string v = values_[key];
         lock.unlock();
-        writeAll(c, std::to_string(v.size()) + "\n" + v);
+        writeAll(c, fmt::format("{}\n{}", v.size(), v));
       } else if (std::strcmp(op, "ADD") == 0) {
         long v = ++counters_[key];
         changed_.notify_all();
         lock.unlock();
-        writeAll(c, std::to_string(v) + "\n");
+        writeAll(c, fmt::format("{}\n", v));
       } else if (std::strcmp(op, "WAIT") == 0) {
         changed_.wait(lock, [&] { return counters_[key] >= n; });
         lock.unlock();
@@ -155,21 +158,21 @@ class EnvBootstrap : public Bootstrap {
     if (rank_ == 0) server_ = std::make_unique<TcpStoreServer>(port_);
   }
   void share(const std::vector<int>& members, void* data, size_t bytes) override {
-    std::string key = "share/" + std::to_string(generation_++) + "/" + std::to_string(members.front());
+    std::string key = fmt::format("share/{}/{}", generation_++, members.front());
     bool in = false;
     for (int m : members) in = in || m == rank_;
     if (!in) return;
     if (rank_ == members.front()) {
-      request("SET " + key + " " + std::to_string(bytes) + "\n" + std::string(static_cast<char*>(data), bytes));
+      request(fmt::format("SET {} {}\n{}", key, bytes, std::string_view(static_cast<char*>(data), bytes)));
     } else {
       std::string v = request("GET " + key + "\n", true);
       std::memcpy(data, v.data(), std::min(bytes, v.size()));
     }
   }
   void barrier() override {
-    std::string key = "barrier/" + std::to_string(barriers_++);
+    std::string key = fmt::format("barrier/{}", barriers_++);
     request("ADD " + key + "\n");
-    request("WAIT " + key + " " + std::to_string(size_) + "\n");
+    request(fmt::format("WAIT {} {}\n", key, size_));
   }
   [[noreturn]] void abort(int code) override {
     std::fflush(nullptr);
@@ -178,7 +181,7 @@ class EnvBootstrap : public Bootstrap {
   void finalize() override {
     // Rank 0 serves the store: it leaves only after everyone has had its last answer.
     request("ADD finalize\n");
-    if (rank_ == 0) request("WAIT finalize " + std::to_string(size_) + "\n");
+    if (rank_ == 0) request(fmt::format("WAIT finalize {}\n", size_));
   }
 
  private:
@@ -216,7 +219,7 @@ class EnvBootstrap : public Bootstrap {
     addrinfo hints{}, *res = nullptr;
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
-    if (::getaddrinfo(addr_ ? addr_ : "127.0.0.1", std::to_string(port_).c_str(), &hints, &res) != 0) return -1;
+    if (::getaddrinfo(addr_ ? addr_ : "127.0.0.1", fmt::format("{}", port_).c_str(), &hints, &res) != 0) return -1;
     int fd = ::socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, 0);
     if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
       ::close(fd);

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "gpu_check.h"
 #include "train_options.h"
 #include "trainer.h"
@@ -15,8 +17,7 @@ namespace {
 void checkAgainstWorld(const TrainOptions& o, int world_size) {
   const auto inWorld = [&](const std::optional<int>& r, const char* flag) {
     if (r && *r >= world_size)
-      throw UsageError(std::string(flag) + " " + std::to_string(*r) + " is not a rank of this " +
-                       std::to_string(world_size) + "-rank job");
+      throw UsageError(fmt::format("{} {} is not a rank of this {}-rank job", flag, *r, world_size));
   };
   inWorld(o.stall_rank, "--stall-rank");
   inWorld(o.mismatch_rank, "--mismatch-rank");
@@ -24,8 +25,7 @@ void checkAgainstWorld(const TrainOptions& o, int world_size) {
   inWorld(o.gc_rank, "--gc-rank");
   inWorld(o.slow_dataloader_rank, "--slow-dataloader-rank");
   if (world_size % o.tp != 0)
-    throw UsageError("--tp " + std::to_string(o.tp) + " does not divide the world size " +
-                     std::to_string(world_size));
+    throw UsageError(fmt::format("--tp {} does not divide the world size {}", o.tp, world_size));
 }
 
 }  // namespace

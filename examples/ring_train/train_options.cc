@@ -5,6 +5,9 @@
 #include <functional>
 #include <map>
 #include <string_view>
+#include <type_traits>
+
+#include <fmt/format.h>
 
 namespace {
 
@@ -13,10 +16,13 @@ T parseNumber(std::string_view flag, std::string_view text, T min) {
   T value{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size())
-    throw UsageError("bad value '" + std::string(text) + "' for " + std::string(flag) + ": expected a number");
-  if (value < min)
-    throw UsageError("bad value '" + std::string(text) + "' for " + std::string(flag) + ": must be >= " +
-                     std::to_string(min));
+    throw UsageError(fmt::format("bad value '{}' for {}: expected a number", text, flag));
+  if (value < min) {
+    if constexpr (std::is_floating_point_v<T>)  // "0.000000", as std::to_string wrote it
+      throw UsageError(fmt::format("bad value '{}' for {}: must be >= {:f}", text, flag, min));
+    else
+      throw UsageError(fmt::format("bad value '{}' for {}: must be >= {}", text, flag, min));
+  }
   return value;
 }
 

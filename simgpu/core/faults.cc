@@ -5,6 +5,8 @@
 #include <initializer_list>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace simgpu {
 namespace {
 
@@ -129,8 +131,7 @@ Expected<bool> FaultPlan::checkRanksBelow(int world_size) const {
   auto check = [&](const std::string& token, std::initializer_list<int> ranks) -> Expected<bool> {
     for (int r : ranks)
       if (r >= world_size)
-        return bad(token, "rank " + std::to_string(r) + " does not exist in a job of " + std::to_string(world_size) +
-                              " ranks");
+        return bad(token, fmt::format("rank {} does not exist in a job of {} ranks", r, world_size));
     return true;
   };
   for (const auto& f : dead_ranks)

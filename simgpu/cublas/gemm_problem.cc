@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "hangwatch/simgpu/numeric_formats.h"
 
@@ -100,9 +103,9 @@ uint64_t GemmProblem::volume() const {
 }
 
 std::string GemmProblem::kernelName() const {
-  std::string name = std::string("simgpu_gemm_") + typeTag(a.type) + typeTag(b.type) + typeTag(c_type) + "_" +
-                     std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-  if (batch != 1) name += "_b" + std::to_string(batch);
+  std::string name =
+      fmt::format("simgpu_gemm_{}{}{}_{}x{}x{}", typeTag(a.type), typeTag(b.type), typeTag(c_type), m, n, k);
+  if (batch != 1) fmt::format_to(std::back_inserter(name), "_b{}", batch);
   return name;
 }
 

@@ -2,8 +2,9 @@
 // Hopper-class GPU whose name carries its configured throughput.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include "hangwatch/simgpu/cuda/allocation_table.h"
 #include "hangwatch/simgpu/cuda/last_error.h"
@@ -77,7 +78,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (prop == nullptr) return recordError(cudaErrorInvalidValue);
   if (!Runtime::current().validDevice(device)) return recordError(cudaErrorInvalidDevice);
   std::memset(prop, 0, sizeof(*prop));
-  std::snprintf(prop->name, sizeof(prop->name), "simgpu %g TFLOPS", simgpu::simConfig().tflops);
+  fmt::format_to_n(prop->name, sizeof(prop->name) - 1, "simgpu {:g} TFLOPS", simgpu::simConfig().tflops);
   prop->uuid.bytes[0] = static_cast<char>(device);
   prop->uuid.bytes[15] = 0x51;
   prop->totalGlobalMem = simgpu::kDeviceMemoryBytes;
@@ -182,7 +183,7 @@ cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
 cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
   if (pciBusId == nullptr || len <= 0) return recordError(cudaErrorInvalidValue);
   if (!Runtime::current().validDevice(device)) return recordError(cudaErrorInvalidDevice);
-  std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", device);
+  *fmt::format_to_n(pciBusId, static_cast<size_t>(len) - 1, "0000:{:02x}:00.0", device).out = '\0';
   return cudaSuccess;
 }
 

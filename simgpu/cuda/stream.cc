@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hangwatch/simgpu/cuda/runtime.h"
 
 namespace simgpu {
@@ -57,8 +59,8 @@ void Stream::setCapture(std::shared_ptr<CaptureSequence> capture) {
 
 void Stream::run(std::shared_ptr<Stream> self) {
   // Thread names are limited to 15 characters; debuggers and `top -H` show them.
-  std::string name = self->kind_ == Kind::kLegacyDefault ? "simgpu-legacy" + std::to_string(self->device_)
-                                                         : "simgpu-s" + std::to_string(self->id_);
+  std::string name = self->kind_ == Kind::kLegacyDefault ? fmt::format("simgpu-legacy{}", self->device_)
+                                                         : fmt::format("simgpu-s{}", self->id_);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   Runtime::enterStreamThread(self->device_);
   for (;;) {

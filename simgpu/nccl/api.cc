@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hangwatch/simgpu/nccl/comm_handle.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/group.h"
@@ -54,10 +56,9 @@ bool blockingConfig(const ncclConfig_t* config) {
 ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, int device, bool nonblocking = false,
                       const CommName& name = {}) {
   if (out == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm argument is NULL");
-  if (nranks < 1) return fail(ncclInvalidArgument, "ncclCommInitRank: invalid nranks " + std::to_string(nranks));
+  if (nranks < 1) return fail(ncclInvalidArgument, fmt::format("ncclCommInitRank: invalid nranks {}", nranks));
   if (rank < 0 || rank >= nranks)
-    return fail(ncclInvalidArgument, "ncclCommInitRank: rank " + std::to_string(rank) + " not in [0, " +
-                                         std::to_string(nranks) + ")");
+    return fail(ncclInvalidArgument, fmt::format("ncclCommInitRank: rank {} not in [0, {})", rank, nranks));
   if (auto name = segmentNameFromId(id); !name) return fail(ncclInvalidArgument, "ncclCommInitRank: " + name.error());
   auto* handle = new ncclComm();
   *out = handle;
@@ -136,23 +137,23 @@ ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* 
                        cudaStream_t stream) {
   if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
   const Communicator& c = *comm->state;
-  if (dtypeSize(dtype) == 0) return fail(ncclInvalidArgument, std::string(fn) + ": unsupported datatype " + std::to_string(dtype));
+  if (dtypeSize(dtype) == 0) return fail(ncclInvalidArgument, fmt::format("{}: unsupported datatype {}", fn, static_cast<int>(dtype)));
   std::shared_ptr<const PreMulSum> premul;
   if (isCollective(kind) && kind != OpKind::AllGather && kind != OpKind::Broadcast && !supportedRedOp(redop)) {
     premul = comm->redops.find(redop);
-    if (!premul) return fail(ncclInvalidArgument, std::string(fn) + ": invalid reduction op " + std::to_string(redop));
+    if (!premul) return fail(ncclInvalidArgument, fmt::format("{}: invalid reduction op {}", fn, static_cast<int>(redop)));
     if (premul->dtype != dtype)
-      return fail(ncclInvalidArgument, std::string(fn) + ": reduction op " + std::to_string(redop) +
-                                           " was made for another datatype");
+      return fail(ncclInvalidArgument, fmt::format("{}: reduction op {} was made for another datatype", fn,
+                                                       static_cast<int>(redop)));
   }
   bool needs_send = kind != OpKind::Recv && !(kind == OpKind::Broadcast && c.rank() != root);
   bool needs_recv = kind != OpKind::Send && !(kind == OpKind::Reduce && c.rank() != root);
   if (count > 0 && ((needs_send && sendbuff == nullptr) || (needs_recv && recvbuff == nullptr)))
     return fail(ncclInvalidArgument, std::string(fn) + ": buffer is NULL");
   if ((kind == OpKind::Broadcast || kind == OpKind::Reduce) && (root < 0 || root >= c.nranks()))
-    return fail(ncclInvalidArgument, std::string(fn) + ": invalid root " + std::to_string(root));
+    return fail(ncclInvalidArgument, fmt::format("{}: invalid root {}", fn, root));
   if (!isCollective(kind) && (peer < 0 || peer >= c.nranks()))
-    return fail(ncclInvalidArgument, std::string(fn) + ": invalid peer " + std::to_string(peer));
+    return fail(ncclInvalidArgument, fmt::format("{}: invalid peer {}", fn, peer));
   Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
   if (isCollective(kind)) op.seq = comm->state->nextCollectiveSeq();
   if (comm->state->nonblocking.load() && !inGroup()) return launchAsync({std::move(op)});
@@ -199,7 +200,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr) return fail(ncclInvalidArgument, "ncclCommInitAll: comms is NULL");
-  if (ndev < 1) return fail(ncclInvalidArgument, "ncclCommInitAll: invalid ndev " + std::to_string(ndev));
+  if (ndev < 1) return fail(ncclInvalidArgument, fmt::format("ncclCommInitAll: invalid ndev {}", ndev));
   ncclUniqueId id = makeUniqueId();
   groupStart();
   for (int i = 0; i < ndev; ++i) {
@@ -227,7 +228,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   for (size_t i = 0; i < members->size(); ++i)
     if ((*members)[i] == comm->state->rank()) newrank = static_cast<int>(i);
   ncclUniqueId id =
-      derivedUniqueId(comm->segment_name, ".s" + std::to_string(generation) + "c" + std::to_string(color));
+      derivedUniqueId(comm->segment_name, fmt::format(".s{}c{}", generation, color));
   // A child inherits its parent's blocking mode unless its own config says otherwise.
   const bool nonblocking = config ? !blockingConfig(config) : comm->state->nonblocking.load();
   return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device(), nonblocking,
@@ -244,13 +245,13 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
     return fail(ncclInvalidArgument, "ncclCommShrink: invalid excludeRanksList");
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-    return fail(ncclInvalidArgument, "ncclCommShrink: invalid shrinkFlags " + std::to_string(shrinkFlags));
+    return fail(ncclInvalidArgument, fmt::format("ncclCommShrink: invalid shrinkFlags {}", shrinkFlags));
   if (ncclResult_t r = checkConfig(config, "ncclCommShrink"); r != ncclSuccess) return r;
   const Communicator& parent = *comm->state;
   std::vector<bool> excluded(parent.nranks(), false);
   for (int i = 0; i < excludeRanksCount; ++i) {
     const int r = excludeRanksList[i];
-    if (r < 0 || r >= parent.nranks()) return fail(ncclInvalidArgument, "ncclCommShrink: rank " + std::to_string(r) + " is not in the communicator");
+    if (r < 0 || r >= parent.nranks()) return fail(ncclInvalidArgument, fmt::format("ncclCommShrink: rank {} is not in the communicator", r));
     excluded[r] = true;
   }
   if (excluded[parent.rank()]) return fail(ncclInvalidArgument, "ncclCommShrink: the calling rank is excluded");
@@ -262,7 +263,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   }
   if (shrinkFlags == NCCL_SHRINK_ABORT) comm->state->abort();
   int generation = ++comm->split_count;
-  ncclUniqueId id = derivedUniqueId(comm->segment_name, ".k" + std::to_string(generation) + "n" + std::to_string(remaining));
+  ncclUniqueId id = derivedUniqueId(comm->segment_name, fmt::format(".k{}n{}", generation, remaining));
   const bool nonblocking = config ? !blockingConfig(config) : parent.nonblocking.load();
   return initRank(newcomm, remaining, id, newrank, parent.device(), nonblocking, commNameOf(config));
 }
@@ -283,7 +284,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   if (ncclResult_t r = checkComm(comm, "ncclRedOpCreatePreMulSum"); r != ncclSuccess) return r;
   if (op == nullptr || scalar == nullptr) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op or scalar is NULL");
-  if (dtypeSize(datatype) == 0) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: unsupported datatype " + std::to_string(datatype));
+  if (dtypeSize(datatype) == 0) return fail(ncclInvalidArgument, fmt::format("ncclRedOpCreatePreMulSum: unsupported datatype {}", static_cast<int>(datatype)));
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
     return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: invalid residence");
   PreMulSum p{datatype, residence};
@@ -298,7 +299,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclRedOpDestroy: comm is NULL");
   if (static_cast<int>(op) < ncclNumOps) return fail(ncclInvalidArgument, "ncclRedOpDestroy: a built-in operator cannot be destroyed");
-  if (!comm->redops.remove(op)) return fail(ncclInvalidArgument, "ncclRedOpDestroy: unknown operator " + std::to_string(op));
+  if (!comm->redops.remove(op)) return fail(ncclInvalidArgument, fmt::format("ncclRedOpDestroy: unknown operator {}", static_cast<int>(op)));
   return ncclSuccess;
 }
 
@@ -459,7 +460,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
                         ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * dtypeSize(datatype);
   return asP2pGroup(comm, "ncclGather", [&](int nranks, int rank) {
-    if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, "ncclGather: invalid root " + std::to_string(root));
+    if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, fmt::format("ncclGather: invalid root {}", root));
     if (ncclResult_t r = enqueueOp("ncclGather", OpKind::Send, sendbuff, nullptr, count, datatype, ncclSum, 0, root, comm, stream); r != ncclSuccess) return r;
     if (rank != root) return ncclSuccess;
     for (int p = 0; p < nranks; ++p) {
@@ -474,7 +475,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
                          ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * dtypeSize(datatype);
   return asP2pGroup(comm, "ncclScatter", [&](int nranks, int rank) {
-    if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, "ncclScatter: invalid root " + std::to_string(root));
+    if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, fmt::format("ncclScatter: invalid root {}", root));
     if (rank == root) {
       for (int p = 0; p < nranks; ++p) {
         const char* out = static_cast<const char*>(sendbuff) + p * bytes;

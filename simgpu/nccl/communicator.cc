@@ -4,9 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/simgpu/config.h"
@@ -35,12 +36,12 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
 
   hangwatch::RankIdentity identity = hangwatch::detectRankIdentity();
   RankRecord& me = segment->rank(rank);
-  if (me.joined.exchange(1) != 0) return hangwatch::Error{"rank " + std::to_string(rank) + " joined twice"};
+  if (me.joined.exchange(1) != 0) return hangwatch::Error{fmt::format("rank {} joined twice", rank)};
   me.pid = ::getpid();
   me.launcher_rank = identity.rank.value_or(kNoLauncherRank);
   me.device = device;
   ::gethostname(me.host, sizeof(me.host) - 1);
-  std::snprintf(me.node_key, sizeof(me.node_key), "%s", node_key->c_str());
+  *fmt::format_to_n(me.node_key, sizeof(me.node_key) - 1, "{}", *node_key).out = '\0';
 
   // Like ncclCommInitRank, block until every rank arrived.
   StepCounter& arrivals = segment->header().arrivals;
@@ -174,9 +175,7 @@ hangwatch::Expected<std::vector<int>> Communicator::exchangeSplit(int color, int
 bool Communicator::deviceDeadAt(uint64_t seq) const { return faults_.rankDeadAt(faultRank(rank_), seq); }
 
 void Communicator::channelMain(int channel) {
-  char name[16];
-  std::snprintf(name, sizeof(name), "simnccl-ch%d", channel);
-  pthread_setname_np(pthread_self(), name);
+  pthread_setname_np(pthread_self(), fmt::format("simnccl-ch{}", channel).substr(0, 15).c_str());
   ChannelWorker& w = *workers_[channel];
   for (;;) {
     std::shared_ptr<ChannelBatch> batch;

@@ -3,9 +3,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/rank_identity.h"
 
@@ -19,9 +20,8 @@ const char* nonEmptyEnv(const char* name) {
 
 // NCCL's default host hash input: the full hostname followed by the kernel's boot id.
 std::string hostAndBootId() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
-  std::string key = host;
+  std::string key = hangwatch::hostName();
+  if (key.empty()) key = "unknown";
   std::ifstream boot_id("/proc/sys/kernel/random/boot_id");
   std::string id;
   if (boot_id >> id) key += id;
@@ -39,7 +39,7 @@ hangwatch::Expected<std::string> localNodeKey(int comm_rank) {
     if (errno != 0 || *end != '\0' || per_node < 1 || per_node > 1'000'000)
       return hangwatch::Error{"SIMGPU_RANKS_PER_NODE='" + std::string(text) + "': expected a whole number >= 1"};
     const int rank = hangwatch::detectRankIdentity().rank.value_or(comm_rank);
-    return "node:" + std::to_string(rank / per_node);
+    return fmt::format("node:{}", rank / per_node);
   }
   if (const char* id = nonEmptyEnv("NCCL_HOSTID")) return "hostid:" + std::string(id);
   return "host:" + hostAndBootId();

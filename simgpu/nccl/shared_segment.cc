@@ -8,6 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "hangwatch/common/scoped_fd.h"
+
 namespace simnccl {
 namespace {
 
@@ -35,27 +39,26 @@ size_t SegmentShape::totalBytes() const {
 }
 
 hangwatch::Expected<SharedSegment*> SharedSegment::open(const std::string& name, const SegmentShape& shape) {
-  int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return hangwatch::Error{"shm_open " + name + ": " + std::strerror(errno)};
+  hangwatch::ScopedFd fd(::shm_open(name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) return hangwatch::Error{"shm_open " + name + ": " + std::strerror(errno)};
   size_t bytes = shape.totalBytes();
   struct stat st {};
   // Only grow: shrinking under a peer that already mapped it would SIGBUS the peer.
-  if (::fstat(fd, &st) != 0 || (static_cast<size_t>(st.st_size) < bytes && ::ftruncate(fd, bytes) != 0)) {
-    std::string err = std::strerror(errno);
-    ::close(fd);
-    return hangwatch::Error{"sizing shared memory " + name + ": " + err};
-  }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 ||
+      (static_cast<size_t>(st.st_size) < bytes && ::ftruncate(fd.get(), bytes) != 0))
+    return hangwatch::Error{"sizing shared memory " + name + ": " + std::strerror(errno)};
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return hangwatch::Error{"mmap " + name + ": " + std::strerror(errno)};
+  fd.close();  // the mapping outlives the descriptor
   auto* seg = new SharedSegment(name, shape, static_cast<char*>(base));
   SegmentHeader& h = seg->header();
   if (!agree(h.nranks, static_cast<uint32_t>(shape.nranks)) ||
       !agree(h.nchannels, static_cast<uint32_t>(shape.nchannels)) ||
       !agree(h.slot_bytes, static_cast<uint64_t>(shape.slot_bytes)) || !agree(h.magic, kMagic)) {
-    std::string msg = "ranks disagree on the communicator: nranks " + std::to_string(h.nranks.load()) + " vs " +
-                      std::to_string(shape.nranks) + ", channels " + std::to_string(h.nchannels.load()) + " vs " +
-                      std::to_string(shape.nchannels) + " (SIMGPU_NCHANNELS and SIMGPU_SLOT_BYTES must match)";
+    std::string msg = fmt::format(
+        "ranks disagree on the communicator: nranks {} vs {}, channels {} vs {} "
+        "(SIMGPU_NCHANNELS and SIMGPU_SLOT_BYTES must match)",
+        h.nranks.load(), shape.nranks, h.nchannels.load(), shape.nchannels);
     delete seg;
     return hangwatch::Error{msg};
   }

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 
+#include <fmt/format.h>
+
 namespace simnccl {
 namespace {
 
@@ -23,9 +25,7 @@ ncclUniqueId idFor(const std::string& name) {
 ncclUniqueId makeUniqueId() {
   static std::atomic<unsigned> counter{0};
   std::random_device rd;
-  char name[96];
-  std::snprintf(name, sizeof(name), "/simnccl-%d-%u-%08x%08x", static_cast<int>(::getpid()), counter++, rd(), rd());
-  return idFor(name);
+  return idFor(fmt::format("/simnccl-{}-{}-{:08x}{:08x}", ::getpid(), counter++, rd(), rd()));
 }
 
 ncclUniqueId derivedUniqueId(const std::string& parent_name, const std::string& suffix) {

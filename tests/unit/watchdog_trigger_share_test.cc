@@ -283,6 +283,43 @@ TEST_CASE("CompletionAnnouncedInTheBeaconReachesARankOfAnotherNode") {
   CHECK(there.ranks[0]->jobComplete(TriggerWatcher::kCompletionCheckNs));
 }
 
+TEST_CASE("DumpPathsNameTheRankOrElseThePid") {
+  DumpPaths ranked = dumpPaths("/d/job", 7, 4242);
+  CHECK(ranked.snapshot == "/d/job/ranks/r00007.watchdog.json");
+  CHECK(ranked.state == "/d/job/ranks/r00007.state.json");
+  CHECK(ranked.collect_log == "/d/job/ranks/r00007.collect.log");
+  DumpPaths unranked = dumpPaths("/d/job", std::nullopt, 4242);
+  CHECK(unranked.snapshot == "/d/job/ranks/p4242.watchdog.json");
+  CHECK(unranked.state.empty());
+  CHECK(unranked.collect_log == "/d/job/ranks/p4242.collect.log");
+}
+
+TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsksForIt") {
+  WatchdogConfig config;
+  config.job_dir = "/d/job";
+  config.collect_wait_s = 600;
+  config.debugger = "cuda-gdb";
+  DumpStart start{3, "node1", 4242, "written", std::chrono::steady_clock::now()};
+  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr);
+  CHECK(r.state_path == "/d/job/ranks/r00003.state.json");
+  CHECK(r.state.phase == DumpPhase::kCollecting);
+  CHECK(r.state.forensics == "pending");
+  CHECK(r.state.snapshot == "written");
+  CHECK(r.state.deadline_unix_s == r.state.time_unix_s + CollectorLauncher::kCollectorBoundS + 5);
+  CHECK(r.collect);
+  CHECK(r.collector.pid == 4242);
+  CHECK(r.collector.rank == 3);
+  CHECK(r.collector.log_path == "/d/job/ranks/r00003.collect.log");
+  CHECK(r.collector.debugger == "cuda-gdb");
+  CHECK(r.collector.mark_state);
+
+  config.collect = false;
+  start.rank.reset();
+  HangResponse unranked = planResponse(config, dumpPaths(config.job_dir, std::nullopt, 4242), start, nullptr);
+  CHECK(unranked.state_path.empty());
+  CHECK_FALSE(unranked.collect);
+}
+
 TEST_CASE("AbortModeExitsOnlyOnceTheWholeJobIsDoneAndMarksThisRankDoneFirst") {
   TempDir dir;
   std::string job = dir.path + "/job";

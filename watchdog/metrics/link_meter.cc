@@ -1,7 +1,8 @@
 #include "hangwatch/watchdog/metrics/link_meter.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "hangwatch/watchdog/metrics/op_key_table.h"
 
 namespace hangwatch::watchdog {
 
@@ -34,9 +35,8 @@ std::vector<LinkWindowStats> LinkMeter::drain() {
       it = links_.erase(it);
       continue;
     }
-    char comm[24];
-    std::snprintf(comm, sizeof comm, "0x%llx", static_cast<unsigned long long>(it->first.comm_id));
-    out.push_back({comm, it->first.comm_size, it->first.comm_rank, it->first.peer, t.bytes, t.steps, t.busy_ns});
+    out.push_back(
+        {hexId(it->first.comm_id), it->first.comm_size, it->first.comm_rank, it->first.peer, t.bytes, t.steps, t.busy_ns});
     t.bytes = 0;
     t.steps = 0;
     t.busy_ns = 0;

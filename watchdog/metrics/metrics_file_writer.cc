@@ -12,10 +12,6 @@ namespace hangwatch::watchdog {
 
 MetricsFileWriter::MetricsFileWriter(std::string path, FailureLog log) : path_(std::move(path)), log_(std::move(log)) {}
 
-MetricsFileWriter::~MetricsFileWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 bool MetricsFileWriter::open() {
   std::error_code ec;
   auto parent = std::filesystem::path(path_).parent_path();
@@ -24,8 +20,8 @@ bool MetricsFileWriter::open() {
     fail("cannot create " + parent.string() + ": " + ec.message());
     return false;
   }
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
+  fd_ = ScopedFd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd_.valid()) {
     fail("cannot open " + path_ + ": " + std::strerror(errno));
     return false;
   }
@@ -33,13 +29,13 @@ bool MetricsFileWriter::open() {
 }
 
 bool MetricsFileWriter::append(std::string_view line) {
-  if (failed_ || (fd_ < 0 && !open())) {
+  if (failed_ || (!fd_.valid() && !open())) {
     ++lines_dropped_;
     return false;
   }
   ssize_t n;
   do {
-    n = ::write(fd_, line.data(), line.size());
+    n = ::write(fd_.get(), line.data(), line.size());
   } while (n < 0 && errno == EINTR);
   if (n == static_cast<ssize_t>(line.size())) return true;
   // A short write leaves a torn line the reader skips; stopping here keeps it the last.
@@ -50,10 +46,7 @@ bool MetricsFileWriter::append(std::string_view line) {
 
 void MetricsFileWriter::fail(const std::string& message) {
   failed_ = true;
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
+  fd_.close();
   if (log_) log_("metrics disabled: " + message);
 }
 

@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <exception>
 #include <iterator>
 #include <string_view>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/atomic_file.h"
 
@@ -24,12 +25,6 @@ int64_t clockNs(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 MetricsConfig withDefaults(MetricsConfig c) {
   if (c.pid == 0) c.pid = ::getpid();
   if (c.start_ns == 0) c.start_ns = clockNs(CLOCK_MONOTONIC);
@@ -37,7 +32,7 @@ MetricsConfig withDefaults(MetricsConfig c) {
   c.interval_s = std::min(c.interval_s, 1e7);  // keeps the ns conversion in range
   if (!c.log_failure) {
     int rank = c.rank;
-    c.log_failure = [rank](const std::string& m) { std::fprintf(stderr, "hangwatch[rank %d]: %s\n", rank, m.c_str()); };
+    c.log_failure = [rank](const std::string& m) { fmt::print(stderr, "hangwatch[rank {}]: {}\n", rank, m); };
   }
   return c;
 }
@@ -163,7 +158,7 @@ MetricsWindow MetricsWindows::build(int64_t now_ns, const BusyTimeline::WindowTo
   w.void_ns = totals.void_ns;
   w.inter_step_void_ns = totals.inter_step_void_ns;
   for (const auto& [stream, s] : streams_) {
-    if (s.busy_ns > 0) w.streams.push_back({hex(stream), s.busy_ns});
+    if (s.busy_ns > 0) w.streams.push_back({hexId(stream), s.busy_ns});
   }
   for (const auto& [call, s] : syncs_) {
     w.sync_count += s.count;

@@ -1,21 +1,17 @@
 #include "hangwatch/watchdog/metrics/op_key_table.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/nccl_bandwidth.h"
 
 namespace hangwatch::watchdog {
-std::string hexId(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+std::string hexId(uint64_t v) { return fmt::format("{:#x}", v); }
 
 std::string gemmShapeText(int64_t m, int64_t n, int64_t k, int64_t batch) {
-  std::string s = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-  if (batch > 1) s += "x" + std::to_string(batch);
-  return s;
+  if (batch > 1) return fmt::format("{}x{}x{}x{}", m, n, k, batch);
+  return fmt::format("{}x{}x{}", m, n, k);
 }
 
 const char* opClassName(OpClass cls) {

@@ -13,6 +13,8 @@
 #include <new>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "hangwatch/watchdog/metrics/link_profiler.h"
 
 namespace hangwatch::watchdog {
@@ -60,10 +62,10 @@ const np::ProfilerV5* jobPlugin() {
         dladdr(table, &theirs) != 0 && mine.dli_fbase == theirs.dli_fbase)
       return nullptr;  // it names hangwatch itself
     if (table == nullptr || table->init == nullptr) {
-      std::fprintf(stderr,
-                   "hangwatch: the job's NCCL profiler plugin %s has no %s interface; it is not loaded "
-                   "(HANGWATCH_LINK_PROFILER=0 leaves it to NCCL)\n",
-                   *choice ? choice : "libnccl-profiler.so", np::kSymbolV5);
+      fmt::print(stderr,
+                 "hangwatch: the job's NCCL profiler plugin {} has no {} interface; it is not loaded "
+                 "(HANGWATCH_LINK_PROFILER=0 leaves it to NCCL)\n",
+                 *choice ? choice : "libnccl-profiler.so", np::kSymbolV5);
       return nullptr;
     }
     return table;

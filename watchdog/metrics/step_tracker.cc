@@ -1,8 +1,11 @@
 #include "hangwatch/watchdog/metrics/step_tracker.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
+
+#include <fmt/format.h>
+
+#include "hangwatch/watchdog/metrics/op_key_table.h"
 
 namespace hangwatch::watchdog {
 
@@ -54,9 +57,7 @@ std::optional<StepStats> StepTracker::windowStats() const {
   StepStats s;
   s.source = markers_ ? "marker" : "anchor";
   if (!markers_) {
-    char comm[24];
-    std::snprintf(comm, sizeof comm, "0x%llx", static_cast<unsigned long long>(anchor_comm_));
-    s.anchor = anchor_name_ + " " + comm + " " + std::to_string(anchor_bytes_);
+    s.anchor = fmt::format("{} {} {}", anchor_name_, hexId(anchor_comm_), anchor_bytes_);
   }
   s.count = count_;
   s.total_ns = total_ns_;

@@ -35,6 +35,12 @@ std::string forensicsDumpPath(const std::string& job_dir, int rank);
 std::string rankStatePath(const std::string& job_dir, int rank);
 // A collection by hand without a rank: ranks/p<PID>.forensics.json.
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid);
+// A watchdog that knows no rank yet (no launcher rank, no communicator): ranks/p<PID>.watchdog.json.
+std::string watchdogSnapshotPathForPid(const std::string& job_dir, pid_t pid);
+// The output of the collector a watchdog started: ranks/rNNNNN.collect.log, or
+// ranks/p<PID>.collect.log without a rank.
+std::string collectLogPath(const std::string& job_dir, int rank);
+std::string collectLogPathForPid(const std::string& job_dir, pid_t pid);
 std::string metricsPath(const std::string& job_dir, int rank);
 std::string timelinePath(const std::string& job_dir, int rank);
 std::string reportDir(const std::string& job_dir);

@@ -35,12 +35,16 @@ class DeviceTimers {
   // Makes the timer of `device` (with that device current for the creation).
   DeviceTimer* create(int device);
   void forEach(const std::function<void(DeviceTimer&)>& fn) const;
+  // Poller thread, every pass: keeps each device's GPU clock fresh (GpuClock::kRecalibrateNs).
+  void keepCalibrated(int64_t now_ns) const;
   // The device of the first timer made, -1 when none.
   int firstDevice() const { return first_device_.load(std::memory_order_relaxed); }
   uint64_t exhausted() const;
 
   // Reports a device whose events could not all be made (logged once by the caller).
   std::function<void(int device, const std::string& why)> on_fill_failure;
+  // Called at every keepCalibrated for a device without a calibration stream.
+  std::function<void(int device)> on_calibration_failure;
   // Runs once, right after the first timer's events were made.
   std::function<void()> on_first_timer;
 

@@ -14,6 +14,9 @@ namespace hangwatch::watchdog {
 
 class GpuClock {
  public:
+  // A reference older than this is replaced: float milliseconds lose precision as they grow.
+  static constexpr int64_t kRecalibrateNs = 60'000'000'000;
+
   explicit GpuClock(EventApi& api) : api_(api) {}
 
   // Records `ref` on `idle_stream`; it becomes the reference once it completes.

@@ -33,6 +33,10 @@ class HangDetector {
   int64_t timeout_ns_;
 };
 
-std::string streamHex(uint64_t stream);
+// The TRIGGER.json record of a hang this process found; `rank` as the snapshot names it.
+TriggerRecord triggerRecordFor(const HangFinding& finding, std::optional<int> rank);
+
+// "ncclAllReduce on device 0 (communicator 0x…, rank 3) stuck for 301.000000 s", for the log.
+std::string describeHang(const HangFinding& finding);
 
 }  // namespace hangwatch::watchdog

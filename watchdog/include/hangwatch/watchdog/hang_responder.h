@@ -4,8 +4,11 @@
 // dumps done (ranks/rNNNNN.state.json), then apply HANGWATCH_ON_HANG. In abort mode the rank
 // exits only once every rank of the job is done or HANGWATCH_ABORT_GRACE has passed, so the
 // launcher's kill-on-exit does not cut other ranks' collections short.
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "hangwatch/watchdog/collector_launcher.h"
@@ -27,6 +30,29 @@ struct HangResponse {
   std::function<bool()> job_complete;
 };
 
+// Where one rank's dump goes (job_layout): named by rank, or by pid while no rank is known.
+struct DumpPaths {
+  std::string snapshot;
+  std::string state;  // empty without a rank: nobody waits for a rank it cannot name
+  std::string collect_log;
+};
+
+DumpPaths dumpPaths(const std::string& job_dir, std::optional<int> rank, pid_t pid);
+
+// The poller's part of a dump, done: the snapshot is written (or failed to be).
+struct DumpStart {
+  std::optional<int> rank;
+  std::string host;
+  pid_t pid = 0;
+  std::string snapshot;  // "written", "failed: ..."
+  std::chrono::steady_clock::time_point at;  // when dumping began
+};
+
+// The response HANGWATCH_ON_HANG / _COLLECT ask for: this rank's state record ("collecting",
+// with the deadline readers wait until) and the collector's request.
+HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump,
+                          std::function<bool()> job_complete);
+
 // What the responder does about a SIGTERM held back while dumping (TermDeferral by default).
 struct TermHandling {
   std::function<bool()> pending;
@@ -47,10 +73,11 @@ class HangResponder {
   HangResponder(std::function<void()> abort_comms, std::function<void(int)> exit_process,
                 TermHandling term = defaultTermHandling());
 
-  // At most once; later calls are ignored. The thread is detached and owns copies of
-  // everything it uses: nothing waits for it, and it outlives this object if need be.
+  // At most once; later calls are ignored. Marks the rank collecting on the calling thread,
+  // then responds on a detached thread that owns copies of everything it uses: nothing
+  // waits for it, and it outlives this object if need be.
   void start(const HangResponse& response);
-  // The same work on the calling thread (tests).
+  // The thread's work on the calling thread (tests).
   void respondHere(const HangResponse& response);
 
   static TermHandling defaultTermHandling();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/scoped_fd.h"
 
 namespace hangwatch::watchdog {
 
@@ -50,15 +51,16 @@ class NodeShare {
   // Leaves the member list; the last member to leave removes the board's file.
   void leave();
   const std::string& path() const { return path_; }
-  bool shared() const { return fd_ >= 0; }
+  bool shared() const { return fd_.valid(); }
 
   struct Layout;
 
  private:
-  NodeShare(Layout* layout, int fd, std::string path) : layout_(layout), fd_(fd), path_(std::move(path)) {}
+  NodeShare(Layout* layout, ScopedFd fd, std::string path)
+      : layout_(layout), fd_(std::move(fd)), path_(std::move(path)) {}
 
   Layout* layout_;
-  int fd_;  // -1 for an unshared board
+  ScopedFd fd_;  // none for an unshared board
   std::string path_;
   bool left_ = false;
 };

@@ -22,6 +22,10 @@
 #include "hangwatch/watchdog/pending_op.h"
 #include "hangwatch/watchdog/watchdog_config.h"
 
+namespace hangwatch {
+struct WatchdogSnapshot;
+}
+
 namespace hangwatch::watchdog {
 
 class HangResponder;
@@ -88,7 +92,17 @@ class Watchdog {
   static void onForkChild();
   static void onExit();
 
+  struct PollState;
   void pollLoop();
+  void pollOnce(PollState& p);
+  void finishPolling(PollState& p);
+  NodeShare* attachNodeShare();
+  void startMetrics(PollState& p);
+  void recordCompleted(PollState& p, const CompletedOp& op);
+  void watchForHang(PollState& p, int64_t now_ns);
+  WatchdogSnapshot takeSnapshot(PollState& p, bool detected_here, int64_t now_ns);
+  void dump(PollState& p, bool detected_here, int64_t now_ns);
+  void followCompletion(PollState& p, int64_t now_ns);
   int snapshotDevice();
   void abortCommunicators();
 

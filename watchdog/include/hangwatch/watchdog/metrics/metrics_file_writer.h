@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "hangwatch/common/scoped_fd.h"
+
 namespace hangwatch::watchdog {
 
 class MetricsFileWriter {
@@ -15,9 +17,6 @@ class MetricsFileWriter {
   using FailureLog = std::function<void(const std::string&)>;
 
   MetricsFileWriter(std::string path, FailureLog log);
-  ~MetricsFileWriter();
-  MetricsFileWriter(const MetricsFileWriter&) = delete;
-  MetricsFileWriter& operator=(const MetricsFileWriter&) = delete;
 
   // `line` ends with '\n'. False when the line was not written.
   bool append(std::string_view line);
@@ -30,7 +29,7 @@ class MetricsFileWriter {
 
   std::string path_;
   FailureLog log_;
-  int fd_ = -1;
+  ScopedFd fd_;  // opened at the first line
   bool failed_ = false;
   uint64_t lines_dropped_ = 0;
 };
