@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ gdb python3
-  libunwind-dev libdw-dev libelf-dev elfutils
+  libdw-dev libelf-dev elfutils
   libopenmpi-dev openmpi-bin
   libboost-dev libboost-filesystem-dev libfmt-dev catch2 nlohmann-json3-dev
   libbenchmark-dev libsimdjson-dev
