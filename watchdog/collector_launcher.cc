@@ -4,13 +4,13 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
+#include <boost/process/search_path.hpp>
 #include <chrono>
 #include <filesystem>
 #include <system_error>
-#include <thread>
 #include <vector>
+
+#include "hangwatch/common/child_process.h"
 
 namespace bp = boost::process;
 
@@ -61,26 +61,20 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   }
   std::error_code fs_ec;
   std::filesystem::create_directories(std::filesystem::path(r.log_path).parent_path(), fs_ec);
-  bp::environment env = boost::this_process::environment();
+  ChildCommand command{r.binary, std::move(args), {}, {}, r.log_path};
   // The collector and its debugger must not load the watchdog themselves.
-  env.erase("LD_PRELOAD");
-  env["HANGWATCH_DISABLE"] = "1";
-  if (!r.debugger.empty()) env["HANGWATCH_DEBUGGER"] = r.debugger;
-  std::error_code ec;
-  bp::child child(bp::exe = r.binary, bp::args = args, env, bp::std_in < bp::null,
-                  (bp::std_out & bp::std_err) > r.log_path,
-                  bp::extend::on_exec_setup = [](auto&) { ::setsid(); }, ec);
-  if (ec) return Error{"cannot start " + r.binary + ": " + ec.message()};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(r.wait_s);
-  while (child.running(ec) && std::chrono::steady_clock::now() < deadline && !(r.give_up && r.give_up()))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  command.unset_env.push_back("LD_PRELOAD");
+  command.set_env.emplace_back("HANGWATCH_DISABLE", "1");
+  if (!r.debugger.empty()) command.set_env.emplace_back("HANGWATCH_DEBUGGER", r.debugger);
+  Expected<ChildProcess> child = ChildProcess::start(command);
+  if (!child) return Error{child.error()};
+  const auto deadline = ChildProcess::Clock::now() + std::chrono::duration_cast<ChildProcess::Clock::duration>(
+                                                          std::chrono::duration<double>(r.wait_s));
   CollectorOutcome out;
-  if (child.running(ec)) {
-    child.detach();
-    return out;
+  if (std::optional<int> code = child->waitUntil(deadline, r.give_up)) {
+    out.finished = true;
+    out.exit_code = *code;
   }
-  out.finished = true;
-  out.exit_code = child.exit_code();
   return out;
 }
 

@@ -1,7 +1,5 @@
 #include "hangwatch/forensics/debugger_session.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "hangwatch/common/child_process.h"
 #include "hangwatch/forensics/proc_snapshot.h"
-#include "hangwatch/common/scoped_fd.h"
 
 #ifndef HANGWATCH_GDB_SCRIPTS_DIR
 #define HANGWATCH_GDB_SCRIPTS_DIR "gdb-scripts"
@@ -132,75 +132,21 @@ Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pi
   result.debugger = debugger;
   bool was_stopped = stoppedNow(pid);
 
-  std::vector<std::string> args = {debugger, "-nx", "-batch"};
+  ChildCommand command{debugger, {"-nx", "-batch"}, {}, env, ""};
   // cuda-gdb allows one instance per machine unless told otherwise; ranks collect in parallel.
-  if (isCudaGdb(debugger)) args.push_back("--cuda-use-lockfile=0");
-  args.insert(args.end(), {"-p", std::to_string(pid), "-x", script});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  if (isCudaGdb(debugger)) command.args.push_back("--cuda-use-lockfile=0");
+  command.args.insert(command.args.end(), {"-p", fmt::format("{}", pid), "-x", script});
+  Expected<ChildProcess> child = ChildProcess::start(command);
+  if (!child) return Error{child.error()};
+  // The collector holds ptrace stops: every waitpid here goes through its WaitManager.
+  result.timed_out = !child->readOutput(deadline, result.output, kOutputLimit);
 
-  // Built before fork: the child only execs.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    bool replaced = false;
-    for (const auto& kv : env) replaced = replaced || entry.substr(0, entry.find('=')) == kv.first;
-    if (!replaced) env_strings.emplace_back(entry);
-  }
-  for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Error{std::string("pipe: ") + std::strerror(errno)};
-  ScopedFd read_end(fds[0]);
-  ScopedFd write_end(fds[1]);
-  pid_t child = ::fork();
-  if (child < 0) return Error{std::string("fork: ") + std::strerror(errno)};
-  if (child == 0) {
-    // Own process group, so the time bound can kill the debugger with all it started.
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(write_end.get(), 1);
-    ::dup2(write_end.get(), 2);
-    ::execve(argv[0], argv.data(), envp.data());
-    const char* msg = "exec of the debugger failed\n";
-    (void)!::write(2, msg, std::strlen(msg));
-    ::_exit(127);
-  }
-  ::setpgid(child, child);
-  write_end.close();
-
-  bool eof = false;
-  while (!eof) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      result.timed_out = true;
-      break;
-    }
-    pollfd p{read_end.get(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) continue;
-    char buf[4096];
-    ssize_t n = ::read(read_end.get(), buf, sizeof buf);
-    if (n <= 0) {
-      eof = n == 0 || errno != EINTR;
-      continue;
-    }
-    result.output.append(buf, static_cast<size_t>(n));
-    if (result.output.size() > 2 * kOutputLimit) result.output.erase(0, result.output.size() - kOutputLimit);
-  }
-
-  WaitStatus status = result.timed_out ? WaitStatus{} : waits_.waitFor(child, deadline);
+  WaitStatus status = result.timed_out ? WaitStatus{} : waits_.waitFor(child->pid(), deadline);
   if (status.kind == WaitStatus::Kind::kTimedOut) {
     result.timed_out = true;
     // The kernel detaches the debugger's tracees when it dies.
-    ::kill(-child, SIGKILL);
-    status = waits_.waitFor(child, deadlineIn(10));
+    child->killSession();
+    status = waits_.waitFor(child->pid(), deadlineIn(10));
   }
   if (status.kind == WaitStatus::Kind::kExited) result.exit_code = status.code;
   if (result.output.size() > kOutputLimit) result.output.erase(0, result.output.size() - kOutputLimit);
