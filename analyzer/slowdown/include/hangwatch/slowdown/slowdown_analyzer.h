@@ -1,6 +1,7 @@
 #pragma once
 // Who is slow: compares ranks with each other (robust statistics, analyzer/slowdown/
 // README.md explains every threshold) and, given a saved healthy run, with that run.
+// Each finding kind is one detector pass (detector.h), run in a fixed order.
 #include <string>
 #include <vector>
 
@@ -46,15 +47,6 @@ class SlowdownAnalyzer {
   SlowdownAnalysis analyze(const JobProfile& job, const JobProfile* baseline = nullptr) const;
 
  private:
-  void slowGpus(const JobProfile& job, SlowdownAnalysis& out) const;
-  void issueStalls(const JobProfile& job, SlowdownAnalysis& out) const;
-  void hostAndDataloaderStalls(const JobProfile& job, SlowdownAnalysis& out) const;
-  void intraStepVoid(const JobProfile& job, SlowdownAnalysis& out) const;
-  void bottleneckLinks(const JobProfile& job, SlowdownAnalysis& out) const;
-  void slowLinks(const JobProfile& job, const JobProfile* baseline, SlowdownAnalysis& out) const;
-  void baselineShifts(const JobProfile& job, const JobProfile& baseline, SlowdownAnalysis& out) const;
-  nlohmann::json measurements(const JobProfile& job) const;
-
   SlowdownThresholds t_;
 };
 
