@@ -2,9 +2,10 @@
 
 #include <filesystem>
 #include <iostream>
-#include <regex>
+#include <optional>
 
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
 #include "hangwatch/slowdown/chrome_trace.h"
 #include "hangwatch/common/timeline_window.h"
 
@@ -62,9 +63,9 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
   slowdown::ChromeTrace trace(last_s);
   int read = 0;
   std::error_code ec;
-  static const std::regex name("r[0-9]+\\.json");
-  for (const auto& entry : fs::directory_iterator(fs::path(job_dir) / "timeline", ec)) {
-    if (!std::regex_match(entry.path().filename().string(), name)) continue;
+  for (const auto& entry : fs::directory_iterator(timelineDir(job_dir), ec)) {
+    std::optional<RankFile> file = parseRankFileName(entry.path().filename().string());
+    if (!file || file->kind != RankFileKind::kTimeline) continue;
     Expected<TimelineWindow> w = readTimelineFile(entry.path().string());
     if (!w) {
       std::cerr << "forensics timeline: skipped " << w.error() << "\n";

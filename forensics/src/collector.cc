@@ -303,7 +303,7 @@ Collector::DebuggerOutcome Collector::debuggerPhase(ForensicsDump& dump) {
   dump.debugger = debugger->path;
   // The script is told the backend chosen here, and on cuda where the communicators are.
   std::string snapshot = options_.rank ? watchdogSnapshotPath(options_.out_dir, *options_.rank)
-                                       : options_.out_dir + "/ranks/p" + std::to_string(options_.pid) + ".watchdog.json";
+                                       : watchdogSnapshotPathForPid(options_.out_dir, options_.pid);
   ProbeRequest request = makeProbeRequest(dump.backend, debugger->cuda_gdb, snapshot, options_.pid);
   WaitManager waits;
   DebuggerSession session(waits);
