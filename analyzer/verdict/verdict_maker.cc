@@ -5,65 +5,21 @@
 #include <set>
 #include <span>
 
+#include <fmt/format.h>
+
 #include "hangwatch/rank_set.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
+#include "hangwatch/verdict/verdict_wording.h"
 
 namespace hangwatch::verdict {
 namespace {
-
-std::string ranksText(const std::vector<int>& ranks) {
-  stackmerge::RankSet set;
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  for (int r : sorted) set.insert(r);
-  return set.toString();
-}
-
-std::string seconds(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s", s);
-  return b;
-}
-
-std::string opText(const HangFocus& f) {
-  return (f.op.empty() ? std::string("collective") : f.op) + " seq " + std::to_string(f.seq) + " on communicator " +
-         f.comm;
-}
-
-std::string hostOf(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  return s && !s->host.empty() ? s->host : "";
-}
-
-std::string deviceText(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  std::string host = s && !s->host.empty() ? s->host : "unknown host";
-  std::string gpu = s && s->device ? "GPU " + std::to_string(*s->device) : "unknown GPU";
-  return gpu + " on host " + host;
-}
 
 // Helper threads that look the same on every rank are no evidence; threads named after
 // simgpu channels or hangwatch are never where a culprit stands.
 bool isInfrastructureThread(const std::string& name) {
   return name.rfind("simnccl", 0) == 0 || name.rfind("simgpu", 0) == 0 || name.rfind("hangwatch", 0) == 0;
-}
-
-// "rank 5", "ranks 5 and 6", "ranks 4, 5 and 6"; long lists as compact ranges.
-std::string ranksPhrase(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]);
-  if (ranks.size() > 6) return "ranks " + ranksText(ranks);
-  std::string out = "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
-  return out;
-}
-
-std::string linkText(const Link& l) {
-  return l.to < 0 ? "the link out of rank " + std::to_string(l.from) : std::to_string(l.from) + " -> " + std::to_string(l.to);
 }
 
 Suspect linkSuspect(const Link& l) {
@@ -78,32 +34,6 @@ Suspect linkSuspect(const Link& l) {
 
 Suspect rankSuspect(int rank, const std::string& why = "") {
   return Suspect{{rank}, std::nullopt, "rank " + std::to_string(rank) + why};
-}
-
-// What a gap means for the sentence: "did not dump", "is still being collected", ...
-std::pair<std::string, std::string> gapVerb(const DataGap& g) {
-  const std::string& l = g.lacks;
-  if (l == "no dump") return {"did not dump", "did not dump"};
-  if (l.find("still being") != std::string::npos) return {"is still being collected", "are still being collected"};
-  if (l.rfind("no watchdog snapshot", 0) == 0) return {"has no snapshot", "have no snapshot"};
-  if (l.rfind("no forensics dump", 0) == 0) return {"has no forensics dump", "have no forensics dump"};
-  if (l.rfind("no counter", 0) == 0) return {"has no counter for it", "have no counter for it"};
-  return {"has no ring progress", "have no ring progress"};
-}
-
-// "ranks 5 and 6 did not dump", "rank 5 did not dump, rank 6 has no ring progress".
-std::string gapsSentence(const std::vector<DataGap>& gaps) {
-  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<int>>> groups;
-  for (const DataGap& g : gaps) {
-    auto verb = gapVerb(g);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == verb; });
-    if (it == groups.end()) groups.push_back({verb, {g.rank}});
-    else it->second.push_back(g.rank);
-  }
-  std::string out;
-  for (const auto& [verb, ranks] : groups)
-    out += (out.empty() ? "" : ", ") + ranksPhrase(ranks) + " " + (ranks.size() == 1 ? verb.first : verb.second);
-  return out;
 }
 
 void sortSuspects(std::vector<Suspect>& s) {
@@ -138,17 +68,6 @@ std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
 }
 
 }  // namespace
-
-std::string describeRank(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  std::string out = "rank " + std::to_string(rank);
-  if (!s) return out + " (no dump)";
-  std::string inner;
-  if (!s->host.empty()) inner += "host " + s->host;
-  if (s->device) inner += (inner.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(*s->device);
-  if (s->pid) inner += (inner.empty() ? "" : ", ") + std::string("pid ") + std::to_string(s->pid);
-  return inner.empty() ? out : out + " (" + inner + ")";
-}
 
 Verdict VerdictMaker::decide() const {
   Verdict v;
@@ -402,12 +321,9 @@ Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p
   return v;
 }
 
-Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& p) const {
-  Verdict v;
-  v.communicator = f.comm;
-  v.op = OpRef{f.op, f.seq};
+RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) const {
+  RingFacts facts{f, p, {}, {}, {}, 0};
   RingProgressAnalysis ring([&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
-  int ranks_with_records = 0;
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
@@ -423,198 +339,147 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
       ring.add(r);
       any = any || r.comm == f.comm;
     }
-    ranks_with_records += any;
+    facts.ranks_with_records += any;
   }
-  RingFinding rf = ring.analyze(f.comm, f.seq, p.comm_size);
-  if (rf.channels_total == 0) rf = ring.analyze(f.comm, std::nullopt, p.comm_size);
-  std::vector<int> waiting;
-  for (const OpGroup& g : p.groups) waiting.insert(waiting.end(), g.ranks.begin(), g.ranks.end());
-  waiting.insert(waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
-  std::sort(waiting.begin(), waiting.end());
-  std::string all_in = "Rank(s) " + ranksText(waiting) + " all wait in " + opText(f) +
-                       (p.groups.empty() || !p.groups.front().count ? "" : " (" + std::to_string(p.groups.front().count) +
-                                                                             " " + p.groups.front().dtype + ")") +
-                       "; none is behind or in another collective.";
-  v.evidence.push_back(all_in);
-  for (int r : p.in_host_call) {
-    v.evidence.push_back(describeRank(job_, r) + " has a host thread still blocked inside the " +
-                         (f.op.empty() ? std::string("collective") : f.op) + " call itself.");
-  }
-
+  facts.ring = ring.analyze(f.comm, f.seq, p.comm_size);
+  if (facts.ring.channels_total == 0) facts.ring = ring.analyze(f.comm, std::nullopt, p.comm_size);
+  for (const OpGroup& g : p.groups) facts.waiting.insert(facts.waiting.end(), g.ranks.begin(), g.ranks.end());
+  facts.waiting.insert(facts.waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
+  std::sort(facts.waiting.begin(), facts.waiting.end());
   // The second source: NCCL's own profiler events in the snapshots (no debugger).
-  std::vector<int> members = waiting;
+  std::vector<int> members = facts.waiting;
   members.insert(members.end(), p.idle.begin(), p.idle.end());
   members.insert(members.end(), p.members_missing.begin(), p.members_missing.end());
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
-  ProxyFinding pf = proxy.analyze(f.comm, members);
-  nameStoppedRankInNode(pf, p);
+  facts.proxy = proxy.analyze(f.comm, members);
+  nameStoppedRankInNode(facts.proxy, p);
+  return facts;
+}
+
+Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& p) const {
+  RingFacts facts = ringFacts(f, p);
+  Verdict v;
+  v.communicator = f.comm;
+  v.op = OpRef{f.op, f.seq};
+  wording_.ringWaiting(v, facts);
+  const RingFinding& rf = facts.ring;
+  const ProxyFinding& pf = facts.proxy;
   const bool debugger_named = rf.link || rf.rank;
   const bool profiler_named = pf.link || pf.rank;
-  auto sameCulprit = [&] { return (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank); };
-  if (debugger_named && profiler_named && !sameCulprit()) {
-    return sourcesDisagree(v, f, rf, pf);
-  }
+  const bool same = (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank);
+  if (debugger_named && profiler_named && !same) return sourcesDisagree(v, f, rf, pf);
   if (debugger_named) {
-    v.source = profiler_named ? "debugger and profiler" : "debugger";
-    if (profiler_named) v.evidence.push_back("NCCL's profiler events in the snapshots show the same: " + proxySummary(pf) + ".");
-    if (!profiler_named && !pf.narrowed.empty()) {
-      // The profiler put the stop inside some nodes: the debugger's culprit must lie there.
-      auto inside = [&](int r) { return std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end(); };
-      const bool agree = rf.link ? inside(rf.link->from) || inside(rf.link->to) : inside(*rf.rank);
-      const std::string where = ranksPhrase(pf.narrowed);
-      if (agree) {
-        v.source = "debugger and profiler";
-        v.evidence.push_back("NCCL's profiler events in the snapshots agree: its network connections put the stop "
-                             "among " + where + ", whose links inside the node only the debugger reads.");
-      } else {
-        v.confident = false;
-        v.hinges_on = "which source is right: NCCL's profiler events put the stop among " + where;
-        v.evidence.push_back("NCCL's profiler events in the snapshots put the stop among " + where +
-                             " instead: " + proxySummary(pf) + ".");
-      }
-    }
+    weighProfiler(v, facts, profiler_named);
   } else if (profiler_named) {
     // Nothing from the debugger names anyone: the profiler's view decides.
     v.source = "profiler";
-    rf = RingFinding{};
-    rf.link = pf.link;
-    rf.rank = pf.rank;
-    rf.channels_agree = pf.channels_agree;
-    rf.channels_total = pf.channels_total;
+    facts.ring = RingFinding{};
+    facts.ring.link = pf.link;
+    facts.ring.rank = pf.rank;
+    facts.ring.channels_agree = pf.channels_agree;
+    facts.ring.channels_total = pf.channels_total;
   }
-  v.channels_total = rf.channels_total;
-  v.channels_agree = rf.channels_agree;
-  std::string channels = std::to_string(rf.channels_agree) + " of " + std::to_string(rf.channels_total) +
-                         (v.source == "profiler" ? " channel(s) with network connections" : " ring channel(s)");
-  const ChannelFinding* example = nullptr;
-  for (const ChannelFinding& c : rf.channels) {
-    if ((rf.link && c.link && *c.link == *rf.link) || (rf.rank && c.rank && *c.rank == *rf.rank)) {
-      example = &c;
-      break;
-    }
-  }
-  // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
-  auto who = [&](int r) {
-    return sequences_.sharedByProcess(f.comm) ? rankIn(f.comm, r) : "rank " + std::to_string(r) + " (" + deviceText(job_, r) + ")";
-  };
-  std::string steps = example ? " (it reached step " + std::to_string(example->least_progress) +
-                                    ", the next-least connection step " + std::to_string(example->next_least) + ")"
-                              : "";
-  if (rf.link) {
+  v.channels_total = facts.ring.channels_total;
+  v.channels_agree = facts.ring.channels_agree;
+  if (facts.ring.link) {
+    blameRingLink(v, facts);
+  } else if (facts.ring.rank) {
     v.kind = VerdictKind::kCommunicationHang;
-    v.culprit_link = rf.link;
-    v.link_in_comm_ranks = sequences_.sharedByProcess(f.comm);
-    v.culprit_ranks = {rf.link->from, rf.link->to};
-    std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
-    if (v.link_in_comm_ranks) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
-    v.headline = "Communication hang: the link from " + who(rf.link->from) + " to " + who(rf.link->to) +
-                 " stopped delivering during " + opText(f) + ".";
-    if (v.source == "profiler") {
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
-                           proxySummary(pf) + ".");
-    } else {
-      v.evidence.push_back("On " + channels + " the connection " + std::to_string(rf.link->from) + " -> " +
-                           std::to_string(rf.link->to) + " made the least progress" + steps + ".");
-    }
-    std::string a = hostOf(job_, rf.link->from), b = hostOf(job_, rf.link->to);
-    std::string hosts = a == b || b.empty() ? "host " + (a.empty() ? std::string("?") : a) : "hosts " + a + " and " + b;
-    v.next_steps.push_back("Test the link " + deviceText(job_, rf.link->from) + " -> " + deviceText(job_, rf.link->to) +
-                           " (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).");
-    v.next_steps.push_back("Drain " + hosts + " (or exclude that link) and restart the job from the last checkpoint.");
-  } else if (rf.rank) {
-    v.kind = VerdictKind::kCommunicationHang;
-    v.culprit_ranks = {*rf.rank};
+    v.culprit_ranks = {*facts.ring.rank};
     if (sequences_.sharedByProcess(f.comm)) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
-    v.headline = "Communication hang: " + who(*rf.rank) + " stopped making progress inside " + opText(f) +
-                 "; its neighbours wait on it.";
-    if (v.source == "profiler") {
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " +
-                           (pf.rank_evidence.empty() ? "on " + channels + " " : std::string()) + proxySummary(pf) + ".");
-    } else if (rf.channels_agree > 0) {
-      v.evidence.push_back("On " + channels + " both ring connections of rank " + std::to_string(*rf.rank) +
-                           " (in from its prev, out to its next) made the least progress" + steps + ".");
-    }
-    if (std::find(rf.stalled_ranks.begin(), rf.stalled_ranks.end(), *rf.rank) != rf.stalled_ranks.end()) {
-      v.evidence.push_back("Rank " + std::to_string(*rf.rank) +
-                           "'s ring progress records say its device stopped inside the collective (stalled), "
-                           "while its neighbours wait on it.");
-    }
-    if (!job_.find(*rf.rank)) {
-      v.evidence.push_back("Rank " + std::to_string(*rf.rank) +
-                           " left no dump, so whether it is stuck inside the collective or elsewhere is unknown.");
-    }
-    std::string host = hostOf(job_, *rf.rank);
-    v.next_steps.push_back("Check " + deviceText(job_, *rf.rank) + " (nvidia-smi, dmesg for Xid errors).");
-    v.next_steps.push_back("Drain host " + (host.empty() ? std::string("of rank ") + std::to_string(*rf.rank) : host) +
-                           " and restart the job from the last checkpoint.");
+    wording_.ringRankCulprit(v, facts);
   } else {
-    v.kind = VerdictKind::kInconclusive;
-    if (!p.members_missing.empty()) {
-      v.reason = "every rank that answered waits in the collective, and rank(s) " + ranksText(p.members_missing) +
-                 " of the communicator left no snapshot: the culprit is most likely among them";
-      v.next_steps.push_back("Look at rank(s) " + ranksText(p.members_missing) +
-                             " directly (their logs, their hosts); they did not dump.");
-    } else if (ranks_with_records == 0 && !pf.narrowed.empty()) {
-      v.source = "profiler";
-      std::string hosts;
-      for (const std::string& h : pf.narrowed_hosts) hosts += (hosts.empty() ? "" : ", ") + h;
-      v.reason = "every rank waits in the same collective; NCCL's profiler has no per-link data for links inside a "
-                 "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
-                 ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
-      if (!pf.ring_order_evidence.empty()) {
-        std::string order;
-        for (const std::string& e : pf.ring_order_evidence) order += (order.empty() ? "" : "; ") + e;
-        v.evidence.push_back("On a ring a rank after the stop can send only what reached it, one chunk more per hop: " +
-                             order + ".");
-      }
-      v.next_steps.push_back("Run the collector's debugger phase (HANGWATCH_COLLECT=1, the default) for per-link "
-                             "progress inside the node, or run nccl-tests between the GPUs of host(s) " + hosts + ".");
-    } else if (ranks_with_records == 0) {
-      v.reason = "every rank waits in the same collective and no rank has ring progress records "
-                 "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
-      if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
-      v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
-                             "forensics collect by hand on two neighbouring ranks while the job still hangs.");
-    } else {
-      v.reason = "every rank waits in the same collective and ring progress names no single link or rank (" + rf.note + ")";
-      v.next_steps.push_back("Run nccl-tests on the hosts of this communicator to find the faulty link.");
-    }
-    v.headline = "Inconclusive: " + v.reason + ".";
+    ringUndecided(v, facts);
+  }
+  hedgeRing(v, facts);
+  return v;
+}
+
+// The debugger named a culprit: NCCL's profiler events confirm it, narrow the stop to
+// nodes that hold it, or put the stop elsewhere (then the verdict is not sure).
+void VerdictMaker::weighProfiler(Verdict& v, const RingFacts& facts, bool profiler_named) const {
+  const RingFinding& rf = facts.ring;
+  const ProxyFinding& pf = facts.proxy;
+  v.source = profiler_named ? "debugger and profiler" : "debugger";
+  if (profiler_named) {
+    wording_.ringProfilerView(v, facts, ProfilerView::kSame);
+    return;
+  }
+  if (pf.narrowed.empty()) return;
+  auto inside = [&](int r) { return std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end(); };
+  if (rf.link ? inside(rf.link->from) || inside(rf.link->to) : inside(*rf.rank)) {
+    v.source = "debugger and profiler";
+    wording_.ringProfilerView(v, facts, ProfilerView::kNarrowedAgrees);
+  } else {
     v.confident = false;
-    if (!p.members_missing.empty()) {
+    wording_.ringProfilerView(v, facts, ProfilerView::kNarrowedDisagrees);
+  }
+}
+
+void VerdictMaker::blameRingLink(Verdict& v, const RingFacts& facts) const {
+  const Link& l = *facts.ring.link;
+  v.kind = VerdictKind::kCommunicationHang;
+  v.culprit_link = l;
+  v.link_in_comm_ranks = sequences_.sharedByProcess(facts.focus.comm);
+  v.culprit_ranks = {l.from, l.to};
+  std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
+  if (v.link_in_comm_ranks) v.culprit_ranks = processesOf(facts.focus.comm, v.culprit_ranks);
+  wording_.ringLinkCulprit(v, facts);
+}
+
+// Ring progress named nobody: why, what the verdict hinges on, and who is left suspect.
+void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
+  const CommPositions& p = facts.positions;
+  const ProxyFinding& pf = facts.proxy;
+  const bool narrowed = facts.ranks_with_records == 0 && !pf.narrowed.empty();
+  facts.gap = !p.members_missing.empty()       ? RingGap::kMembersMissing
+              : narrowed                       ? RingGap::kNarrowedByProfiler
+              : facts.ranks_with_records == 0 ? RingGap::kNoRecords
+                                               : RingGap::kNamesNothing;
+  v.kind = VerdictKind::kInconclusive;
+  if (facts.gap == RingGap::kNarrowedByProfiler) v.source = "profiler";
+  wording_.ringInconclusive(v, facts);
+  v.confident = false;
+  switch (facts.gap) {
+    case RingGap::kMembersMissing:
       for (int r : p.members_missing) {
-        v.lacking_data.push_back(gapOf(r, f.comm));
+        v.lacking_data.push_back(gapOf(r, facts.focus.comm));
         v.suspects.push_back(rankSuspect(r, " (no snapshot)"));
       }
       v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
-    } else if (ranks_with_records == 0 && !pf.narrowed.empty()) {
-      Suspect narrowed;
-      narrowed.ranks = pf.narrowed;
-      narrowed.text = ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)";
-      v.suspects.push_back(std::move(narrowed));
+      break;
+    case RingGap::kNarrowedByProfiler:
+      v.suspects.push_back(Suspect{pf.narrowed, std::nullopt, ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)"});
       v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
-    } else if (ranks_with_records == 0) {
+      break;
+    case RingGap::kNoRecords:
       v.hinges_on = "ring progress, which no rank has";
-      for (int r : waiting) v.lacking_data.push_back(gapOf(r, f.comm));
-    } else {
+      for (int r : facts.waiting) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
+      break;
+    case RingGap::kNamesNothing:
+    case RingGap::kNone:
       v.confident = true;  // the data is all there; it just names nothing
-    }
+      break;
   }
+}
+
+// A named culprit is only as sure as the data around it: ring connections nobody reported,
+// or a culprit rank without its own snapshot.
+void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
+  const RingFinding& rf = facts.ring;
   if (!rf.unseen.empty() && v.source != "profiler") {
-    hedgeUnseenLinks(v, rf, f);
-  } else if (rf.rank && v.culprit_ranks.size() == 1) {
-    const RankSummary* s = job_.find(*rf.rank);
-    if (!s || !s->has_snapshot) {
-      // Its neighbours show it stopped; only its own snapshot tells a dead GPU from a rank that never came.
-      v.confident = false;
-      v.lacking_data.push_back(gapOf(*rf.rank, f.comm));
-      v.suspects.push_back(rankSuspect(*rf.rank));
-      v.hinges_on = "rank " + std::to_string(*rf.rank) +
-                    "'s snapshot: whether its GPU stopped inside the collective or it never called it";
-    }
+    hedgeUnseenLinks(v, rf, facts.focus);
+    return;
   }
-  return v;
+  if (!rf.rank || v.culprit_ranks.size() != 1) return;
+  const RankSummary* s = job_.find(*rf.rank);
+  if (s && s->has_snapshot) return;
+  // Its neighbours show it stopped; only its own snapshot tells a dead GPU from a rank that never came.
+  v.confident = false;
+  v.lacking_data.push_back(gapOf(*rf.rank, facts.focus.comm));
+  v.suspects.push_back(rankSuspect(*rf.rank));
+  v.hinges_on = fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it",
+                            *rf.rank);
 }
 
 // Inside a node NCCL's profiler sees no link. A rank there whose host thread never came back
@@ -650,32 +515,6 @@ void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& 
                      ranksPhrase(pf.narrowed) + " (where the network connections put the stop) to do so";
 }
 
-std::string VerdictMaker::proxySummary(const ProxyFinding& pf) const {
-  auto first = [&](auto pred) -> const ProxyLinkState* {
-    for (const ProxyLinkState& l : pf.links)
-      if (pred(l)) return &l;
-    return nullptr;
-  };
-  if (pf.link) {
-    const ProxyLinkState* l = first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
-    return "the connection " + linkText(*pf.link) + " holds steps on the wire" + (l ? " (channel " + std::to_string(l->channel) + ": " + l->detail + ")" : "");
-  }
-  if (pf.rank && !pf.rank_evidence.empty()) return pf.rank_evidence;
-  if (pf.rank) {
-    return "rank " + std::to_string(*pf.rank) + "'s GPU neither takes the steps that arrived nor fills the buffers it was "
-           "given, while its neighbours' connections wait on it";
-  }
-  std::string out;
-  int shown = 0;
-  for (const ProxyLinkState& l : pf.links) {
-    if (l.stall == ProxyStall::kIdle || shown >= 4) continue;
-    out += (out.empty() ? "" : "; ") + linkText(l.link) + " channel " + std::to_string(l.channel) + " " +
-           proxyStallText(l.stall) + " (" + l.detail + ")";
-    ++shown;
-  }
-  return out.empty() ? pf.note : out;
-}
-
 Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const {
   auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
     return l ? "link " + linkText(*l) : "rank " + std::to_string(*r);
@@ -705,16 +544,6 @@ std::string VerdictMaker::stuckP2pComm() const {
     for (const SnapshotPendingOp& op : s.pending)
       if (op.op_class == "p2p" && !op.comm.empty() && s.timeout_s > 0 && op.age_s >= s.timeout_s) return op.comm;
   return "";
-}
-
-std::string VerdictMaker::rankIn(const std::string& comm, int rank) const {
-  if (!sequences_.sharedByProcess(comm)) return describeRank(job_, rank);
-  const RankSummary* owner = nullptr;
-  const SnapshotComm* c = sequences_.commEntry(comm, rank, &owner);
-  std::string out = "rank " + std::to_string(rank);
-  if (!c || !owner) return out;
-  return out + " (GPU " + std::to_string(c->device) + " of pid " + std::to_string(owner->pid) +
-         (owner->host.empty() ? "" : " on host " + owner->host) + ")";
 }
 
 std::vector<int> VerdictMaker::processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const {
@@ -760,10 +589,10 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
                              : std::vector<int>{std::min(pf.link->from, pf.link->to), std::max(pf.link->from, pf.link->to)};
     v.channels_agree = pf.channels_agree;
     v.channels_total = pf.channels_total;
-    v.headline = "Communication hang: the link from " + rankIn(comm, pf.link->from) + " to " + rankIn(comm, pf.link->to) +
+    v.headline = "Communication hang: the link from " + wording_.rankIn(comm, pf.link->from) + " to " + wording_.rankIn(comm, pf.link->to) +
                  " stopped delivering during point-to-point operations on communicator " + comm + ".";
     v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
-    v.next_steps.push_back("Test the link " + rankIn(comm, pf.link->from) + " -> " + rankIn(comm, pf.link->to) +
+    v.next_steps.push_back("Test the link " + wording_.rankIn(comm, pf.link->from) + " -> " + wording_.rankIn(comm, pf.link->to) +
                            " (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).");
     v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
     return v;
