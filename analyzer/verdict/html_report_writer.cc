@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "hangwatch/verdict/text_report_writer.h"
 
@@ -99,42 +100,36 @@ void ringSvg(std::ostringstream& o, const Report& r) {
     double ux = dx / len, uy = dy / len;
     bool bad = v.culprit_link && v.culprit_link->from == ring[i] && v.culprit_link->to == ring[(i + 1) % ring.size()];
     bool suspect = !bad && isSuspectLink(v, ring[i], ring[(i + 1) % ring.size()]);
-    char line[480];
-    std::snprintf(line, sizeof line,
-                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%d\"%s "
-                  "marker-end=\"url(#%s)\"><title>%d -&gt; %d%s</title></line>\n",
-                  x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
-                  bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
-                  suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
-                  ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
-    o << line;
+    o << fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{} "
+        "marker-end=\"url(#{})\"><title>{} -&gt; {}{}</title></line>\n",
+        x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
+        bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
+        suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
+        ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
   }
   for (size_t i = 0; i < ring.size(); ++i) {
     auto [x, y] = pos(i);
     bool bad = isCulprit(v, ring[i]);
     bool suspect = !bad && isSuspectRank(v, ring[i]);
-    char circle[400];
-    std::snprintf(circle, sizeof circle,
-                  "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.0f\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%d\">"
-                  "<title>%s</title></circle>\n",
-                  x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]).c_str(),
-                  bad ? "#000" : suspect ? kSuspectColour : "#333", bad || suspect ? 3 : 1,
-                  esc(describeRank(r.job, ring[i]) + (suspect ? ": suspect" : "")).c_str());
-    o << circle;
+    o << fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.0f}\" fill=\"{}\" stroke=\"{}\" stroke-width=\"{}\">"
+        "<title>{}</title></circle>\n",
+        x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]),
+        bad ? "#000" : suspect ? kSuspectColour : "#333", bad || suspect ? 3 : 1,
+        esc(describeRank(r.job, ring[i]) + (suspect ? ": suspect" : "")));
     if (node < 12 && (bad || i % 4 == 0)) {
       // Small nodes: the rank number goes outside the ring, for every fourth node and the culprit.
       double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
-      std::snprintf(circle, sizeof circle,
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"#222\">%d</text>\n",
-                    cx + (radius + 24) * std::cos(a), cy + (radius + 24) * std::sin(a) + 4, ring[i]);
-      o << circle;
+      o << fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#222\">{}</text>\n",
+          cx + (radius + 24) * std::cos(a), cy + (radius + 24) * std::sin(a) + 4, ring[i]);
     }
     if (node >= 12) {
-      std::snprintf(circle, sizeof circle,
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"%s\" "
-                    "font-weight=\"bold\">%d</text>\n",
-                    x, y + 4.5, !bad && fillOf(r, ring[i]) == kMissingColour ? "#222" : "#fff", ring[i]);
-      o << circle;
+      o << fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"13\" fill=\"{}\" "
+          "font-weight=\"bold\">{}</text>\n",
+          x, y + 4.5, !bad && fillOf(r, ring[i]) == kMissingColour ? "#222" : "#fff", ring[i]);
     }
   }
   o << "</svg>\n";
@@ -175,14 +170,13 @@ std::string HtmlReportWriter::classColour(int index) {
   constexpr int n = sizeof palette / sizeof palette[0];
   if (index >= 0 && index < n) return palette[index];
   // Past the palette: hues away from red (60..300 degrees).
-  char b[32];
-  std::snprintf(b, sizeof b, "hsl(%d,55%%,45%%)", 60 + (index * 47) % 240);
-  return b;
+  return fmt::format("hsl({},55%,45%)", 60 + (index * 47) % 240);
 }
 
-std::string HtmlReportWriter::write(const Report& r) {
+namespace {
+
+void writeHead(std::ostringstream& o, const Report& r) {
   const Verdict& v = r.verdict;
-  std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>hangwatch report: " << esc(r.job.job_id)
     << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fff}"
        ".verdict{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #444;background:#f4f4f4}"
@@ -195,7 +189,11 @@ std::string HtmlReportWriter::write(const Report& r) {
   o << "<h1>hangwatch report: job " << esc(r.job.job_id) << "</h1>\n";
   o << "<div class=\"verdict\"><span class=\"kind\">" << esc(verdictKindName(v.kind)) << "</span><br>" << esc(v.headline)
     << "</div>\n";
-  // As prominent as the verdict: what it hinges on, who is still possible, and which ranks lack data.
+}
+
+// As prominent as the verdict: what it hinges on, who is still possible, and which ranks lack data.
+void writeDataGap(std::ostringstream& o, const Report& r) {
+  const Verdict& v = r.verdict;
   if (!v.confident || !r.job.ranks_collecting.empty()) {
     o << "<div class=\"gap\" id=\"data-gap\">";
     if (!v.confident) {
@@ -217,6 +215,46 @@ std::string HtmlReportWriter::write(const Report& r) {
     }
     o << "</div>\n";
   }
+}
+
+void writeData(std::ostringstream& o, const Report& r) {
+  o << "<h2>Data</h2><p>" << r.job.ranks.size() << " of " << r.job.world_size << " rank(s) answered.</p><ul>";
+  if (!r.job.ranks_missing.empty()) {
+    stackmerge::RankSet missing;
+    for (int m : r.job.ranks_missing) missing.insert(m);
+    o << "<li>Ranks missing (no usable dump): " << missing.toString() << "</li>";
+  }
+  for (const PartialRank& p : r.job.ranks_partial) o << "<li>rank " << p.rank << ": " << esc(p.missing) << " missing: " << esc(p.reason) << "</li>";
+  for (const std::string& p : r.job.problems) o << "<li>" << esc(p) << "</li>";
+  o << "</ul>\n";
+}
+
+void writeStackClasses(std::ostringstream& o, const Report& r) {
+  if (!r.stack_classes.empty()) {
+    o << "<h2>Stack classes</h2><table><tr><th>class</th><th>ranks</th><th>threads (innermost frame first)</th></tr>\n";
+    for (size_t i = 0; i < r.stack_classes.size() && i < 52; ++i) {
+      const stackmerge::StackClass& c = r.stack_classes[i];
+      o << "<tr><td><span class=\"swatch\" style=\"background:" << HtmlReportWriter::classColour(static_cast<int>(i)) << "\"></span> "
+        << TextReportWriter::classLetter(static_cast<int>(i)) << "</td><td>" << esc(c.ranks.toString()) << " ("
+        << c.ranks.size() << ")</td><td>";
+      for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
+        o << "<b>" << esc(t < c.thread_names.size() ? c.thread_names[t] : "?") << "</b>: ";
+        for (size_t k = 0; k < c.thread_stacks[t].size() && k < 8; ++k) o << (k ? " &larr; " : "") << esc(c.thread_stacks[t][k]);
+        o << "<br>";
+      }
+      o << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
+}
+
+}  // namespace
+
+std::string HtmlReportWriter::write(const Report& r) {
+  const Verdict& v = r.verdict;
+  std::ostringstream o;
+  writeHead(o, r);
+  writeDataGap(o, r);
   if (!v.next_steps.empty()) {
     o << "<h2>What to do next</h2><ul>";
     for (const std::string& s : v.next_steps) o << "<li>" << esc(s) << "</li>";
@@ -235,31 +273,8 @@ std::string HtmlReportWriter::write(const Report& r) {
     for (const std::string& f : c.frames) o << esc(f) << "\n";
     o << "</pre>\n";
   }
-  o << "<h2>Data</h2><p>" << r.job.ranks.size() << " of " << r.job.world_size << " rank(s) answered.</p><ul>";
-  if (!r.job.ranks_missing.empty()) {
-    stackmerge::RankSet missing;
-    for (int m : r.job.ranks_missing) missing.insert(m);
-    o << "<li>Ranks missing (no usable dump): " << missing.toString() << "</li>";
-  }
-  for (const PartialRank& p : r.job.ranks_partial) o << "<li>rank " << p.rank << ": " << esc(p.missing) << " missing: " << esc(p.reason) << "</li>";
-  for (const std::string& p : r.job.problems) o << "<li>" << esc(p) << "</li>";
-  o << "</ul>\n";
-  if (!r.stack_classes.empty()) {
-    o << "<h2>Stack classes</h2><table><tr><th>class</th><th>ranks</th><th>threads (innermost frame first)</th></tr>\n";
-    for (size_t i = 0; i < r.stack_classes.size() && i < 52; ++i) {
-      const stackmerge::StackClass& c = r.stack_classes[i];
-      o << "<tr><td><span class=\"swatch\" style=\"background:" << classColour(static_cast<int>(i)) << "\"></span> "
-        << TextReportWriter::classLetter(static_cast<int>(i)) << "</td><td>" << esc(c.ranks.toString()) << " ("
-        << c.ranks.size() << ")</td><td>";
-      for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
-        o << "<b>" << esc(t < c.thread_names.size() ? c.thread_names[t] : "?") << "</b>: ";
-        for (size_t k = 0; k < c.thread_stacks[t].size() && k < 8; ++k) o << (k ? " &larr; " : "") << esc(c.thread_stacks[t][k]);
-        o << "<br>";
-      }
-      o << "</td></tr>\n";
-    }
-    o << "</table>\n";
-  }
+  writeData(o, r);
+  writeStackClasses(o, r);
   o << "</body></html>\n";
   return o.str();
 }

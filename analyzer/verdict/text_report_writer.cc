@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include <fmt/format.h>
+
 namespace hangwatch::verdict {
 namespace {
 
@@ -31,9 +33,10 @@ char TextReportWriter::classLetter(int index) {
   return '#';
 }
 
-std::string TextReportWriter::write(const Report& r) {
+namespace {
+
+void writeVerdict(std::ostringstream& o, const Report& r) {
   const Verdict& v = r.verdict;
-  std::ostringstream o;
   o << "VERDICT: " << upper(verdictKindName(v.kind)) << "\n" << v.headline << "\n";
   if (v.culprit_link) {
     o << "  culprit link: rank " << v.culprit_link->from << " -> rank " << v.culprit_link->to
@@ -44,7 +47,7 @@ std::string TextReportWriter::write(const Report& r) {
     for (int c : v.culprit_ranks) o << " " << describeRank(r.job, c);
     o << "\n";
   }
-  if (v.op) o << "  operation: " << v.op->name << (v.op->seq ? " seq " + std::to_string(*v.op->seq) : "") << "\n";
+  if (v.op) o << "  operation: " << v.op->name << (v.op->seq ? fmt::format(" seq {}", *v.op->seq) : "") << "\n";
   if (!v.communicator.empty()) o << "  communicator: " << v.communicator << "\n";
   if (v.channels_total)
     o << "  ring channels agreeing: " << v.channels_agree << " of " << v.channels_total
@@ -56,7 +59,11 @@ std::string TextReportWriter::write(const Report& r) {
                                    : "the debugger phase and NCCL's profiler events")
       << "\n";
   }
-  // As prominent as the verdict: what it hinges on and who is still possible.
+}
+
+// As prominent as the verdict: what it hinges on and who is still possible.
+void writeConfidence(std::ostringstream& o, const Report& r) {
+  const Verdict& v = r.verdict;
   if (!v.confident) {
     o << "\nNOT CONFIDENT: the verdict hinges on " << (v.hinges_on.empty() ? "data that is missing" : v.hinges_on) << "\n";
     if (!v.suspects.empty()) {
@@ -72,17 +79,9 @@ std::string TextReportWriter::write(const Report& r) {
     o << "STILL COLLECTING: rank(s) " << collecting.toString()
       << " had not finished dumping when this report was made; run it again (forensics report --wait S)\n";
   }
-  if (!v.next_steps.empty()) {
-    o << "\nWhat to do next:\n";
-    for (const std::string& s : v.next_steps) o << "  - " << s << "\n";
-  }
-  o << "\nEvidence:\n";
-  for (const std::string& e : v.evidence) o << "  - " << e << "\n";
-  for (const CulpritStack& c : v.where) {
-    o << "\nWhere rank " << c.rank << " is (thread " << c.thread << ", innermost first):\n";
-    for (const std::string& f : c.frames) o << "    " << f << "\n";
-  }
+}
 
+void writeJob(std::ostringstream& o, const Report& r) {
   o << "\nJob " << r.job.job_id << " in " << r.job.job_dir << ": " << r.job.ranks.size() << " of " << r.job.world_size
     << " rank(s) answered" << (r.job.world_size_known ? "" : " (world size guessed from the files)") << "\n";
   if (!r.job.ranks_missing.empty()) {
@@ -94,35 +93,60 @@ std::string TextReportWriter::write(const Report& r) {
     o << "  rank " << p.rank << ": " << p.missing << " missing: " << p.reason << "\n";
   }
   for (const std::string& p : r.job.problems) o << "  note: " << p << "\n";
+}
 
-  if (!r.stack_classes.empty()) {
-    o << "\nStack classes (" << r.stack_classes.size() << "):\n";
-    for (size_t i = 0; i < r.stack_classes.size() && i < kClassesShown; ++i) {
-      const stackmerge::StackClass& c = r.stack_classes[i];
-      o << "  " << classLetter(static_cast<int>(i)) << "  " << c.ranks.size() << " rank(s): " << c.ranks.toString() << "\n";
-      for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
-        const auto& st = c.thread_stacks[t];
-        o << "       " << (t < c.thread_names.size() ? c.thread_names[t] : "?") << ": ";
-        for (size_t k = 0; k < st.size() && k < kFramesShown; ++k) o << (k ? " <- " : "") << shortLabel(st[k]);
-        if (st.size() > kFramesShown) o << " <- ...";
-        o << "\n";
-      }
-    }
-    if (r.stack_classes.size() > kClassesShown) o << "  ... " << r.stack_classes.size() - kClassesShown << " more\n";
-  }
-  if (r.job.world_size > 0 && r.job.world_size <= kGridMaxRanks) {
-    o << "\nRank grid (letter = stack class, . = no stacks, * = culprit):\n";
-    for (int row = 0; row < r.job.world_size; row += kGridColumns) {
-      char label[16];
-      std::snprintf(label, sizeof label, "%6d  ", row);
-      o << label;
-      for (int k = row; k < std::min(row + kGridColumns, r.job.world_size); ++k) {
-        bool culprit = std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), k) != v.culprit_ranks.end();
-        o << (culprit ? '*' : classLetter(r.rank_class[k]));
-      }
+void writeStackClasses(std::ostringstream& o, const Report& r) {
+  if (r.stack_classes.empty()) return;
+  o << "\nStack classes (" << r.stack_classes.size() << "):\n";
+  for (size_t i = 0; i < r.stack_classes.size() && i < kClassesShown; ++i) {
+    const stackmerge::StackClass& c = r.stack_classes[i];
+    o << "  " << TextReportWriter::classLetter(static_cast<int>(i)) << "  " << c.ranks.size()
+      << " rank(s): " << c.ranks.toString() << "\n";
+    for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
+      const auto& st = c.thread_stacks[t];
+      o << "       " << (t < c.thread_names.size() ? c.thread_names[t] : "?") << ": ";
+      for (size_t k = 0; k < st.size() && k < kFramesShown; ++k) o << (k ? " <- " : "") << shortLabel(st[k]);
+      if (st.size() > kFramesShown) o << " <- ...";
       o << "\n";
     }
   }
+  if (r.stack_classes.size() > kClassesShown) o << "  ... " << r.stack_classes.size() - kClassesShown << " more\n";
+}
+
+void writeGrid(std::ostringstream& o, const Report& r) {
+  if (r.job.world_size <= 0 || r.job.world_size > kGridMaxRanks) return;
+  const Verdict& v = r.verdict;
+  o << "\nRank grid (letter = stack class, . = no stacks, * = culprit):\n";
+  for (int row = 0; row < r.job.world_size; row += kGridColumns) {
+    o << fmt::format("{:6d}  ", row);
+    for (int k = row; k < std::min(row + kGridColumns, r.job.world_size); ++k) {
+      bool culprit = std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), k) != v.culprit_ranks.end();
+      o << (culprit ? '*' : TextReportWriter::classLetter(r.rank_class[k]));
+    }
+    o << "\n";
+  }
+}
+
+}  // namespace
+
+std::string TextReportWriter::write(const Report& r) {
+  const Verdict& v = r.verdict;
+  std::ostringstream o;
+  writeVerdict(o, r);
+  writeConfidence(o, r);
+  if (!v.next_steps.empty()) {
+    o << "\nWhat to do next:\n";
+    for (const std::string& s : v.next_steps) o << "  - " << s << "\n";
+  }
+  o << "\nEvidence:\n";
+  for (const std::string& e : v.evidence) o << "  - " << e << "\n";
+  for (const CulpritStack& c : v.where) {
+    o << "\nWhere rank " << c.rank << " is (thread " << c.thread << ", innermost first):\n";
+    for (const std::string& f : c.frames) o << "    " << f << "\n";
+  }
+  writeJob(o, r);
+  writeStackClasses(o, r);
+  writeGrid(o, r);
   return o.str();
 }
 
