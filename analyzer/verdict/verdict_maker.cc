@@ -1,7 +1,6 @@
 #include "hangwatch/verdict/verdict_maker.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 #include <span>
 
@@ -33,7 +32,7 @@ Suspect linkSuspect(const Link& l) {
 }
 
 Suspect rankSuspect(int rank, const std::string& why = "") {
-  return Suspect{{rank}, std::nullopt, "rank " + std::to_string(rank) + why};
+  return Suspect{{rank}, std::nullopt, fmt::format("rank {}{}", rank, why)};
 }
 
 void sortSuspects(std::vector<Suspect>& s) {
@@ -127,9 +126,9 @@ Verdict VerdictMaker::decide() const {
   if (v.kind != VerdictKind::kNoHang && job_.world_size > 0 && answered * 2 < job_.world_size) {
     std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
     v.kind = VerdictKind::kInconclusive;
-    v.reason = "too few ranks answered: " + std::to_string(answered) + " of " + std::to_string(job_.world_size);
-    v.evidence.insert(v.evidence.begin(), "Only " + std::to_string(answered) + " of " + std::to_string(job_.world_size) +
-                                              " ranks left a usable dump" + partial + ".");
+    v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
+    v.evidence.insert(v.evidence.begin(),
+                      fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
     v.headline = "Inconclusive: " + v.reason + ".";
     if (v.suspects.empty()) {
       if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
@@ -137,7 +136,7 @@ Verdict VerdictMaker::decide() const {
         for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
     }
     v.confident = false;
-    v.hinges_on = "the dumps of the " + std::to_string(job_.world_size - answered) + " rank(s) that left none";
+    v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
     v.lacking_data.clear();
     for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
     v.culprit_ranks.clear();
@@ -161,7 +160,8 @@ Verdict VerdictMaker::noDumps() const {
     v.reason = job_.trigger_problem;
     v.headline = v.kind == VerdictKind::kNoHang ? "No hang: no watchdog detected one (no TRIGGER.json, no rank dumps)."
                                                 : "Inconclusive: " + job_.trigger_problem + " and no rank dumped.";
-    v.evidence.push_back(std::to_string(job_.metrics_files) + " rank(s) wrote metrics windows; no rank wrote a hang snapshot.");
+    v.evidence.push_back(
+        fmt::format("{} rank(s) wrote metrics windows; no rank wrote a hang snapshot.", job_.metrics_files));
     v.next_steps.push_back("Nothing to do for a hang. If the job is slow rather than stuck, run forensics analyze on this directory.");
   } else {
     v.kind = VerdictKind::kInconclusive;
@@ -176,9 +176,9 @@ Verdict VerdictMaker::noDumps() const {
 Verdict VerdictMaker::nothingPending() const {
   Verdict v;
   v.kind = VerdictKind::kNoHang;
-  std::string why = job_.trigger ? "TRIGGER.json (reason " + job_.trigger->reason + ") made " +
-                                       std::to_string(job_.ranks.size()) + " rank(s) dump, but"
-                                 : std::to_string(job_.ranks.size()) + " rank(s) dumped, but";
+  std::string why = job_.trigger ? fmt::format("TRIGGER.json (reason {}) made {} rank(s) dump, but", job_.trigger->reason,
+                                               job_.ranks.size())
+                                 : fmt::format("{} rank(s) dumped, but", job_.ranks.size());
   v.headline = "No hang: no rank has an operation pending or a thread blocked in NCCL.";
   v.evidence.push_back(why + " no rank has a pending operation or a thread blocked in an NCCL call: "
                        "any stall had cleared when they dumped.");
@@ -192,7 +192,7 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
   v.communicator = f.comm;
   v.op = OpRef{p.groups.empty() ? f.op : p.groups.front().op, f.seq};
   auto shape = [](const OpGroup& g) {
-    return g.op + (g.count ? " (" + std::to_string(g.count) + " " + (g.dtype.empty() ? "elements" : g.dtype) + ")" : "");
+    return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
   };
   std::vector<int> odd;
   for (size_t i = 1; i < p.groups.size(); ++i) odd.insert(odd.end(), p.groups[i].ranks.begin(), p.groups[i].ranks.end());
@@ -211,19 +211,19 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
       for (int r : g.ranks) who += (who.empty() ? "" : ", ") + describeRank(job_, r);
       who += g.ranks.size() == 1 ? " is" : " are";
     }
-    v.evidence.push_back("At seq " + std::to_string(f.seq) + " on communicator " + f.comm + ", " + who + " in " +
-                         shape(g) + ".");
+    v.evidence.push_back(fmt::format("At seq {} on communicator {}, {} in {}.", f.seq, f.comm, who, shape(g)));
   }
   for (int r : p.ahead) {
     auto it = p.last_issued.find(r);
-    v.evidence.push_back(describeRank(job_, r) + " is already in a later collective (last issued seq " +
-                         (it != p.last_issued.end() && it->second ? std::to_string(*it->second) : "?") +
-                         ") while the others wait at seq " + std::to_string(f.seq) + ": it skipped one.");
+    v.evidence.push_back(fmt::format(
+        "{} is already in a later collective (last issued seq {}) while the others wait at seq {}: it skipped one.",
+        describeRank(job_, r), it != p.last_issued.end() && it->second ? fmt::format("{}", *it->second) : "?", f.seq));
   }
   if (!p.groups.empty()) {
-    v.headline = "Collective mismatch: rank(s) " + ranksText(odd) + " called a different collective than rank(s) " +
-                 ranksText(p.groups.front().ranks) + " (" + shape(p.groups.front()) + ") at seq " +
-                 std::to_string(f.seq) + " on communicator " + f.comm + ".";
+    v.headline = fmt::format(
+        "Collective mismatch: rank(s) {} called a different collective than rank(s) {} ({}) at seq {} on "
+        "communicator {}.",
+        ranksText(odd), ranksText(p.groups.front().ranks), shape(p.groups.front()), f.seq, f.comm);
   } else {
     v.headline = "Collective mismatch: rank(s) " + ranksText(odd) + " are at a different sequence number on communicator " + f.comm + ".";
   }
@@ -232,9 +232,8 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
     for (const RingProgress& rp : s.ring_progress) {
       if (rp.comm != f.comm || !rp.mismatch || shown >= 4) continue;
       ++shown;
-      v.evidence.push_back("Rank " + std::to_string(s.rank) + ", in " + rp.op + " seq " + std::to_string(rp.seq) +
-                           ", received on channel " + std::to_string(rp.channel) + " a step of " +
-                           rp.mismatch->arrived_op + " seq " + std::to_string(rp.mismatch->arrived_seq) + ".");
+      v.evidence.push_back(fmt::format("Rank {}, in {} seq {}, received on channel {} a step of {} seq {}.", s.rank,
+                                       rp.op, rp.seq, rp.channel, rp.mismatch->arrived_op, rp.mismatch->arrived_seq));
       break;
     }
   }
@@ -259,12 +258,12 @@ void VerdictMaker::hedgeMismatch(Verdict& v, const CommPositions& p, const HangF
     v.suspects.push_back(std::move(s));
   }
   v.culprit_ranks.clear();
-  v.hinges_on = "where " + ranksPhrase(p.members_missing) + " stand: without their snapshots " +
-                std::to_string(p.members_missing.size()) + " rank(s) could turn the " + p.groups[1].op +
-                " group into the majority";
-  v.headline = "Collective mismatch at seq " + std::to_string(f.seq) + " on communicator " + f.comm + ": " +
-               std::to_string(largest) + " rank(s) in " + p.groups[0].op + ", " + std::to_string(second) + " in " +
-               p.groups[1].op + "; " + gapsSentence(v.lacking_data) + ", so which side is odd is not known.";
+  v.hinges_on = fmt::format("where {} stand: without their snapshots {} rank(s) could turn the {} group into the majority",
+                            ranksPhrase(p.members_missing), p.members_missing.size(), p.groups[1].op);
+  v.headline = fmt::format(
+      "Collective mismatch at seq {} on communicator {}: {} rank(s) in {}, {} in {}; {}, so which side is odd is not "
+      "known.",
+      f.seq, f.comm, largest, p.groups[0].op, second, p.groups[1].op, gapsSentence(v.lacking_data));
 }
 
 Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const {
@@ -282,8 +281,8 @@ Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p
   for (int r : culprits) {
     auto li = p.last_issued.find(r);
     auto lc = p.last_completed.find(r);
-    std::string last = li != p.last_issued.end() && li->second ? "seq " + std::to_string(*li->second) : "none";
-    std::string done = lc != p.last_completed.end() && lc->second ? "seq " + std::to_string(*lc->second) : "none";
+    std::string last = li != p.last_issued.end() && li->second ? fmt::format("seq {}", *li->second) : "none";
+    std::string done = lc != p.last_completed.end() && lc->second ? fmt::format("seq {}", *lc->second) : "none";
     const RankSummary* s = job_.find(r);
     std::string pending;
     if (s) {
@@ -504,20 +503,18 @@ void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& 
     }
   }
   if (in_flight == 0) return;
-  char ago[32];
-  std::snprintf(ago, sizeof ago, "%.1f s", started);
   pf.rank = blocked.front();
   pf.channels_agree = in_flight;
   pf.channels_total = total;
-  pf.rank_evidence = "rank " + std::to_string(*pf.rank) + "'s kernel channels (" + std::to_string(in_flight) + " of " +
-                     std::to_string(total) + ") started " + (started < 0 ? std::string("") : ago + std::string(" ago ")) +
-                     "and never stopped while its host thread never returned from the call, the only rank of " +
-                     ranksPhrase(pf.narrowed) + " (where the network connections put the stop) to do so";
+  pf.rank_evidence = fmt::format(
+      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
+      "call, the only rank of {} (where the network connections put the stop) to do so",
+      *pf.rank, in_flight, total, started < 0 ? std::string() : seconds(started) + " ago ", ranksPhrase(pf.narrowed));
 }
 
 Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const {
   auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
-    return l ? "link " + linkText(*l) : "rank " + std::to_string(*r);
+    return l ? "link " + linkText(*l) : fmt::format("rank {}", *r);
   };
   const std::string debugger = name(rf.link, rf.rank), profiler = name(pf.link, pf.rank);
   v.kind = VerdictKind::kInconclusive;
@@ -564,11 +561,11 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
       if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
-      const std::string who = shared ? "process rank " + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ")"
-                                     : describeRank(job_, s.rank);
-      v.evidence.push_back(who + " has " + op.op + (op.op == "ncclRecv" ? " from " : " to ") +
-                           (shared ? "communicator rank " : "rank ") + std::to_string(*op.peer) + " pending for " +
-                           seconds(op.age_s) + ".");
+      const std::string who =
+          shared ? fmt::format("process rank {} (pid {})", s.rank, s.pid) : describeRank(job_, s.rank);
+      v.evidence.push_back(fmt::format("{} has {}{}{}{} pending for {}.", who, op.op,
+                                       op.op == "ncclRecv" ? " from " : " to ", shared ? "communicator rank " : "rank ",
+                                       *op.peer, seconds(op.age_s)));
       if (v.evidence.size() >= 6) break;
     }
   }
@@ -654,7 +651,7 @@ void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const Han
     seen = "least progress on " + linkText(*rf.link) + " among ranks with data";
   } else if (rf.rank) {
     suspects.push_back(rankSuspect(*rf.rank));
-    seen = "rank " + std::to_string(*rf.rank) + "'s connections made the least progress among ranks with data";
+    seen = fmt::format("rank {}'s connections made the least progress among ranks with data", *rf.rank);
   } else {
     for (const Link& l : rf.least_seen) suspects.push_back(linkSuspect(l));
     seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
@@ -675,11 +672,12 @@ void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const Han
   std::string unseen;
   for (const Link& l : rf.unseen) unseen += (unseen.empty() ? "" : ", ") + linkText(l);
 
-  v.evidence.push_back("No rank reported the connection(s) " + unseen + ": both ends lack ring progress (" + [&] {
-    std::string t;
-    for (const DataGap& g : gaps) t += (t.empty() ? "" : "; ") + std::to_string(g.rank) + ": " + g.lacks;
-    return t;
-  }() + "), so any of them may have made less progress than what was seen.");
+  std::vector<std::string> lacks;
+  for (const DataGap& g : gaps) lacks.push_back(fmt::format("{}: {}", g.rank, g.lacks));
+  v.evidence.push_back(fmt::format(
+      "No rank reported the connection(s) {}: both ends lack ring progress ({}), so any of them may have made less "
+      "progress than what was seen.",
+      unseen, fmt::join(lacks, "; ")));
   v.kind = VerdictKind::kInconclusive;
   v.culprit_link.reset();
   v.culprit_ranks.clear();
@@ -714,7 +712,7 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
       if (isInfrastructureThread(t.name) || frames.empty()) continue;
       bool main_thread = t.tid == s->pid;
       if (!main_thread && (majority || usual.count(job_.stacks->labels(t.stack)))) continue;
-      v.where.push_back({r, t.name.empty() ? "tid " + std::to_string(t.tid) : t.name, whereFrames(frames)});
+      v.where.push_back({r, t.name.empty() ? fmt::format("tid {}", t.tid) : t.name, whereFrames(frames)});
       if (++shown >= 3) break;
     }
   }
@@ -723,22 +721,22 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
     if (c.frames.empty() || !said.insert(c.rank).second) continue;
     std::string path;
     for (size_t i = 0; i < c.frames.size() && i < 4; ++i) path += (i ? " <- " : "") + c.frames[i];
-    v.evidence.push_back("Rank " + std::to_string(c.rank) + " thread " + c.thread + " is in " + path + ".");
+    v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread, path));
   }
 }
 
 void VerdictMaker::addDataNotes(Verdict& v) const {
   if (job_.trigger) {
     const TriggerRecord& t = *job_.trigger;
-    std::string who = t.rank ? "rank " + std::to_string(*t.rank) : std::string("a manual trigger");
-    std::string what = t.stuck_op ? ": " + t.stuck_op->op + (t.stuck_op->seq ? " seq " + std::to_string(*t.stuck_op->seq) : "") +
+    std::string who = t.rank ? fmt::format("rank {}", *t.rank) : std::string("a manual trigger");
+    std::string what = t.stuck_op ? ": " + t.stuck_op->op + (t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "") +
                                         " pending for " + seconds(t.stuck_op->age_s)
                                   : "";
     v.evidence.push_back("First detected by " + who + " on host " + t.host + " (" + t.reason + ")" + what + ".");
   }
   if (!job_.ranks_missing.empty()) {
-    v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_missing) + " left no usable dump; the verdict uses the other " +
-                         std::to_string(job_.ranks.size()) + ".");
+    v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",
+                                     ranksText(job_.ranks_missing), job_.ranks.size()));
   }
   if (!job_.ranks_collecting.empty()) {
     v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_collecting) +
