@@ -21,6 +21,11 @@ std::pair<std::string, std::string> gapVerb(const DataGap& g) {
   return {"has no ring progress", "have no ring progress"};
 }
 
+// "AllReduce (1024 float)": a group's operation and shape.
+std::string opShape(const OpGroup& g) {
+  return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
+}
+
 }  // namespace
 
 std::string ranksText(const std::vector<int>& ranks) {
@@ -271,6 +276,99 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       break;
   }
   v.headline = "Inconclusive: " + v.reason + ".";
+}
+
+void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {
+  for (size_t i = 0; i < p.groups.size(); ++i) {
+    const OpGroup& g = p.groups[i];
+    std::string who = "rank(s) " + ranksText(g.ranks) + " are";
+    if (i > 0 && g.ranks.size() <= 4) {
+      who.clear();
+      for (int r : g.ranks) who += (who.empty() ? "" : ", ") + describeRank(job_, r);
+      who += g.ranks.size() == 1 ? " is" : " are";
+    }
+    v.evidence.push_back(fmt::format("At seq {} on communicator {}, {} in {}.", f.seq, f.comm, who, opShape(g)));
+  }
+  for (int r : p.ahead) {
+    auto it = p.last_issued.find(r);
+    v.evidence.push_back(fmt::format(
+        "{} is already in a later collective (last issued seq {}) while the others wait at seq {}: it skipped one.",
+        describeRank(job_, r), it != p.last_issued.end() && it->second ? fmt::format("{}", *it->second) : "?", f.seq));
+  }
+  if (!p.groups.empty()) {
+    v.headline = fmt::format(
+        "Collective mismatch: rank(s) {} called a different collective than rank(s) {} ({}) at seq {} on "
+        "communicator {}.",
+        ranksText(odd), ranksText(p.groups.front().ranks), opShape(p.groups.front()), f.seq, f.comm);
+  } else {
+    v.headline = "Collective mismatch: rank(s) " + ranksText(odd) + " are at a different sequence number on communicator " + f.comm + ".";
+  }
+  int shown = 0;
+  for (const RankSummary& s : job_.ranks) {
+    for (const RingProgress& rp : s.ring_progress) {
+      if (rp.comm != f.comm || !rp.mismatch || shown >= 4) continue;
+      ++shown;
+      v.evidence.push_back(fmt::format("Rank {}, in {} seq {}, received on channel {} a step of {} seq {}.", s.rank,
+                                       rp.op, rp.seq, rp.channel, rp.mismatch->arrived_op, rp.mismatch->arrived_seq));
+      break;
+    }
+  }
+  v.next_steps.push_back("A program bug, not a hardware fault: find the code path where rank(s) " + ranksText(odd) +
+                         " issue a different collective (a rank-dependent branch or uneven data); draining hosts will "
+                         "not help. Restart after fixing it.");
+}
+
+void VerdictWording::mismatchUndecided(Verdict& v, const HangFocus& f, const CommPositions& p) const {
+  const size_t largest = p.groups[0].ranks.size(), second = p.groups[1].ranks.size();
+  v.hinges_on = fmt::format("where {} stand: without their snapshots {} rank(s) could turn the {} group into the majority",
+                            ranksPhrase(p.members_missing), p.members_missing.size(), p.groups[1].op);
+  v.headline = fmt::format(
+      "Collective mismatch at seq {} on communicator {}: {} rank(s) in {}, {} in {}; {}, so which side is odd is not "
+      "known.",
+      f.seq, f.comm, largest, p.groups[0].op, second, p.groups[1].op, gapsSentence(v.lacking_data));
+}
+
+void VerdictWording::notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p,
+                                     const std::vector<int>& culprits, const std::vector<int>& waiting) const {
+  v.headline = "Non-communication hang: rank(s) " + ranksText(culprits) + " never called " + opText(f) +
+               ", which rank(s) " + ranksText(waiting) + " wait in.";
+  for (int r : culprits) {
+    auto li = p.last_issued.find(r);
+    auto lc = p.last_completed.find(r);
+    std::string last = li != p.last_issued.end() && li->second ? fmt::format("seq {}", *li->second) : "none";
+    std::string done = lc != p.last_completed.end() && lc->second ? fmt::format("seq {}", *lc->second) : "none";
+    const RankSummary* s = job_.find(r);
+    std::string pending;
+    if (s) {
+      for (const SnapshotPendingOp& op : s->pending) {
+        pending += (pending.empty() ? "" : ", ") + op.op;
+        if (pending.size() > 80) break;
+      }
+    }
+    v.evidence.push_back(describeRank(job_, r) + ": last collective issued on this communicator " + last +
+                         ", last completed " + done + "; " +
+                         (pending.empty() ? "no GPU work pending, so it is stuck in host code."
+                                          : "pending on its streams: " + pending + "."));
+  }
+  if (!waiting.empty()) {
+    double oldest = 0;
+    for (int r : waiting) {
+      if (const RankSummary* s = job_.find(r)) {
+        for (const SnapshotPendingOp& op : s->pending) {
+          if (op.comm == f.comm && op.seq && *op.seq == f.seq) oldest = std::max(oldest, op.age_s);
+        }
+      }
+    }
+    v.evidence.push_back("Rank(s) " + ranksText(waiting) + " have " + opText(f) + " pending, the oldest for " +
+                         seconds(oldest) + ".");
+  }
+  if (!p.members_missing.empty()) {
+    v.evidence.push_back(ranksPhrase(p.members_missing) + " left no snapshot: " +
+                         (p.members_missing.size() == 1 ? "it" : "they") + " may not have called it either.");
+  }
+  v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(culprits) +
+                         " are stuck in host code (see where below: a data loader, a lock, a loop). Fix the program or "
+                         "its input and restart from the last checkpoint; draining hosts will not help.");
 }
 
 }  // namespace hangwatch::verdict

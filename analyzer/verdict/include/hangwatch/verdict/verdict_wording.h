@@ -60,6 +60,14 @@ class VerdictWording {
   // "rank 2 (GPU 2 of pid 7 on host h)" with the communicator rank.
   std::string rankIn(const std::string& comm, int rank) const;
 
+  // Collective mismatch: who is in which collective; when missing ranks could turn the
+  // majority, what it hinges on.
+  void mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const;
+  void mismatchUndecided(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  // Non-communication hang: where the culprits stand and what the others wait in.
+  void notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits,
+                       const std::vector<int>& waiting) const;
+
   // Ring progress: who waits where; then one of the three outcomes.
   void ringWaiting(Verdict& v, const RingFacts& facts) const;
   void ringProfilerView(Verdict& v, const RingFacts& facts, ProfilerView view) const;
