@@ -69,82 +69,94 @@ std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
 }  // namespace
 
 Verdict VerdictMaker::decide() const {
-  Verdict v;
-  int with_snapshot = static_cast<int>(std::count_if(job_.ranks.begin(), job_.ranks.end(),
-                                                     [](const RankSummary& s) { return s.has_snapshot; }));
-  if (job_.ranks.empty()) {
-    v = noDumps();
-  } else if (with_snapshot == 0) {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.confident = false;
-    v.hinges_on = "the watchdog snapshots, which no rank left";
-    for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
-    v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
-                           "are complete; then run forensics report again.");
-  } else if (std::optional<HangFocus> f = sequences_.focus()) {
-    CommPositions p = sequences_.positions(*f);
-    if (p.groups.size() > 1 || !p.ahead.empty()) {
-      v = mismatch(*f, p);
-    } else if (!p.behind.empty()) {
-      v = notInCollective(*f, p, p.behind);
-    } else {
-      v = fromRingProgress(*f, p);
-    }
-  } else if (sequences_.ranksWithPendingWork().empty()) {
-    v = nothingPending();
-  } else if (std::string comm = stuckP2pComm(); !comm.empty()) {
-    v = fromP2p(comm);
-  } else {
-    // Work is pending but no collective: a GEMM, kernel or copy that never finished.
-    std::vector<int> stuck;
-    for (const RankSummary& s : job_.ranks) {
-      for (const SnapshotPendingOp& op : s.pending) {
-        if (s.timeout_s > 0 && op.age_s >= s.timeout_s) {
-          stuck.push_back(s.rank);
-          v.evidence.push_back(describeRank(job_, s.rank) + " has " + op.op + " pending for " + seconds(op.age_s) +
-                               " (timeout " + seconds(s.timeout_s) + ").");
-          break;
-        }
-      }
-    }
-    if (stuck.empty()) {
-      v.kind = VerdictKind::kInconclusive;
-      v.reason = "operations are pending but none is a collective and none is older than the timeout";
-      v.headline = "Inconclusive: " + v.reason + ".";
-    } else {
-      v.kind = VerdictKind::kNonCommunicationHang;
-      v.culprit_ranks = stuck;
-      v.headline = "Non-communication hang: rank(s) " + ranksText(stuck) + " wait on a GPU operation outside any collective.";
-      v.next_steps.push_back("Check the GPU(s) of rank(s) " + ranksText(stuck) + " (nvidia-smi, dmesg for Xid errors) "
-                             "and the kernel named above; drain the host if the GPU is faulty.");
-    }
-  }
-
-  int answered = static_cast<int>(job_.ranks.size());
-  if (v.kind != VerdictKind::kNoHang && job_.world_size > 0 && answered * 2 < job_.world_size) {
-    std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
-    v.evidence.insert(v.evidence.begin(),
-                      fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
-    v.headline = "Inconclusive: " + v.reason + ".";
-    if (v.suspects.empty()) {
-      if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
-      else
-        for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
-    }
-    v.confident = false;
-    v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
-    v.lacking_data.clear();
-    for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
-    v.culprit_ranks.clear();
-    v.culprit_link.reset();
-  }
+  Verdict v = byRule();
+  hedgeTooFewAnswered(v);
   addCulpritStacks(v);
   addDataNotes(v);
   return v;
+}
+
+Verdict VerdictMaker::byRule() const {
+  const bool any_snapshot =
+      std::any_of(job_.ranks.begin(), job_.ranks.end(), [](const RankSummary& s) { return s.has_snapshot; });
+  if (job_.ranks.empty()) return noDumps();
+  if (!any_snapshot) return noSnapshots();
+  if (std::optional<HangFocus> f = sequences_.focus()) {
+    CommPositions p = sequences_.positions(*f);
+    if (p.groups.size() > 1 || !p.ahead.empty()) return mismatch(*f, p);
+    if (!p.behind.empty()) return notInCollective(*f, p, p.behind);
+    return fromRingProgress(*f, p);
+  }
+  if (sequences_.ranksWithPendingWork().empty()) return nothingPending();
+  if (std::string comm = stuckP2pComm(); !comm.empty()) return fromP2p(comm);
+  return outsideCollectives();
+}
+
+Verdict VerdictMaker::noSnapshots() const {
+  Verdict v;
+  v.kind = VerdictKind::kInconclusive;
+  v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.confident = false;
+  v.hinges_on = "the watchdog snapshots, which no rank left";
+  for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
+  v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
+                         "are complete; then run forensics report again.");
+  return v;
+}
+
+// Work is pending but no collective: a GEMM, kernel or copy that never finished.
+Verdict VerdictMaker::outsideCollectives() const {
+  Verdict v;
+  std::vector<int> stuck;
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (s.timeout_s > 0 && op.age_s >= s.timeout_s) {
+        stuck.push_back(s.rank);
+        v.evidence.push_back(fmt::format("{} has {} pending for {} (timeout {}).", describeRank(job_, s.rank), op.op,
+                                         seconds(op.age_s), seconds(s.timeout_s)));
+        break;
+      }
+    }
+  }
+  if (stuck.empty()) {
+    v.kind = VerdictKind::kInconclusive;
+    v.reason = "operations are pending but none is a collective and none is older than the timeout";
+    v.headline = "Inconclusive: " + v.reason + ".";
+    return v;
+  }
+  v.kind = VerdictKind::kNonCommunicationHang;
+  v.culprit_ranks = stuck;
+  v.headline = fmt::format("Non-communication hang: rank(s) {} wait on a GPU operation outside any collective.",
+                           ranksText(stuck));
+  v.next_steps.push_back(fmt::format(
+      "Check the GPU(s) of rank(s) {} (nvidia-smi, dmesg for Xid errors) and the kernel named above; drain the host "
+      "if the GPU is faulty.",
+      ranksText(stuck)));
+  return v;
+}
+
+// Fewer than half the ranks answered: whatever the rules named is only a suspect.
+void VerdictMaker::hedgeTooFewAnswered(Verdict& v) const {
+  int answered = static_cast<int>(job_.ranks.size());
+  if (v.kind == VerdictKind::kNoHang || job_.world_size <= 0 || answered * 2 >= job_.world_size) return;
+  std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
+  v.kind = VerdictKind::kInconclusive;
+  v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
+  v.evidence.insert(v.evidence.begin(),
+                    fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
+  v.headline = "Inconclusive: " + v.reason + ".";
+  if (v.suspects.empty()) {
+    if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
+    else
+      for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
+  }
+  v.confident = false;
+  v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
+  v.lacking_data.clear();
+  for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
+  v.culprit_ranks.clear();
+  v.culprit_link.reset();
 }
 
 Verdict VerdictMaker::noDumps() const {

@@ -24,7 +24,12 @@ class VerdictMaker {
   const SequenceAnalysis& sequences() const { return sequences_; }
 
  private:
+  // The first rule that applies, before hedging for missing ranks.
+  Verdict byRule() const;
+  void hedgeTooFewAnswered(Verdict& v) const;
   Verdict noDumps() const;
+  Verdict noSnapshots() const;
+  Verdict outsideCollectives() const;
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
   Verdict notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const;
