@@ -487,22 +487,7 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
   v.communicator = comm;
   v.op = OpRef{"ncclSend/ncclRecv", std::nullopt};
   const bool shared = sequences_.sharedByProcess(comm);
-  // What each stuck stream waits on, in communicator terms: "rank 2 waits to receive from 1".
-  for (const RankSummary& s : job_.ranks) {
-    for (const SnapshotPendingOp& op : s.pending) {
-      if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
-      const std::string who =
-          shared ? fmt::format("process rank {} (pid {})", s.rank, s.pid) : describeRank(job_, s.rank);
-      v.evidence.push_back(fmt::format("{} has {}{}{}{} pending for {}.", who, op.op,
-                                       op.op == "ncclRecv" ? " from " : " to ", shared ? "communicator rank " : "rank ",
-                                       *op.peer, seconds(op.age_s)));
-      if (v.evidence.size() >= 6) break;
-    }
-  }
-  if (shared) {
-    v.evidence.push_back("One process holds several ranks of communicator " + comm +
-                         " (one per device it drives): ranks below are communicator ranks.");
-  }
+  wording_.p2pWaits(v, comm);
   std::vector<int> members(std::max(0, sequences_.commSize(comm)));
   for (size_t i = 0; i < members.size(); ++i) members[i] = sequences_.globalRank(comm, static_cast<int>(i));
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(comm, comm_rank); });
@@ -516,20 +501,12 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
                              : std::vector<int>{std::min(pf.link->from, pf.link->to), std::max(pf.link->from, pf.link->to)};
     v.channels_agree = pf.channels_agree;
     v.channels_total = pf.channels_total;
-    v.headline = "Communication hang: the link from " + wording_.rankIn(comm, pf.link->from) + " to " + wording_.rankIn(comm, pf.link->to) +
-                 " stopped delivering during point-to-point operations on communicator " + comm + ".";
-    v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
-    v.next_steps.push_back("Test the link " + wording_.rankIn(comm, pf.link->from) + " -> " + wording_.rankIn(comm, pf.link->to) +
-                           " (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).");
-    v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
+    wording_.p2pLinkCulprit(v, comm, pf);
     return v;
   }
   v.kind = VerdictKind::kInconclusive;
   v.confident = false;
-  v.reason = "point-to-point operations are stuck on communicator " + comm +
-             " and no ring progress tells the link from the peer that never sent" +
-             (pf.note.empty() ? "" : " (" + pf.note + ")");
-  v.headline = "Inconclusive: " + v.reason + ".";
+  wording_.p2pInconclusive(v, comm, pf);
   v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
@@ -538,8 +515,6 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
       if (me >= 0) v.suspects.push_back(linkSuspect({sequences_.globalRank(comm, *op.peer), me}));
     }
   }
-  v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
-                         "ranks named above with nccl-tests.");
   return v;
 }
 

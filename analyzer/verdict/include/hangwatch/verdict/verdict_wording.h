@@ -68,6 +68,11 @@ class VerdictWording {
   void notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits,
                        const std::vector<int>& waiting) const;
 
+  // Point-to-point hang: what each stuck stream waits on; the link named, or why none is.
+  void p2pWaits(Verdict& v, const std::string& comm) const;
+  void p2pLinkCulprit(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
+  void p2pInconclusive(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
+
   // Ring progress: who waits where; then one of the three outcomes.
   void ringWaiting(Verdict& v, const RingFacts& facts) const;
   void ringProfilerView(Verdict& v, const RingFacts& facts, ProfilerView view) const;
