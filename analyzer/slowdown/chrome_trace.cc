@@ -6,6 +6,8 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+
 namespace hangwatch::slowdown {
 namespace {
 
@@ -38,8 +40,7 @@ nlohmann::json ChromeTrace::build() const {
   std::map<std::pair<std::string, uint64_t>, std::vector<std::tuple<int, int, int, double, std::string>>> flows;
   for (const TimelineWindow& w : ranks_) {
     const int pid = w.rank >= 0 ? w.rank : static_cast<int>(w.pid);
-    events.push_back(metadata("process_name", pid, -1, "rank " + std::to_string(w.rank) +
-                                                          (w.host.empty() ? "" : " (" + w.host + ")")));
+    events.push_back(metadata("process_name", pid, -1, fmt::format("rank {}{}", w.rank, w.host.empty() ? "" : " (" + w.host + ")")));
     events.push_back(json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
     events.push_back(metadata("thread_name", pid, kHostTid, "host"));
     std::map<std::string, int> stream_tids;
@@ -85,7 +86,7 @@ nlohmann::json ChromeTrace::build() const {
     for (size_t i = 0; i < members.size(); ++i) {
       const auto& [comm_rank, pid, tid, ts, name] = members[i];
       const char* ph = i == 0 ? "s" : (i + 1 == members.size() ? "f" : "t");
-      json e = {{"ph", ph}, {"id", flow_id}, {"cat", "collective"}, {"name", name + " " + key.first + " #" + std::to_string(key.second)},
+      json e = {{"ph", ph}, {"id", flow_id}, {"cat", "collective"}, {"name", fmt::format("{} {} #{}", name, key.first, key.second)},
                 {"pid", pid}, {"tid", tid}, {"ts", ts}};
       if (i + 1 == members.size()) e["bp"] = "e";  // bind the arrow's end to the enclosing slice
       events.push_back(std::move(e));

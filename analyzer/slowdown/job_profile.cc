@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/timeline_window.h"
 
@@ -55,14 +57,13 @@ Expected<JobProfile> JobProfile::load(const std::string& job_dir) {
   for (int rank : metric_ranks) {
     Expected<MetricsFile> file = readMetricsFile(metricsPath(job_dir, rank));
     if (!file) {
-      job.problems_.push_back("rank " + std::to_string(rank) + ": " + file.error());
+      job.problems_.push_back(fmt::format("rank {}: {}", rank, file.error()));
       continue;
     }
     if (file->bad_lines > 0)
-      job.problems_.push_back("rank " + std::to_string(rank) + ": " + std::to_string(file->bad_lines) +
-                              " unreadable metrics line(s) skipped");
+      job.problems_.push_back(fmt::format("rank {}: {} unreadable metrics line(s) skipped", rank, file->bad_lines));
     if (file->windows.empty()) {
-      job.problems_.push_back("rank " + std::to_string(rank) + ": no readable metrics window");
+      job.problems_.push_back(fmt::format("rank {}: no readable metrics window", rank));
       continue;
     }
     std::optional<TimelineWindow> timeline;
@@ -71,7 +72,7 @@ Expected<JobProfile> JobProfile::load(const std::string& job_dir) {
       if (t)
         timeline = std::move(*t);
       else
-        job.problems_.push_back("rank " + std::to_string(rank) + ": " + t.error());
+        job.problems_.push_back(fmt::format("rank {}: {}", rank, t.error()));
     }
     RankProfile p = profileRank(*file, timeline ? &*timeline : nullptr);
     p.rank = rank;  // the file name is the rank the watchdog meant
@@ -109,9 +110,8 @@ void JobProfile::indexCommunicators() {
   for (int r = 0; r < world; ++r)
     if (!ranks_.count(r)) missing_.push_back(r);
   if (!missing_.empty()) {
-    std::string list;
-    for (int r : missing_) list += (list.empty() ? "" : ",") + std::to_string(r);
-    problems_.push_back("no usable metrics from rank(s) " + list + ": they are left out of the comparison");
+    problems_.push_back(fmt::format("no usable metrics from rank(s) {}: they are left out of the comparison",
+                                    fmt::join(missing_, ",")));
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/nccl_bandwidth.h"
 #include "hangwatch/slowdown/robust_stats.h"
 
@@ -123,7 +125,7 @@ RankProfile profileRank(const MetricsFile& metrics, const TimelineWindow* timeli
         g.ns += o.total_ns;
         g.count += o.count;
       } else if (o.cls == "coll") {
-        CollectiveTotals& c = p.collectives[o.name + " " + o.comm + " " + std::to_string(o.bytes)];
+        CollectiveTotals& c = p.collectives[fmt::format("{} {} {}", o.name, o.comm, o.bytes)];
         c.comm = o.comm;
         c.name = o.name;
         c.bytes = o.bytes;
@@ -134,7 +136,7 @@ RankProfile profileRank(const MetricsFile& metrics, const TimelineWindow* timeli
       }
     }
     for (const LinkWindowStats& l : w.links) {
-      LinkTotals& t = p.links[l.comm + " " + std::to_string(l.comm_rank) + " " + std::to_string(l.peer)];
+      LinkTotals& t = p.links[fmt::format("{} {} {}", l.comm, l.comm_rank, l.peer)];
       t.nccl_comm = l.comm;
       t.comm_size = l.comm_size;
       t.comm_rank = l.comm_rank;

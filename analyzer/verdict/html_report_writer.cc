@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <sstream>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #include "hangwatch/verdict/text_report_writer.h"
 
 namespace hangwatch::verdict {
 namespace {
+
+using Out = std::back_insert_iterator<std::string>;
 
 constexpr int kRingMaxNodes = 48;  // a bigger ring shows the culprit's neighbourhood only
 constexpr int kGridColumns = 32;
@@ -69,23 +72,25 @@ std::vector<int> ringWindow(const Report& r) {
   return out;
 }
 
-void ringSvg(std::ostringstream& o, const Report& r) {
+void ringSvg(Out o, const Report& r) {
   std::vector<int> ring = ringWindow(r);
   if (ring.size() < 2) return;
   const Verdict& v = r.verdict;
   const double cx = 260, cy = 250, radius = 190;
   const double node = ring.size() > 24 ? 9 : 16;
   bool partial = ring.size() < r.ring_order.size();
-  o << "<h2>Ring of communicator " << esc(r.focus ? r.focus->comm : "") << (partial ? " (around the culprit)" : "")
-    << "</h2>\n<svg id=\"ring\" xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" height=\"500\" viewBox=\"0 0 520 500\">\n"
-    << "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" "
-       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker>"
-    << "<marker id=\"arrowbad\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
-       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
-    << HtmlReportWriter::kCulpritColour << "\"/></marker>"
-    << "<marker id=\"arrowsuspect\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
-       "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\""
-    << kSuspectColour << "\"/></marker></defs>\n";
+  fmt::format_to(o,
+                 "<h2>Ring of communicator {}{}</h2>\n<svg id=\"ring\" xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" "
+                 "height=\"500\" viewBox=\"0 0 520 500\">\n"
+                 "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" "
+                 "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker>"
+                 "<marker id=\"arrowbad\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" markerHeight=\"5\" "
+                 "orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"{}\"/></marker>"
+                 "<marker id=\"arrowsuspect\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"5\" "
+                 "markerHeight=\"5\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
+                 "fill=\"{}\"/></marker></defs>\n",
+                 esc(r.focus ? r.focus->comm : ""), partial ? " (around the culprit)" : "",
+                 HtmlReportWriter::kCulpritColour, kSuspectColour);
   auto pos = [&](size_t i) {
     double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
     return std::pair<double, double>{cx + radius * std::cos(a), cy + radius * std::sin(a)};
@@ -99,72 +104,64 @@ void ringSvg(std::ostringstream& o, const Report& r) {
     double ux = dx / len, uy = dy / len;
     bool bad = v.culprit_link && v.culprit_link->from == ring[i] && v.culprit_link->to == ring[(i + 1) % ring.size()];
     bool suspect = !bad && isSuspectLink(v, ring[i], ring[(i + 1) % ring.size()]);
-    char line[480];
-    std::snprintf(line, sizeof line,
-                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%d\"%s "
-                  "marker-end=\"url(#%s)\"><title>%d -&gt; %d%s</title></line>\n",
-                  x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
-                  bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
-                  suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
-                  ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
-    o << line;
+    fmt::format_to(o,
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{} "
+        "marker-end=\"url(#{})\"><title>{} -&gt; {}{}</title></line>\n",
+        x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
+        bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
+        suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
+        ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
   }
   for (size_t i = 0; i < ring.size(); ++i) {
     auto [x, y] = pos(i);
     bool bad = isCulprit(v, ring[i]);
     bool suspect = !bad && isSuspectRank(v, ring[i]);
-    char circle[400];
-    std::snprintf(circle, sizeof circle,
-                  "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.0f\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%d\">"
-                  "<title>%s</title></circle>\n",
-                  x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]).c_str(),
-                  bad ? "#000" : suspect ? kSuspectColour : "#333", bad || suspect ? 3 : 1,
-                  esc(describeRank(r.job, ring[i]) + (suspect ? ": suspect" : "")).c_str());
-    o << circle;
+    fmt::format_to(o,
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.0f}\" fill=\"{}\" stroke=\"{}\" stroke-width=\"{}\">"
+        "<title>{}</title></circle>\n",
+        x, y, node, bad ? HtmlReportWriter::kCulpritColour : fillOf(r, ring[i]),
+        bad ? "#000" : suspect ? kSuspectColour : "#333", bad || suspect ? 3 : 1,
+        esc(describeRank(r.job, ring[i]) + (suspect ? ": suspect" : "")));
     if (node < 12 && (bad || i % 4 == 0)) {
       // Small nodes: the rank number goes outside the ring, for every fourth node and the culprit.
       double a = -M_PI / 2 + 2 * M_PI * static_cast<double>(i) / static_cast<double>(ring.size());
-      std::snprintf(circle, sizeof circle,
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"#222\">%d</text>\n",
-                    cx + (radius + 24) * std::cos(a), cy + (radius + 24) * std::sin(a) + 4, ring[i]);
-      o << circle;
+      fmt::format_to(o,
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#222\">{}</text>\n",
+          cx + (radius + 24) * std::cos(a), cy + (radius + 24) * std::sin(a) + 4, ring[i]);
     }
     if (node >= 12) {
-      std::snprintf(circle, sizeof circle,
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" fill=\"%s\" "
-                    "font-weight=\"bold\">%d</text>\n",
-                    x, y + 4.5, !bad && fillOf(r, ring[i]) == kMissingColour ? "#222" : "#fff", ring[i]);
-      o << circle;
+      fmt::format_to(o,
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"13\" fill=\"{}\" "
+          "font-weight=\"bold\">{}</text>\n",
+          x, y + 4.5, !bad && fillOf(r, ring[i]) == kMissingColour ? "#222" : "#fff", ring[i]);
     }
   }
-  o << "</svg>\n";
+  fmt::format_to(o, "</svg>\n");
 }
 
-void gridSvg(std::ostringstream& o, const Report& r) {
+void gridSvg(Out o, const Report& r) {
   int n = std::min(r.job.world_size, kGridMaxRanks);
   if (n <= 0) return;
   int cell = n > 1024 ? 6 : 18;
   int cols = n > 1024 ? 128 : std::min(n, kGridColumns);
   int rows = (n + cols - 1) / cols;
   int w = cols * cell + 60, h = rows * cell + 10;
-  o << "<h2>Ranks by stack class</h2>\n<svg id=\"grid\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w
-    << "\" height=\"" << h << "\">\n";
-  for (int row = 0; row < rows; ++row) {
-    o << "<text x=\"0\" y=\"" << row * cell + cell - 4 << "\" font-size=\"" << std::min(cell, 11) << "\">" << row * cols
-      << "</text>\n";
-  }
+  fmt::format_to(o, "<h2>Ranks by stack class</h2>\n<svg id=\"grid\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
+                 w, h);
+  for (int row = 0; row < rows; ++row)
+    fmt::format_to(o, "<text x=\"0\" y=\"{}\" font-size=\"{}\">{}</text>\n", row * cell + cell - 4, std::min(cell, 11), row * cols);
   for (int k = 0; k < n; ++k) {
     int x = 50 + (k % cols) * cell, y = (k / cols) * cell;
     bool bad = std::find(r.verdict.culprit_ranks.begin(), r.verdict.culprit_ranks.end(), k) != r.verdict.culprit_ranks.end();
     int c = r.rank_class[k];
-    o << "<rect x=\"" << x + 1 << "\" y=\"" << y + 1 << "\" width=\"" << cell - 2 << "\" height=\"" << cell - 2
-      << "\" fill=\"" << fillOf(r, k) << "\"";
-    if (bad) o << " stroke=\"" << HtmlReportWriter::kCulpritColour << "\" stroke-width=\"3\"";
-    o << "><title>" << esc(describeRank(r.job, k)) << ": "
-      << (c < 0 ? std::string("no stacks") : std::string("class ") + TextReportWriter::classLetter(c))
-      << (bad ? ", culprit" : "") << "</title></rect>\n";
+    fmt::format_to(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"", x + 1, y + 1, cell - 2, cell - 2,
+                   fillOf(r, k));
+    if (bad) fmt::format_to(o, " stroke=\"{}\" stroke-width=\"3\"", HtmlReportWriter::kCulpritColour);
+    fmt::format_to(o, "><title>{}: {}{}</title></rect>\n", esc(describeRank(r.job, k)),
+                   c < 0 ? std::string("no stacks") : std::string("class ") + TextReportWriter::classLetter(c),
+                   bad ? ", culprit" : "");
   }
-  o << "</svg>\n";
+  fmt::format_to(o, "</svg>\n");
 }
 
 }  // namespace
@@ -175,93 +172,123 @@ std::string HtmlReportWriter::classColour(int index) {
   constexpr int n = sizeof palette / sizeof palette[0];
   if (index >= 0 && index < n) return palette[index];
   // Past the palette: hues away from red (60..300 degrees).
-  char b[32];
-  std::snprintf(b, sizeof b, "hsl(%d,55%%,45%%)", 60 + (index * 47) % 240);
-  return b;
+  return fmt::format("hsl({},55%,45%)", 60 + (index * 47) % 240);
 }
 
-std::string HtmlReportWriter::write(const Report& r) {
+namespace {
+
+void writeHead(Out o, const Report& r) {
   const Verdict& v = r.verdict;
-  std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>hangwatch report: " << esc(r.job.job_id)
-    << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fff}"
-       ".verdict{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #444;background:#f4f4f4}"
-       ".kind{text-transform:uppercase;letter-spacing:1px}li{margin:4px 0}code,pre{font-size:13px}"
-       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
-       ".swatch{display:inline-block;width:14px;height:14px;border:1px solid #333;vertical-align:middle}"
-       ".pics{display:flex;flex-wrap:wrap;gap:32px}"
-       ".gap{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #b8860b;background:#fff5d6;"
-       "margin-top:8px}.gap ul{font-size:15px;font-weight:normal}</style></head><body>\n";
-  o << "<h1>hangwatch report: job " << esc(r.job.job_id) << "</h1>\n";
-  o << "<div class=\"verdict\"><span class=\"kind\">" << esc(verdictKindName(v.kind)) << "</span><br>" << esc(v.headline)
-    << "</div>\n";
-  // As prominent as the verdict: what it hinges on, who is still possible, and which ranks lack data.
-  if (!v.confident || !r.job.ranks_collecting.empty()) {
-    o << "<div class=\"gap\" id=\"data-gap\">";
-    if (!v.confident) {
-      o << "Not confident: the verdict hinges on " << esc(v.hinges_on.empty() ? "data that is missing" : v.hinges_on)
-        << "<ul>";
-      if (!v.suspects.empty()) {
-        o << "<li>Suspects: ";
-        for (size_t i = 0; i < v.suspects.size(); ++i) o << (i ? "; " : "") << esc(v.suspects[i].text);
-        o << "</li>";
-      }
-      for (const DataGap& g : v.lacking_data) o << "<li>rank " << g.rank << " lacks data: " << esc(g.lacks) << "</li>";
-      o << "</ul>";
+  fmt::format_to(o,
+                 "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>hangwatch report: {}</title>\n"
+                 "<style>body{{font-family:sans-serif;margin:24px;color:#222;background:#fff}}"
+                 ".verdict{{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #444;background:#f4f4f4}}"
+                 ".kind{{text-transform:uppercase;letter-spacing:1px}}li{{margin:4px 0}}code,pre{{font-size:13px}}"
+                 "table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left;"
+                 "vertical-align:top}}"
+                 ".swatch{{display:inline-block;width:14px;height:14px;border:1px solid #333;vertical-align:middle}}"
+                 ".pics{{display:flex;flex-wrap:wrap;gap:32px}}"
+                 ".gap{{font-size:20px;font-weight:bold;padding:12px;border-left:8px solid #b8860b;background:#fff5d6;"
+                 "margin-top:8px}}.gap ul{{font-size:15px;font-weight:normal}}</style></head><body>\n",
+                 esc(r.job.job_id));
+  fmt::format_to(o, "<h1>hangwatch report: job {}</h1>\n", esc(r.job.job_id));
+  fmt::format_to(o, "<div class=\"verdict\"><span class=\"kind\">{}</span><br>{}</div>\n", esc(verdictKindName(v.kind)),
+                 esc(v.headline));
+}
+
+// As prominent as the verdict: what it hinges on, who is still possible, and which ranks lack data.
+void writeDataGap(Out o, const Report& r) {
+  const Verdict& v = r.verdict;
+  if (v.confident && r.job.ranks_collecting.empty()) return;
+  fmt::format_to(o, "<div class=\"gap\" id=\"data-gap\">");
+  if (!v.confident) {
+    fmt::format_to(o, "Not confident: the verdict hinges on {}<ul>",
+                   esc(v.hinges_on.empty() ? "data that is missing" : v.hinges_on));
+    if (!v.suspects.empty()) {
+      fmt::format_to(o, "<li>Suspects: ");
+      for (size_t i = 0; i < v.suspects.size(); ++i) fmt::format_to(o, "{}{}", i ? "; " : "", esc(v.suspects[i].text));
+      fmt::format_to(o, "</li>");
     }
-    if (!r.job.ranks_collecting.empty()) {
-      stackmerge::RankSet collecting;
-      for (int c : r.job.ranks_collecting) collecting.insert(c);
-      o << "<p>Still collecting: rank(s) " << esc(collecting.toString())
-        << " had not finished dumping when this report was made; run it again.</p>";
-    }
-    o << "</div>\n";
+    for (const DataGap& g : v.lacking_data) fmt::format_to(o, "<li>rank {} lacks data: {}</li>", g.rank, esc(g.lacks));
+    fmt::format_to(o, "</ul>");
   }
-  if (!v.next_steps.empty()) {
-    o << "<h2>What to do next</h2><ul>";
-    for (const std::string& s : v.next_steps) o << "<li>" << esc(s) << "</li>";
-    o << "</ul>\n";
+  if (!r.job.ranks_collecting.empty()) {
+    stackmerge::RankSet collecting;
+    for (int c : r.job.ranks_collecting) collecting.insert(c);
+    fmt::format_to(o,
+                   "<p>Still collecting: rank(s) {} had not finished dumping when this report was made; run it "
+                   "again.</p>",
+                   esc(collecting.toString()));
   }
-  o << "<div class=\"pics\"><div>";
-  ringSvg(o, r);
-  o << "</div><div>";
-  gridSvg(o, r);
-  o << "</div></div>\n";
-  o << "<h2>Evidence</h2><ul>";
-  for (const std::string& e : v.evidence) o << "<li>" << esc(e) << "</li>";
-  o << "</ul>\n";
+  fmt::format_to(o, "</div>\n");
+}
+
+void writeEvidence(Out o, const Verdict& v) {
+  fmt::format_to(o, "<h2>Evidence</h2><ul>");
+  for (const std::string& e : v.evidence) fmt::format_to(o, "<li>{}</li>", esc(e));
+  fmt::format_to(o, "</ul>\n");
   for (const CulpritStack& c : v.where) {
-    o << "<h3>Where rank " << c.rank << " is (thread " << esc(c.thread) << ")</h3><pre>";
-    for (const std::string& f : c.frames) o << esc(f) << "\n";
-    o << "</pre>\n";
+    fmt::format_to(o, "<h3>Where rank {} is (thread {})</h3><pre>", c.rank, esc(c.thread));
+    for (const std::string& f : c.frames) fmt::format_to(o, "{}\n", esc(f));
+    fmt::format_to(o, "</pre>\n");
   }
-  o << "<h2>Data</h2><p>" << r.job.ranks.size() << " of " << r.job.world_size << " rank(s) answered.</p><ul>";
+}
+
+void writeData(Out o, const Report& r) {
+  fmt::format_to(o, "<h2>Data</h2><p>{} of {} rank(s) answered.</p><ul>", r.job.ranks.size(), r.job.world_size);
   if (!r.job.ranks_missing.empty()) {
     stackmerge::RankSet missing;
     for (int m : r.job.ranks_missing) missing.insert(m);
-    o << "<li>Ranks missing (no usable dump): " << missing.toString() << "</li>";
+    fmt::format_to(o, "<li>Ranks missing (no usable dump): {}</li>", missing.toString());
   }
-  for (const PartialRank& p : r.job.ranks_partial) o << "<li>rank " << p.rank << ": " << esc(p.missing) << " missing: " << esc(p.reason) << "</li>";
-  for (const std::string& p : r.job.problems) o << "<li>" << esc(p) << "</li>";
-  o << "</ul>\n";
-  if (!r.stack_classes.empty()) {
-    o << "<h2>Stack classes</h2><table><tr><th>class</th><th>ranks</th><th>threads (innermost frame first)</th></tr>\n";
-    for (size_t i = 0; i < r.stack_classes.size() && i < 52; ++i) {
-      const stackmerge::StackClass& c = r.stack_classes[i];
-      o << "<tr><td><span class=\"swatch\" style=\"background:" << classColour(static_cast<int>(i)) << "\"></span> "
-        << TextReportWriter::classLetter(static_cast<int>(i)) << "</td><td>" << esc(c.ranks.toString()) << " ("
-        << c.ranks.size() << ")</td><td>";
-      for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
-        o << "<b>" << esc(t < c.thread_names.size() ? c.thread_names[t] : "?") << "</b>: ";
-        for (size_t k = 0; k < c.thread_stacks[t].size() && k < 8; ++k) o << (k ? " &larr; " : "") << esc(c.thread_stacks[t][k]);
-        o << "<br>";
-      }
-      o << "</td></tr>\n";
+  for (const PartialRank& p : r.job.ranks_partial)
+    fmt::format_to(o, "<li>rank {}: {} missing: {}</li>", p.rank, esc(p.missing), esc(p.reason));
+  for (const std::string& p : r.job.problems) fmt::format_to(o, "<li>{}</li>", esc(p));
+  fmt::format_to(o, "</ul>\n");
+}
+
+void writeStackClasses(Out o, const Report& r) {
+  if (r.stack_classes.empty()) return;
+  fmt::format_to(o, "<h2>Stack classes</h2><table><tr><th>class</th><th>ranks</th><th>threads (innermost frame first)</th></tr>\n");
+  for (size_t i = 0; i < r.stack_classes.size() && i < 52; ++i) {
+    const stackmerge::StackClass& c = r.stack_classes[i];
+    fmt::format_to(o, "<tr><td><span class=\"swatch\" style=\"background:{}\"></span> {}</td><td>{} ({})</td><td>",
+                   HtmlReportWriter::classColour(static_cast<int>(i)), TextReportWriter::classLetter(static_cast<int>(i)),
+                   esc(c.ranks.toString()), c.ranks.size());
+    for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
+      fmt::format_to(o, "<b>{}</b>: ", esc(t < c.thread_names.size() ? c.thread_names[t] : "?"));
+      for (size_t k = 0; k < c.thread_stacks[t].size() && k < 8; ++k)
+        fmt::format_to(o, "{}{}", k ? " &larr; " : "", esc(c.thread_stacks[t][k]));
+      fmt::format_to(o, "<br>");
     }
-    o << "</table>\n";
+    fmt::format_to(o, "</td></tr>\n");
   }
-  o << "</body></html>\n";
-  return o.str();
+  fmt::format_to(o, "</table>\n");
+}
+
+}  // namespace
+
+std::string HtmlReportWriter::write(const Report& r) {
+  const Verdict& v = r.verdict;
+  std::string html;
+  Out o(html);
+  writeHead(o, r);
+  writeDataGap(o, r);
+  if (!v.next_steps.empty()) {
+    fmt::format_to(o, "<h2>What to do next</h2><ul>");
+    for (const std::string& s : v.next_steps) fmt::format_to(o, "<li>{}</li>", esc(s));
+    fmt::format_to(o, "</ul>\n");
+  }
+  fmt::format_to(o, "<div class=\"pics\"><div>");
+  ringSvg(o, r);
+  fmt::format_to(o, "</div><div>");
+  gridSvg(o, r);
+  fmt::format_to(o, "</div></div>\n");
+  writeEvidence(o, v);
+  writeData(o, r);
+  writeStackClasses(o, r);
+  fmt::format_to(o, "</body></html>\n");
+  return html;
 }
 
 }  // namespace hangwatch::verdict

@@ -1,10 +1,11 @@
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
+
+#include <fmt/format.h>
 
 namespace hangwatch::verdict {
 namespace {
@@ -30,12 +31,7 @@ EndState recvState(const ProxyEnd* e) {
   return EndState::kIdle;
 }
 
-std::string ago(float s) {
-  if (s < 0) return "never";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s ago", s);
-  return b;
-}
+std::string ago(float s) { return s < 0 ? "never" : fmt::format("{:.1f} s ago", s); }
 
 struct Ends {
   const ProxyEnd* send = nullptr;
@@ -49,31 +45,193 @@ ProxyLinkState classify(const Link& link, int channel, const Ends& e) {
   st.send_seen = e.send != nullptr;
   st.recv_seen = e.recv != nullptr;
   const EndState s = sendState(e.send), r = recvState(e.recv);
-  const std::string from = "rank " + std::to_string(link.from), to = "rank " + std::to_string(link.to);
+  const std::string from = fmt::format("rank {}", link.from), to = fmt::format("rank {}", link.to);
   if (s == EndState::kWire && (r == EndState::kAbsent || r == EndState::kWaitingData || r == EndState::kIdle)) {
     st.stall = ProxyStall::kOnTheWire;
     const float last = e.send->moved_s_ago[3];
-    st.detail = from + " handed " + std::to_string(e.send->steps[2] - e.send->steps[3]) +
-                " step(s) to the network that never completed (" +
-                (last < 0 ? std::string("no step ever completed") : "the last completion " + ago(last)) + ")" +
-                (r == EndState::kWaitingData ? "; " + to + " still waits for data (the last arrival " +
-                                                   ago(e.recv->moved_s_ago[1]) + ")"
-                                             : "");
+    st.detail = fmt::format(
+        "{} handed {} step(s) to the network that never completed ({}){}", from, e.send->steps[2] - e.send->steps[3],
+        last < 0 ? std::string("no step ever completed") : "the last completion " + ago(last),
+        r == EndState::kWaitingData ? "; " + to + " still waits for data (the last arrival " + ago(e.recv->moved_s_ago[1]) + ")"
+                                    : "");
   } else if (s == EndState::kCredit || r == EndState::kOwnGpu || r == EndState::kFlush) {
     st.stall = ProxyStall::kReceiverSide;
     st.detail = r == EndState::kOwnGpu || r == EndState::kFlush
-                    ? to + "'s GPU does not take " + std::to_string(e.recv->steps[1] - e.recv->steps[3]) +
-                          " step(s) that arrived"
+                    ? fmt::format("{}'s GPU does not take {} step(s) that arrived", to, e.recv->steps[1] - e.recv->steps[3])
                     : from + " has data ready that " + to + " posted no buffer for";
   } else if (s == EndState::kOwnGpu) {
     st.stall = ProxyStall::kSenderSide;
-    st.detail = from + "'s GPU has not filled the " + std::to_string(e.send->steps[0] - e.send->steps[1]) +
-                " buffer(s) it was given" + (r == EndState::kWaitingData ? "; " + to + " waits for data" : "");
+    st.detail = fmt::format("{}'s GPU has not filled the {} buffer(s) it was given{}", from,
+                            e.send->steps[0] - e.send->steps[1], r == EndState::kWaitingData ? "; " + to + " waits for data" : "");
   } else if (r == EndState::kWaitingData) {
     st.stall = ProxyStall::kWaitingForData;
     st.detail = to + " waits for data; " + from + (s == EndState::kAbsent ? " did not report this connection" : " shows nothing pending");
   }
   return st;
+}
+
+using EndsByLink = std::map<std::tuple<int, int, int>, Ends>;  // (channel, from, to), global ranks
+
+// Which NCCL id the communicator has (the one most ranks tie to its hash); false when none.
+bool findNcclId(const JobData& job, const std::string& comm, ProxyFinding& f) {
+  std::map<std::string, int> ids;
+  for (const RankSummary& s : job.ranks) {
+    if (s.has_progress) f.ranks_with_progress.push_back(s.rank);
+    for (const SnapshotComm& c : s.comms)
+      if (c.hash == comm && !c.nccl_id.empty()) ++ids[c.nccl_id];
+  }
+  if (f.ranks_with_progress.empty()) {
+    f.note = "no rank's snapshot has NCCL profiler progress (the plugin did not run: HANGWATCH_LINK_PROFILER=0, "
+             "NCCL_PROFILER_PLUGIN=none, or an NCCL without the v5 profiler API)";
+    return false;
+  }
+  if (ids.empty()) {
+    f.note = "no rank could tie this communicator to NCCL's own id, so its profiler progress cannot be told apart";
+    return false;
+  }
+  f.nccl_comm = std::max_element(ids.begin(), ids.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  f.nccl_comm_id = ncclIdValue(f.nccl_comm);
+  return true;
+}
+
+EndsByLink collectEnds(const JobData& job, uint64_t id, const std::function<int(int)>& to_global) {
+  EndsByLink ends;
+  for (const RankSummary& s : job.ranks) {
+    for (const ProxyEnd& e : s.proxy_ends) {
+      if (e.nccl_comm != id || e.peer < 0) continue;
+      // Its own rank through the communicator too: a process may hold several of its ranks.
+      const int me = e.comm_rank >= 0 ? to_global(e.comm_rank) : s.rank;
+      const int other = to_global(e.peer);
+      if (e.send) ends[{e.channel, me, other}].send = &e;
+      else ends[{e.channel, other, me}].recv = &e;
+    }
+  }
+  return ends;
+}
+
+void classifyLinks(const EndsByLink& ends, ProxyFinding& f) {
+  std::set<int> channels;
+  for (const auto& [key, e] : ends) {
+    const auto& [channel, from, to] = key;
+    ProxyLinkState st = classify({from, to}, channel, e);
+    if (st.stall == ProxyStall::kIdle && !(e.send && e.recv)) continue;  // one idle end says nothing
+    channels.insert(channel);
+    f.links.push_back(std::move(st));
+  }
+  f.channels_total = static_cast<int>(channels.size());
+}
+
+void kernelChannels(const JobData& job, const std::vector<int>& members, ProxyFinding& f) {
+  std::set<int> member_set(members.begin(), members.end());
+  for (const RankSummary& s : job.ranks) {
+    if (!member_set.count(s.rank) || !s.has_progress) continue;
+    bool any = false, in_flight = false;
+    for (const KernelChannelState& k : s.kernel_channels) {
+      if (k.nccl_comm != f.nccl_comm_id) continue;
+      any = true;
+      in_flight = in_flight || k.started > k.stopped;
+    }
+    if (in_flight) f.kernel_in_flight.push_back(s.rank);
+    else if (any) f.kernel_not_started.push_back(s.rank);
+  }
+  if (f.kernel_in_flight.empty()) f.kernel_not_started.clear();  // nothing runs anywhere: no contrast
+}
+
+// A link on the wire names itself. True when that settles it (named, or ambiguous).
+bool nameWireLink(ProxyFinding& f) {
+  std::map<std::pair<int, int>, std::set<int>> wire;
+  for (const ProxyLinkState& l : f.links)
+    if (l.stall == ProxyStall::kOnTheWire) wire[{l.link.from, l.link.to}].insert(l.channel);
+  for (const auto& [k, chs] : wire) f.wire_links.push_back({k.first, k.second});
+  if (wire.size() == 1) {
+    f.link = f.wire_links.front();
+    f.channels_agree = static_cast<int>(wire.begin()->second.size());
+    return true;
+  }
+  if (wire.size() > 1) {
+    f.note = "more than one link holds steps on the wire";
+    return true;
+  }
+  return false;
+}
+
+// A rank whose GPU neither takes what arrived (its own recv end) nor fills what it was
+// given (its own send end) on one channel has stopped: it is blocked on neither side.
+std::map<int, std::set<int>> stoppedRanks(const EndsByLink& ends, const ProxyFinding& f) {
+  std::map<int, std::set<int>> stopped;  // rank -> channels
+  for (const ProxyLinkState& in : f.links) {
+    if (in.stall != ProxyStall::kReceiverSide || !in.recv_seen) continue;
+    const int r = in.link.to;
+    auto e = ends.find({in.channel, in.link.from, r});
+    if (e == ends.end() || recvState(e->second.recv) != EndState::kOwnGpu) continue;
+    for (const ProxyLinkState& out : f.links) {
+      if (out.channel != in.channel || out.link.from != r || out.stall != ProxyStall::kSenderSide || !out.send_seen)
+        continue;
+      stopped[r].insert(in.channel);
+    }
+  }
+  return stopped;
+}
+
+// Several links on one channel wait at their sender: on a ring a rank after the stop can
+// send only what reached it, one more chunk per hop, so the sender with the fewest steps
+// done is the first after the stop. Their steps count from when the watchdog began, so
+// they compare only over the same operations. Adds the ranks the stop lies next to.
+void orderStarvedSenders(int channel, const std::vector<const ProxyLinkState*>& links, const EndsByLink& ends,
+                         std::set<int>& bounds, ProxyFinding& f) {
+  auto sendEnd = [&](const ProxyLinkState* l) { return ends.at({channel, l->link.from, l->link.to}).send; };
+  const ProxyEnd* first = sendEnd(links.front());
+  bool comparable = links.size() > 1;
+  for (const ProxyLinkState* l : links) {
+    const ProxyEnd* e = sendEnd(l);
+    comparable = comparable && e && e->untracked_ops == 0 && e->ops == first->ops && e->ops_done == first->ops_done;
+  }
+  const ProxyLinkState* least = nullptr;
+  bool unique = comparable;
+  for (const ProxyLinkState* l : links) {
+    if (!comparable) break;
+    const uint64_t done = sendEnd(l)->steps[3];
+    if (!least || done < sendEnd(least)->steps[3]) {
+      least = l;
+      unique = true;
+    } else if (done == sendEnd(least)->steps[3]) {
+      unique = false;
+    }
+  }
+  if (!least || !unique) {
+    for (const ProxyLinkState* l : links) bounds.insert(l->link.from);
+    return;
+  }
+  bounds.insert(least->link.from);
+  f.first_after_stop.push_back(least->link);
+  std::vector<std::string> others;
+  for (const ProxyLinkState* l : links)
+    if (l != least) others.push_back(fmt::format("{} -> {} {}", l->link.from, l->link.to, sendEnd(l)->steps[3]));
+  f.ring_order_evidence.push_back(fmt::format(
+      "channel {}: {} -> {} sent the fewest steps ({}; {}), so rank {} is the first network sender after the stop",
+      channel, least->link.from, least->link.to, sendEnd(least)->steps[3], fmt::join(others, ", "), least->link.from));
+}
+
+// Narrow by node: the stop is at or after the receiver of a receiver-side link and at or
+// before the sender of a sender-side link; what lies between is inside the nodes named.
+void narrowByNode(const JobData& job, const EndsByLink& ends, const std::vector<int>& members, ProxyFinding& f) {
+  std::map<int, std::vector<const ProxyLinkState*>> starved;  // channel -> sender-side links
+  std::set<int> bounds;                                       // ranks the stop lies next to
+  for (const ProxyLinkState& l : f.links) {
+    if (l.stall == ProxyStall::kReceiverSide) bounds.insert(l.link.to);
+    if (l.stall == ProxyStall::kSenderSide) starved[l.channel].push_back(&l);
+  }
+  for (const auto& [channel, links] : starved) orderStarvedSenders(channel, links, ends, bounds, f);
+  std::set<std::string> hosts;
+  for (int r : bounds) {
+    const RankSummary* s = job.find(r);
+    hosts.insert(s && !s->host.empty() ? s->host : fmt::format("rank {}'s host", r));
+  }
+  for (int m : members) {
+    const RankSummary* s = job.find(m);
+    if (s && hosts.count(s->host)) f.narrowed.push_back(m);
+  }
+  f.narrowed_hosts.assign(hosts.begin(), hosts.end());
 }
 
 }  // namespace
@@ -91,162 +249,23 @@ const char* proxyStallText(ProxyStall s) {
 
 ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::vector<int>& members) const {
   ProxyFinding f;
-  std::map<std::string, int> ids;
-  for (const RankSummary& s : job_.ranks) {
-    if (s.has_progress) f.ranks_with_progress.push_back(s.rank);
-    for (const SnapshotComm& c : s.comms)
-      if (c.hash == comm && !c.nccl_id.empty()) ++ids[c.nccl_id];
-  }
-  if (f.ranks_with_progress.empty()) {
-    f.note = "no rank's snapshot has NCCL profiler progress (the plugin did not run: HANGWATCH_LINK_PROFILER=0, "
-             "NCCL_PROFILER_PLUGIN=none, or an NCCL without the v5 profiler API)";
-    return f;
-  }
-  if (ids.empty()) {
-    f.note = "no rank could tie this communicator to NCCL's own id, so its profiler progress cannot be told apart";
-    return f;
-  }
-  f.nccl_comm = std::max_element(ids.begin(), ids.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-  const uint64_t id = ncclIdValue(f.nccl_comm);
-  f.nccl_comm_id = id;
-
-  std::map<std::tuple<int, int, int>, Ends> ends;  // (channel, from, to), global ranks
-  for (const RankSummary& s : job_.ranks) {
-    for (const ProxyEnd& e : s.proxy_ends) {
-      if (e.nccl_comm != id || e.peer < 0) continue;
-      // Its own rank through the communicator too: a process may hold several of its ranks.
-      const int me = e.comm_rank >= 0 ? to_global_(e.comm_rank) : s.rank;
-      const int other = to_global_(e.peer);
-      if (e.send) ends[{e.channel, me, other}].send = &e;
-      else ends[{e.channel, other, me}].recv = &e;
-    }
-  }
-  std::set<int> channels;
-  for (const auto& [key, e] : ends) {
-    const auto& [channel, from, to] = key;
-    ProxyLinkState st = classify({from, to}, channel, e);
-    if (st.stall == ProxyStall::kIdle && !(e.send && e.recv)) continue;  // one idle end says nothing
-    channels.insert(channel);
-    f.links.push_back(std::move(st));
-  }
-  f.channels_total = static_cast<int>(channels.size());
-
-  std::set<int> member_set(members.begin(), members.end());
-  for (const RankSummary& s : job_.ranks) {
-    if (!member_set.count(s.rank) || !s.has_progress) continue;
-    bool any = false, in_flight = false;
-    for (const KernelChannelState& k : s.kernel_channels) {
-      if (k.nccl_comm != id) continue;
-      any = true;
-      in_flight = in_flight || k.started > k.stopped;
-    }
-    if (in_flight) f.kernel_in_flight.push_back(s.rank);
-    else if (any) f.kernel_not_started.push_back(s.rank);
-  }
-  if (f.kernel_in_flight.empty()) f.kernel_not_started.clear();  // nothing runs anywhere: no contrast
-
+  if (!findNcclId(job_, comm, f)) return f;
+  const EndsByLink ends = collectEnds(job_, f.nccl_comm_id, to_global_);
+  classifyLinks(ends, f);
+  kernelChannels(job_, members, f);
   if (f.links.empty()) {
     f.note = "NCCL's profiler saw no network connection of this communicator: its links are inside nodes "
              "(P2P, SHM, NVLink), which have no proxy and report no steps";
     return f;
   }
-
-  // A link on the wire names itself.
-  std::map<std::pair<int, int>, std::set<int>> wire;
-  for (const ProxyLinkState& l : f.links)
-    if (l.stall == ProxyStall::kOnTheWire) wire[{l.link.from, l.link.to}].insert(l.channel);
-  for (const auto& [k, chs] : wire) f.wire_links.push_back({k.first, k.second});
-  if (wire.size() == 1) {
-    f.link = f.wire_links.front();
-    f.channels_agree = static_cast<int>(wire.begin()->second.size());
-    return f;
-  }
-  if (wire.size() > 1) {
-    f.note = "more than one link holds steps on the wire";
-    return f;
-  }
-
-  // A rank whose GPU neither takes what arrived (its own recv end) nor fills what it was
-  // given (its own send end) on one channel has stopped: it is blocked on neither side.
-  std::map<int, std::set<int>> stopped;  // rank -> channels
-  for (const ProxyLinkState& in : f.links) {
-    if (in.stall != ProxyStall::kReceiverSide || !in.recv_seen) continue;
-    const int r = in.link.to;
-    auto e = ends.find({in.channel, in.link.from, r});
-    if (e == ends.end() || recvState(e->second.recv) != EndState::kOwnGpu) continue;
-    for (const ProxyLinkState& out : f.links) {
-      if (out.channel != in.channel || out.link.from != r || out.stall != ProxyStall::kSenderSide || !out.send_seen)
-        continue;
-      stopped[r].insert(in.channel);
-    }
-  }
+  if (nameWireLink(f)) return f;
+  const std::map<int, std::set<int>> stopped = stoppedRanks(ends, f);
   if (stopped.size() == 1) {
     f.rank = stopped.begin()->first;
     f.channels_agree = static_cast<int>(stopped.begin()->second.size());
     return f;
   }
-
-  // Narrow by node: the stop is at or after the receiver of a receiver-side link and at or
-  // before the sender of a sender-side link; what lies between is inside the nodes named.
-  // When several links on a channel wait at their sender, a ring tells them apart: a rank
-  // after the stop can send only what reached it, one more chunk per hop, so the sender with
-  // the fewest steps done is the first after the stop, and the stop lies in its node. Their
-  // steps count from when the watchdog began, so they compare only over the same operations.
-  std::map<int, std::vector<const ProxyLinkState*>> starved;  // channel -> sender-side links
-  std::set<int> bounds;                                       // ranks the stop lies next to
-  for (const ProxyLinkState& l : f.links) {
-    if (l.stall == ProxyStall::kReceiverSide) bounds.insert(l.link.to);
-    if (l.stall == ProxyStall::kSenderSide) starved[l.channel].push_back(&l);
-  }
-  for (const auto& [channel, links] : starved) {
-    auto sendEnd = [&, ch = channel](const ProxyLinkState* l) {
-      return ends.at({ch, l->link.from, l->link.to}).send;
-    };
-    const ProxyEnd* first = sendEnd(links.front());
-    bool comparable = links.size() > 1;
-    for (const ProxyLinkState* l : links) {
-      const ProxyEnd* e = sendEnd(l);
-      comparable = comparable && e && e->untracked_ops == 0 && e->ops == first->ops && e->ops_done == first->ops_done;
-    }
-    const ProxyLinkState* least = nullptr;
-    bool unique = comparable;
-    for (const ProxyLinkState* l : links) {
-      if (!comparable) break;
-      const uint64_t done = sendEnd(l)->steps[3];
-      if (!least || done < sendEnd(least)->steps[3]) {
-        least = l;
-        unique = true;
-      } else if (done == sendEnd(least)->steps[3]) {
-        unique = false;
-      }
-    }
-    if (least && unique) {
-      bounds.insert(least->link.from);
-      f.first_after_stop.push_back(least->link);
-      std::string others;
-      for (const ProxyLinkState* l : links) {
-        if (l == least) continue;
-        others += (others.empty() ? "" : ", ") + std::to_string(l->link.from) + " -> " + std::to_string(l->link.to) +
-                  " " + std::to_string(sendEnd(l)->steps[3]);
-      }
-      f.ring_order_evidence.push_back(
-          "channel " + std::to_string(channel) + ": " + std::to_string(least->link.from) + " -> " +
-          std::to_string(least->link.to) + " sent the fewest steps (" + std::to_string(sendEnd(least)->steps[3]) +
-          "; " + others + "), so rank " + std::to_string(least->link.from) + " is the first network sender after the stop");
-    } else {
-      for (const ProxyLinkState* l : links) bounds.insert(l->link.from);
-    }
-  }
-  std::set<std::string> hosts;
-  for (int r : bounds) {
-    const RankSummary* s = job_.find(r);
-    hosts.insert(s && !s->host.empty() ? s->host : "rank " + std::to_string(r) + "'s host");
-  }
-  for (int m : members) {
-    const RankSummary* s = job_.find(m);
-    if (s && hosts.count(s->host)) f.narrowed.push_back(m);
-  }
-  f.narrowed_hosts.assign(hosts.begin(), hosts.end());
+  narrowByNode(job_, ends, members, f);
   if (f.narrowed.size() >= members.size()) {
     // Every node is still possible: that narrows nothing.
     f.narrowed.clear();

@@ -1,7 +1,9 @@
 #include "hangwatch/verdict/text_report_writer.h"
 
 #include <algorithm>
-#include <sstream>
+#include <iterator>
+
+#include <fmt/format.h>
 
 namespace hangwatch::verdict {
 namespace {
@@ -31,99 +33,127 @@ char TextReportWriter::classLetter(int index) {
   return '#';
 }
 
-std::string TextReportWriter::write(const Report& r) {
+namespace {
+
+using Out = std::back_insert_iterator<std::string>;
+
+void writeVerdict(Out o, const Report& r) {
   const Verdict& v = r.verdict;
-  std::ostringstream o;
-  o << "VERDICT: " << upper(verdictKindName(v.kind)) << "\n" << v.headline << "\n";
+  fmt::format_to(o, "VERDICT: {}\n{}\n", upper(verdictKindName(v.kind)), v.headline);
   if (v.culprit_link) {
-    o << "  culprit link: rank " << v.culprit_link->from << " -> rank " << v.culprit_link->to
-      << (v.link_in_comm_ranks ? " (communicator ranks: one process drives several devices)" : "") << "\n";
+    fmt::format_to(o, "  culprit link: rank {} -> rank {}{}\n", v.culprit_link->from, v.culprit_link->to,
+                   v.link_in_comm_ranks ? " (communicator ranks: one process drives several devices)" : "");
   }
   if (!v.culprit_ranks.empty()) {
-    o << "  culprit rank(s):";
-    for (int c : v.culprit_ranks) o << " " << describeRank(r.job, c);
-    o << "\n";
+    fmt::format_to(o, "  culprit rank(s):");
+    for (int c : v.culprit_ranks) fmt::format_to(o, " {}", describeRank(r.job, c));
+    fmt::format_to(o, "\n");
   }
-  if (v.op) o << "  operation: " << v.op->name << (v.op->seq ? " seq " + std::to_string(*v.op->seq) : "") << "\n";
-  if (!v.communicator.empty()) o << "  communicator: " << v.communicator << "\n";
+  if (v.op) fmt::format_to(o, "  operation: {}{}\n", v.op->name, v.op->seq ? fmt::format(" seq {}", *v.op->seq) : "");
+  if (!v.communicator.empty()) fmt::format_to(o, "  communicator: {}\n", v.communicator);
   if (v.channels_total)
-    o << "  ring channels agreeing: " << v.channels_agree << " of " << v.channels_total
-      << (v.confident ? "" : " (on the connections seen)") << "\n";
+    fmt::format_to(o, "  ring channels agreeing: {} of {}{}\n", v.channels_agree, v.channels_total,
+                   v.confident ? "" : " (on the connections seen)");
   if (!v.source.empty()) {
-    o << "  ring progress from: "
-      << (v.source == "profiler"   ? "NCCL's profiler events in the snapshots (no debugger)"
-          : v.source == "debugger" ? "the collector's debugger phase"
-                                   : "the debugger phase and NCCL's profiler events")
-      << "\n";
+    fmt::format_to(o, "  ring progress from: {}\n",
+                   v.source == "profiler"   ? "NCCL's profiler events in the snapshots (no debugger)"
+                   : v.source == "debugger" ? "the collector's debugger phase"
+                                            : "the debugger phase and NCCL's profiler events");
   }
-  // As prominent as the verdict: what it hinges on and who is still possible.
+}
+
+// As prominent as the verdict: what it hinges on and who is still possible.
+void writeConfidence(Out o, const Report& r) {
+  const Verdict& v = r.verdict;
   if (!v.confident) {
-    o << "\nNOT CONFIDENT: the verdict hinges on " << (v.hinges_on.empty() ? "data that is missing" : v.hinges_on) << "\n";
+    fmt::format_to(o, "\nNOT CONFIDENT: the verdict hinges on {}\n",
+                   v.hinges_on.empty() ? "data that is missing" : v.hinges_on);
     if (!v.suspects.empty()) {
-      o << "  suspects:";
-      for (size_t i = 0; i < v.suspects.size(); ++i) o << (i ? "; " : " ") << v.suspects[i].text;
-      o << "\n";
+      fmt::format_to(o, "  suspects:");
+      for (size_t i = 0; i < v.suspects.size(); ++i) fmt::format_to(o, "{}{}", i ? "; " : " ", v.suspects[i].text);
+      fmt::format_to(o, "\n");
     }
-    for (const DataGap& g : v.lacking_data) o << "  rank " << g.rank << " lacks data: " << g.lacks << "\n";
+    for (const DataGap& g : v.lacking_data) fmt::format_to(o, "  rank {} lacks data: {}\n", g.rank, g.lacks);
   }
   if (!r.job.ranks_collecting.empty()) {
     stackmerge::RankSet collecting;
     for (int c : r.job.ranks_collecting) collecting.insert(c);
-    o << "STILL COLLECTING: rank(s) " << collecting.toString()
-      << " had not finished dumping when this report was made; run it again (forensics report --wait S)\n";
+    fmt::format_to(o,
+                   "STILL COLLECTING: rank(s) {} had not finished dumping when this report was made; run it again "
+                   "(forensics report --wait S)\n",
+                   collecting.toString());
   }
-  if (!v.next_steps.empty()) {
-    o << "\nWhat to do next:\n";
-    for (const std::string& s : v.next_steps) o << "  - " << s << "\n";
-  }
-  o << "\nEvidence:\n";
-  for (const std::string& e : v.evidence) o << "  - " << e << "\n";
-  for (const CulpritStack& c : v.where) {
-    o << "\nWhere rank " << c.rank << " is (thread " << c.thread << ", innermost first):\n";
-    for (const std::string& f : c.frames) o << "    " << f << "\n";
-  }
+}
 
-  o << "\nJob " << r.job.job_id << " in " << r.job.job_dir << ": " << r.job.ranks.size() << " of " << r.job.world_size
-    << " rank(s) answered" << (r.job.world_size_known ? "" : " (world size guessed from the files)") << "\n";
+void writeActions(Out o, const Verdict& v) {
+  if (!v.next_steps.empty()) {
+    fmt::format_to(o, "\nWhat to do next:\n");
+    for (const std::string& s : v.next_steps) fmt::format_to(o, "  - {}\n", s);
+  }
+  fmt::format_to(o, "\nEvidence:\n");
+  for (const std::string& e : v.evidence) fmt::format_to(o, "  - {}\n", e);
+  for (const CulpritStack& c : v.where) {
+    fmt::format_to(o, "\nWhere rank {} is (thread {}, innermost first):\n", c.rank, c.thread);
+    for (const std::string& f : c.frames) fmt::format_to(o, "    {}\n", f);
+  }
+}
+
+void writeJob(Out o, const Report& r) {
+  fmt::format_to(o, "\nJob {} in {}: {} of {} rank(s) answered{}\n", r.job.job_id, r.job.job_dir, r.job.ranks.size(),
+                 r.job.world_size, r.job.world_size_known ? "" : " (world size guessed from the files)");
   if (!r.job.ranks_missing.empty()) {
     stackmerge::RankSet missing;
     for (int m : r.job.ranks_missing) missing.insert(m);
-    o << "  ranks missing (no usable dump): " << missing.toString() << "\n";
+    fmt::format_to(o, "  ranks missing (no usable dump): {}\n", missing.toString());
   }
-  for (const PartialRank& p : r.job.ranks_partial) {
-    o << "  rank " << p.rank << ": " << p.missing << " missing: " << p.reason << "\n";
-  }
-  for (const std::string& p : r.job.problems) o << "  note: " << p << "\n";
+  for (const PartialRank& p : r.job.ranks_partial) fmt::format_to(o, "  rank {}: {} missing: {}\n", p.rank, p.missing, p.reason);
+  for (const std::string& p : r.job.problems) fmt::format_to(o, "  note: {}\n", p);
+}
 
-  if (!r.stack_classes.empty()) {
-    o << "\nStack classes (" << r.stack_classes.size() << "):\n";
-    for (size_t i = 0; i < r.stack_classes.size() && i < kClassesShown; ++i) {
-      const stackmerge::StackClass& c = r.stack_classes[i];
-      o << "  " << classLetter(static_cast<int>(i)) << "  " << c.ranks.size() << " rank(s): " << c.ranks.toString() << "\n";
-      for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
-        const auto& st = c.thread_stacks[t];
-        o << "       " << (t < c.thread_names.size() ? c.thread_names[t] : "?") << ": ";
-        for (size_t k = 0; k < st.size() && k < kFramesShown; ++k) o << (k ? " <- " : "") << shortLabel(st[k]);
-        if (st.size() > kFramesShown) o << " <- ...";
-        o << "\n";
-      }
-    }
-    if (r.stack_classes.size() > kClassesShown) o << "  ... " << r.stack_classes.size() - kClassesShown << " more\n";
-  }
-  if (r.job.world_size > 0 && r.job.world_size <= kGridMaxRanks) {
-    o << "\nRank grid (letter = stack class, . = no stacks, * = culprit):\n";
-    for (int row = 0; row < r.job.world_size; row += kGridColumns) {
-      char label[16];
-      std::snprintf(label, sizeof label, "%6d  ", row);
-      o << label;
-      for (int k = row; k < std::min(row + kGridColumns, r.job.world_size); ++k) {
-        bool culprit = std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), k) != v.culprit_ranks.end();
-        o << (culprit ? '*' : classLetter(r.rank_class[k]));
-      }
-      o << "\n";
+void writeStackClasses(Out o, const Report& r) {
+  if (r.stack_classes.empty()) return;
+  fmt::format_to(o, "\nStack classes ({}):\n", r.stack_classes.size());
+  for (size_t i = 0; i < r.stack_classes.size() && i < kClassesShown; ++i) {
+    const stackmerge::StackClass& c = r.stack_classes[i];
+    fmt::format_to(o, "  {}  {} rank(s): {}\n", TextReportWriter::classLetter(static_cast<int>(i)), c.ranks.size(),
+                   c.ranks.toString());
+    for (size_t t = 0; t < c.thread_stacks.size(); ++t) {
+      const auto& st = c.thread_stacks[t];
+      fmt::format_to(o, "       {}: ", t < c.thread_names.size() ? c.thread_names[t] : "?");
+      for (size_t k = 0; k < st.size() && k < kFramesShown; ++k) fmt::format_to(o, "{}{}", k ? " <- " : "", shortLabel(st[k]));
+      if (st.size() > kFramesShown) fmt::format_to(o, " <- ...");
+      fmt::format_to(o, "\n");
     }
   }
-  return o.str();
+  if (r.stack_classes.size() > kClassesShown) fmt::format_to(o, "  ... {} more\n", r.stack_classes.size() - kClassesShown);
+}
+
+void writeGrid(Out o, const Report& r) {
+  if (r.job.world_size <= 0 || r.job.world_size > kGridMaxRanks) return;
+  const Verdict& v = r.verdict;
+  fmt::format_to(o, "\nRank grid (letter = stack class, . = no stacks, * = culprit):\n");
+  for (int row = 0; row < r.job.world_size; row += kGridColumns) {
+    fmt::format_to(o, "{:6d}  ", row);
+    for (int k = row; k < std::min(row + kGridColumns, r.job.world_size); ++k) {
+      bool culprit = std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), k) != v.culprit_ranks.end();
+      *o++ = culprit ? '*' : TextReportWriter::classLetter(r.rank_class[k]);
+    }
+    *o++ = '\n';
+  }
+}
+
+}  // namespace
+
+std::string TextReportWriter::write(const Report& r) {
+  std::string text;
+  Out o(text);
+  writeVerdict(o, r);
+  writeConfidence(o, r);
+  writeActions(o, r.verdict);
+  writeJob(o, r);
+  writeStackClasses(o, r);
+  writeGrid(o, r);
+  return text;
 }
 
 }  // namespace hangwatch::verdict

@@ -1,69 +1,24 @@
 #include "hangwatch/verdict/verdict_maker.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 #include <span>
+
+#include <fmt/format.h>
 
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
+#include "hangwatch/verdict/verdict_wording.h"
 
 namespace hangwatch::verdict {
 namespace {
-
-std::string ranksText(const std::vector<int>& ranks) {
-  stackmerge::RankSet set;
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  for (int r : sorted) set.insert(r);
-  return set.toString();
-}
-
-std::string seconds(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s", s);
-  return b;
-}
-
-std::string opText(const HangFocus& f) {
-  return (f.op.empty() ? std::string("collective") : f.op) + " seq " + std::to_string(f.seq) + " on communicator " +
-         f.comm;
-}
-
-std::string hostOf(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  return s && !s->host.empty() ? s->host : "";
-}
-
-std::string deviceText(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  std::string host = s && !s->host.empty() ? s->host : "unknown host";
-  std::string gpu = s && s->device ? "GPU " + std::to_string(*s->device) : "unknown GPU";
-  return gpu + " on host " + host;
-}
 
 // Helper threads that look the same on every rank are no evidence; threads named after
 // simgpu channels or hangwatch are never where a culprit stands.
 bool isInfrastructureThread(const std::string& name) {
   return name.rfind("simnccl", 0) == 0 || name.rfind("simgpu", 0) == 0 || name.rfind("hangwatch", 0) == 0;
-}
-
-// "rank 5", "ranks 5 and 6", "ranks 4, 5 and 6"; long lists as compact ranges.
-std::string ranksPhrase(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]);
-  if (ranks.size() > 6) return "ranks " + ranksText(ranks);
-  std::string out = "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
-  return out;
-}
-
-std::string linkText(const Link& l) {
-  return l.to < 0 ? "the link out of rank " + std::to_string(l.from) : std::to_string(l.from) + " -> " + std::to_string(l.to);
 }
 
 Suspect linkSuspect(const Link& l) {
@@ -77,33 +32,7 @@ Suspect linkSuspect(const Link& l) {
 }
 
 Suspect rankSuspect(int rank, const std::string& why = "") {
-  return Suspect{{rank}, std::nullopt, "rank " + std::to_string(rank) + why};
-}
-
-// What a gap means for the sentence: "did not dump", "is still being collected", ...
-std::pair<std::string, std::string> gapVerb(const DataGap& g) {
-  const std::string& l = g.lacks;
-  if (l == "no dump") return {"did not dump", "did not dump"};
-  if (l.find("still being") != std::string::npos) return {"is still being collected", "are still being collected"};
-  if (l.rfind("no watchdog snapshot", 0) == 0) return {"has no snapshot", "have no snapshot"};
-  if (l.rfind("no forensics dump", 0) == 0) return {"has no forensics dump", "have no forensics dump"};
-  if (l.rfind("no counter", 0) == 0) return {"has no counter for it", "have no counter for it"};
-  return {"has no ring progress", "have no ring progress"};
-}
-
-// "ranks 5 and 6 did not dump", "rank 5 did not dump, rank 6 has no ring progress".
-std::string gapsSentence(const std::vector<DataGap>& gaps) {
-  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<int>>> groups;
-  for (const DataGap& g : gaps) {
-    auto verb = gapVerb(g);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == verb; });
-    if (it == groups.end()) groups.push_back({verb, {g.rank}});
-    else it->second.push_back(g.rank);
-  }
-  std::string out;
-  for (const auto& [verb, ranks] : groups)
-    out += (out.empty() ? "" : ", ") + ranksPhrase(ranks) + " " + (ranks.size() == 1 ? verb.first : verb.second);
-  return out;
+  return Suspect{{rank}, std::nullopt, fmt::format("rank {}{}", rank, why)};
 }
 
 void sortSuspects(std::vector<Suspect>& s) {
@@ -139,94 +68,95 @@ std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
 
 }  // namespace
 
-std::string describeRank(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  std::string out = "rank " + std::to_string(rank);
-  if (!s) return out + " (no dump)";
-  std::string inner;
-  if (!s->host.empty()) inner += "host " + s->host;
-  if (s->device) inner += (inner.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(*s->device);
-  if (s->pid) inner += (inner.empty() ? "" : ", ") + std::string("pid ") + std::to_string(s->pid);
-  return inner.empty() ? out : out + " (" + inner + ")";
-}
-
 Verdict VerdictMaker::decide() const {
-  Verdict v;
-  int with_snapshot = static_cast<int>(std::count_if(job_.ranks.begin(), job_.ranks.end(),
-                                                     [](const RankSummary& s) { return s.has_snapshot; }));
-  if (job_.ranks.empty()) {
-    v = noDumps();
-  } else if (with_snapshot == 0) {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.confident = false;
-    v.hinges_on = "the watchdog snapshots, which no rank left";
-    for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
-    v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
-                           "are complete; then run forensics report again.");
-  } else if (std::optional<HangFocus> f = sequences_.focus()) {
-    CommPositions p = sequences_.positions(*f);
-    if (p.groups.size() > 1 || !p.ahead.empty()) {
-      v = mismatch(*f, p);
-    } else if (!p.behind.empty()) {
-      v = notInCollective(*f, p, p.behind);
-    } else {
-      v = fromRingProgress(*f, p);
-    }
-  } else if (sequences_.ranksWithPendingWork().empty()) {
-    v = nothingPending();
-  } else if (std::string comm = stuckP2pComm(); !comm.empty()) {
-    v = fromP2p(comm);
-  } else {
-    // Work is pending but no collective: a GEMM, kernel or copy that never finished.
-    std::vector<int> stuck;
-    for (const RankSummary& s : job_.ranks) {
-      for (const SnapshotPendingOp& op : s.pending) {
-        if (s.timeout_s > 0 && op.age_s >= s.timeout_s) {
-          stuck.push_back(s.rank);
-          v.evidence.push_back(describeRank(job_, s.rank) + " has " + op.op + " pending for " + seconds(op.age_s) +
-                               " (timeout " + seconds(s.timeout_s) + ").");
-          break;
-        }
-      }
-    }
-    if (stuck.empty()) {
-      v.kind = VerdictKind::kInconclusive;
-      v.reason = "operations are pending but none is a collective and none is older than the timeout";
-      v.headline = "Inconclusive: " + v.reason + ".";
-    } else {
-      v.kind = VerdictKind::kNonCommunicationHang;
-      v.culprit_ranks = stuck;
-      v.headline = "Non-communication hang: rank(s) " + ranksText(stuck) + " wait on a GPU operation outside any collective.";
-      v.next_steps.push_back("Check the GPU(s) of rank(s) " + ranksText(stuck) + " (nvidia-smi, dmesg for Xid errors) "
-                             "and the kernel named above; drain the host if the GPU is faulty.");
-    }
-  }
-
-  int answered = static_cast<int>(job_.ranks.size());
-  if (v.kind != VerdictKind::kNoHang && job_.world_size > 0 && answered * 2 < job_.world_size) {
-    std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "too few ranks answered: " + std::to_string(answered) + " of " + std::to_string(job_.world_size);
-    v.evidence.insert(v.evidence.begin(), "Only " + std::to_string(answered) + " of " + std::to_string(job_.world_size) +
-                                              " ranks left a usable dump" + partial + ".");
-    v.headline = "Inconclusive: " + v.reason + ".";
-    if (v.suspects.empty()) {
-      if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
-      else
-        for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
-    }
-    v.confident = false;
-    v.hinges_on = "the dumps of the " + std::to_string(job_.world_size - answered) + " rank(s) that left none";
-    v.lacking_data.clear();
-    for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
-    v.culprit_ranks.clear();
-    v.culprit_link.reset();
-  }
+  Verdict v = byRule();
+  hedgeTooFewAnswered(v);
   addCulpritStacks(v);
   addDataNotes(v);
   return v;
+}
+
+Verdict VerdictMaker::byRule() const {
+  const bool any_snapshot =
+      std::any_of(job_.ranks.begin(), job_.ranks.end(), [](const RankSummary& s) { return s.has_snapshot; });
+  if (job_.ranks.empty()) return noDumps();
+  if (!any_snapshot) return noSnapshots();
+  if (std::optional<HangFocus> f = sequences_.focus()) {
+    CommPositions p = sequences_.positions(*f);
+    if (p.groups.size() > 1 || !p.ahead.empty()) return mismatch(*f, p);
+    if (!p.behind.empty()) return notInCollective(*f, p, p.behind);
+    return fromRingProgress(*f, p);
+  }
+  if (sequences_.ranksWithPendingWork().empty()) return nothingPending();
+  if (std::string comm = stuckP2pComm(); !comm.empty()) return fromP2p(comm);
+  return outsideCollectives();
+}
+
+Verdict VerdictMaker::noSnapshots() const {
+  Verdict v;
+  v.kind = VerdictKind::kInconclusive;
+  v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.confident = false;
+  v.hinges_on = "the watchdog snapshots, which no rank left";
+  for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
+  v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
+                         "are complete; then run forensics report again.");
+  return v;
+}
+
+// Work is pending but no collective: a GEMM, kernel or copy that never finished.
+Verdict VerdictMaker::outsideCollectives() const {
+  Verdict v;
+  std::vector<int> stuck;
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (s.timeout_s > 0 && op.age_s >= s.timeout_s) {
+        stuck.push_back(s.rank);
+        v.evidence.push_back(fmt::format("{} has {} pending for {} (timeout {}).", describeRank(job_, s.rank), op.op,
+                                         seconds(op.age_s), seconds(s.timeout_s)));
+        break;
+      }
+    }
+  }
+  if (stuck.empty()) {
+    v.kind = VerdictKind::kInconclusive;
+    v.reason = "operations are pending but none is a collective and none is older than the timeout";
+    v.headline = "Inconclusive: " + v.reason + ".";
+    return v;
+  }
+  v.kind = VerdictKind::kNonCommunicationHang;
+  v.culprit_ranks = stuck;
+  v.headline = fmt::format("Non-communication hang: rank(s) {} wait on a GPU operation outside any collective.",
+                           ranksText(stuck));
+  v.next_steps.push_back(fmt::format(
+      "Check the GPU(s) of rank(s) {} (nvidia-smi, dmesg for Xid errors) and the kernel named above; drain the host "
+      "if the GPU is faulty.",
+      ranksText(stuck)));
+  return v;
+}
+
+// Fewer than half the ranks answered: whatever the rules named is only a suspect.
+void VerdictMaker::hedgeTooFewAnswered(Verdict& v) const {
+  int answered = static_cast<int>(job_.ranks.size());
+  if (v.kind == VerdictKind::kNoHang || job_.world_size <= 0 || answered * 2 >= job_.world_size) return;
+  std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
+  v.kind = VerdictKind::kInconclusive;
+  v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
+  v.evidence.insert(v.evidence.begin(),
+                    fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
+  v.headline = "Inconclusive: " + v.reason + ".";
+  if (v.suspects.empty()) {
+    if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
+    else
+      for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
+  }
+  v.confident = false;
+  v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
+  v.lacking_data.clear();
+  for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
+  v.culprit_ranks.clear();
+  v.culprit_link.reset();
 }
 
 Verdict VerdictMaker::noDumps() const {
@@ -242,7 +172,8 @@ Verdict VerdictMaker::noDumps() const {
     v.reason = job_.trigger_problem;
     v.headline = v.kind == VerdictKind::kNoHang ? "No hang: no watchdog detected one (no TRIGGER.json, no rank dumps)."
                                                 : "Inconclusive: " + job_.trigger_problem + " and no rank dumped.";
-    v.evidence.push_back(std::to_string(job_.metrics_files) + " rank(s) wrote metrics windows; no rank wrote a hang snapshot.");
+    v.evidence.push_back(
+        fmt::format("{} rank(s) wrote metrics windows; no rank wrote a hang snapshot.", job_.metrics_files));
     v.next_steps.push_back("Nothing to do for a hang. If the job is slow rather than stuck, run forensics analyze on this directory.");
   } else {
     v.kind = VerdictKind::kInconclusive;
@@ -257,9 +188,9 @@ Verdict VerdictMaker::noDumps() const {
 Verdict VerdictMaker::nothingPending() const {
   Verdict v;
   v.kind = VerdictKind::kNoHang;
-  std::string why = job_.trigger ? "TRIGGER.json (reason " + job_.trigger->reason + ") made " +
-                                       std::to_string(job_.ranks.size()) + " rank(s) dump, but"
-                                 : std::to_string(job_.ranks.size()) + " rank(s) dumped, but";
+  std::string why = job_.trigger ? fmt::format("TRIGGER.json (reason {}) made {} rank(s) dump, but", job_.trigger->reason,
+                                               job_.ranks.size())
+                                 : fmt::format("{} rank(s) dumped, but", job_.ranks.size());
   v.headline = "No hang: no rank has an operation pending or a thread blocked in NCCL.";
   v.evidence.push_back(why + " no rank has a pending operation or a thread blocked in an NCCL call: "
                        "any stall had cleared when they dumped.");
@@ -272,9 +203,6 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
   v.kind = VerdictKind::kCollectiveMismatch;
   v.communicator = f.comm;
   v.op = OpRef{p.groups.empty() ? f.op : p.groups.front().op, f.seq};
-  auto shape = [](const OpGroup& g) {
-    return g.op + (g.count ? " (" + std::to_string(g.count) + " " + (g.dtype.empty() ? "elements" : g.dtype) + ")" : "");
-  };
   std::vector<int> odd;
   for (size_t i = 1; i < p.groups.size(); ++i) odd.insert(odd.end(), p.groups[i].ranks.begin(), p.groups[i].ranks.end());
   odd.insert(odd.end(), p.ahead.begin(), p.ahead.end());
@@ -284,44 +212,7 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
   }
   std::sort(odd.begin(), odd.end());
   v.culprit_ranks = odd;
-  for (size_t i = 0; i < p.groups.size(); ++i) {
-    const OpGroup& g = p.groups[i];
-    std::string who = "rank(s) " + ranksText(g.ranks) + " are";
-    if (i > 0 && g.ranks.size() <= 4) {
-      who.clear();
-      for (int r : g.ranks) who += (who.empty() ? "" : ", ") + describeRank(job_, r);
-      who += g.ranks.size() == 1 ? " is" : " are";
-    }
-    v.evidence.push_back("At seq " + std::to_string(f.seq) + " on communicator " + f.comm + ", " + who + " in " +
-                         shape(g) + ".");
-  }
-  for (int r : p.ahead) {
-    auto it = p.last_issued.find(r);
-    v.evidence.push_back(describeRank(job_, r) + " is already in a later collective (last issued seq " +
-                         (it != p.last_issued.end() && it->second ? std::to_string(*it->second) : "?") +
-                         ") while the others wait at seq " + std::to_string(f.seq) + ": it skipped one.");
-  }
-  if (!p.groups.empty()) {
-    v.headline = "Collective mismatch: rank(s) " + ranksText(odd) + " called a different collective than rank(s) " +
-                 ranksText(p.groups.front().ranks) + " (" + shape(p.groups.front()) + ") at seq " +
-                 std::to_string(f.seq) + " on communicator " + f.comm + ".";
-  } else {
-    v.headline = "Collective mismatch: rank(s) " + ranksText(odd) + " are at a different sequence number on communicator " + f.comm + ".";
-  }
-  int shown = 0;
-  for (const RankSummary& s : job_.ranks) {
-    for (const RingProgress& rp : s.ring_progress) {
-      if (rp.comm != f.comm || !rp.mismatch || shown >= 4) continue;
-      ++shown;
-      v.evidence.push_back("Rank " + std::to_string(s.rank) + ", in " + rp.op + " seq " + std::to_string(rp.seq) +
-                           ", received on channel " + std::to_string(rp.channel) + " a step of " +
-                           rp.mismatch->arrived_op + " seq " + std::to_string(rp.mismatch->arrived_seq) + ".");
-      break;
-    }
-  }
-  v.next_steps.push_back("A program bug, not a hardware fault: find the code path where rank(s) " + ranksText(odd) +
-                         " issue a different collective (a rank-dependent branch or uneven data); draining hosts will "
-                         "not help. Restart after fixing it.");
+  wording_.mismatch(v, f, p, odd);
   hedgeMismatch(v, p, f);
   return v;
 }
@@ -340,12 +231,7 @@ void VerdictMaker::hedgeMismatch(Verdict& v, const CommPositions& p, const HangF
     v.suspects.push_back(std::move(s));
   }
   v.culprit_ranks.clear();
-  v.hinges_on = "where " + ranksPhrase(p.members_missing) + " stand: without their snapshots " +
-                std::to_string(p.members_missing.size()) + " rank(s) could turn the " + p.groups[1].op +
-                " group into the majority";
-  v.headline = "Collective mismatch at seq " + std::to_string(f.seq) + " on communicator " + f.comm + ": " +
-               std::to_string(largest) + " rank(s) in " + p.groups[0].op + ", " + std::to_string(second) + " in " +
-               p.groups[1].op + "; " + gapsSentence(v.lacking_data) + ", so which side is odd is not known.";
+  wording_.mismatchUndecided(v, f, p);
 }
 
 Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const {
@@ -358,56 +244,15 @@ Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p
   for (const OpGroup& g : p.groups) waiting.insert(waiting.end(), g.ranks.begin(), g.ranks.end());
   waiting.insert(waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
   std::sort(waiting.begin(), waiting.end());
-  v.headline = "Non-communication hang: rank(s) " + ranksText(culprits) + " never called " + opText(f) +
-               ", which rank(s) " + ranksText(waiting) + " wait in.";
-  for (int r : culprits) {
-    auto li = p.last_issued.find(r);
-    auto lc = p.last_completed.find(r);
-    std::string last = li != p.last_issued.end() && li->second ? "seq " + std::to_string(*li->second) : "none";
-    std::string done = lc != p.last_completed.end() && lc->second ? "seq " + std::to_string(*lc->second) : "none";
-    const RankSummary* s = job_.find(r);
-    std::string pending;
-    if (s) {
-      for (const SnapshotPendingOp& op : s->pending) {
-        pending += (pending.empty() ? "" : ", ") + op.op;
-        if (pending.size() > 80) break;
-      }
-    }
-    v.evidence.push_back(describeRank(job_, r) + ": last collective issued on this communicator " + last +
-                         ", last completed " + done + "; " +
-                         (pending.empty() ? "no GPU work pending, so it is stuck in host code."
-                                          : "pending on its streams: " + pending + "."));
-  }
-  if (!waiting.empty()) {
-    double oldest = 0;
-    for (int r : waiting) {
-      if (const RankSummary* s = job_.find(r)) {
-        for (const SnapshotPendingOp& op : s->pending) {
-          if (op.comm == f.comm && op.seq && *op.seq == f.seq) oldest = std::max(oldest, op.age_s);
-        }
-      }
-    }
-    v.evidence.push_back("Rank(s) " + ranksText(waiting) + " have " + opText(f) + " pending, the oldest for " +
-                         seconds(oldest) + ".");
-  }
-  if (!p.members_missing.empty()) {
-    // The ranks named never called it whatever the others did; the silent ones may not have either.
-    for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
-    v.evidence.push_back(ranksPhrase(p.members_missing) + " left no snapshot: " +
-                         (p.members_missing.size() == 1 ? "it" : "they") + " may not have called it either.");
-  }
-  v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(culprits) +
-                         " are stuck in host code (see where below: a data loader, a lock, a loop). Fix the program or "
-                         "its input and restart from the last checkpoint; draining hosts will not help.");
+  // The ranks named never called it whatever the others did; the silent ones may not have either.
+  for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
+  wording_.notInCollective(v, f, p, culprits, waiting);
   return v;
 }
 
-Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& p) const {
-  Verdict v;
-  v.communicator = f.comm;
-  v.op = OpRef{f.op, f.seq};
+RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) const {
+  RingFacts facts{f, p, {}, {}, {}, 0};
   RingProgressAnalysis ring([&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
-  int ranks_with_records = 0;
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
@@ -423,198 +268,147 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
       ring.add(r);
       any = any || r.comm == f.comm;
     }
-    ranks_with_records += any;
+    facts.ranks_with_records += any;
   }
-  RingFinding rf = ring.analyze(f.comm, f.seq, p.comm_size);
-  if (rf.channels_total == 0) rf = ring.analyze(f.comm, std::nullopt, p.comm_size);
-  std::vector<int> waiting;
-  for (const OpGroup& g : p.groups) waiting.insert(waiting.end(), g.ranks.begin(), g.ranks.end());
-  waiting.insert(waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
-  std::sort(waiting.begin(), waiting.end());
-  std::string all_in = "Rank(s) " + ranksText(waiting) + " all wait in " + opText(f) +
-                       (p.groups.empty() || !p.groups.front().count ? "" : " (" + std::to_string(p.groups.front().count) +
-                                                                             " " + p.groups.front().dtype + ")") +
-                       "; none is behind or in another collective.";
-  v.evidence.push_back(all_in);
-  for (int r : p.in_host_call) {
-    v.evidence.push_back(describeRank(job_, r) + " has a host thread still blocked inside the " +
-                         (f.op.empty() ? std::string("collective") : f.op) + " call itself.");
-  }
-
+  facts.ring = ring.analyze(f.comm, f.seq, p.comm_size);
+  if (facts.ring.channels_total == 0) facts.ring = ring.analyze(f.comm, std::nullopt, p.comm_size);
+  for (const OpGroup& g : p.groups) facts.waiting.insert(facts.waiting.end(), g.ranks.begin(), g.ranks.end());
+  facts.waiting.insert(facts.waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
+  std::sort(facts.waiting.begin(), facts.waiting.end());
   // The second source: NCCL's own profiler events in the snapshots (no debugger).
-  std::vector<int> members = waiting;
+  std::vector<int> members = facts.waiting;
   members.insert(members.end(), p.idle.begin(), p.idle.end());
   members.insert(members.end(), p.members_missing.begin(), p.members_missing.end());
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
-  ProxyFinding pf = proxy.analyze(f.comm, members);
-  nameStoppedRankInNode(pf, p);
+  facts.proxy = proxy.analyze(f.comm, members);
+  nameStoppedRankInNode(facts.proxy, p);
+  return facts;
+}
+
+Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& p) const {
+  RingFacts facts = ringFacts(f, p);
+  Verdict v;
+  v.communicator = f.comm;
+  v.op = OpRef{f.op, f.seq};
+  wording_.ringWaiting(v, facts);
+  const RingFinding& rf = facts.ring;
+  const ProxyFinding& pf = facts.proxy;
   const bool debugger_named = rf.link || rf.rank;
   const bool profiler_named = pf.link || pf.rank;
-  auto sameCulprit = [&] { return (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank); };
-  if (debugger_named && profiler_named && !sameCulprit()) {
-    return sourcesDisagree(v, f, rf, pf);
-  }
+  const bool same = (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank);
+  if (debugger_named && profiler_named && !same) return sourcesDisagree(v, f, rf, pf);
   if (debugger_named) {
-    v.source = profiler_named ? "debugger and profiler" : "debugger";
-    if (profiler_named) v.evidence.push_back("NCCL's profiler events in the snapshots show the same: " + proxySummary(pf) + ".");
-    if (!profiler_named && !pf.narrowed.empty()) {
-      // The profiler put the stop inside some nodes: the debugger's culprit must lie there.
-      auto inside = [&](int r) { return std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end(); };
-      const bool agree = rf.link ? inside(rf.link->from) || inside(rf.link->to) : inside(*rf.rank);
-      const std::string where = ranksPhrase(pf.narrowed);
-      if (agree) {
-        v.source = "debugger and profiler";
-        v.evidence.push_back("NCCL's profiler events in the snapshots agree: its network connections put the stop "
-                             "among " + where + ", whose links inside the node only the debugger reads.");
-      } else {
-        v.confident = false;
-        v.hinges_on = "which source is right: NCCL's profiler events put the stop among " + where;
-        v.evidence.push_back("NCCL's profiler events in the snapshots put the stop among " + where +
-                             " instead: " + proxySummary(pf) + ".");
-      }
-    }
+    weighProfiler(v, facts, profiler_named);
   } else if (profiler_named) {
     // Nothing from the debugger names anyone: the profiler's view decides.
     v.source = "profiler";
-    rf = RingFinding{};
-    rf.link = pf.link;
-    rf.rank = pf.rank;
-    rf.channels_agree = pf.channels_agree;
-    rf.channels_total = pf.channels_total;
+    facts.ring = RingFinding{};
+    facts.ring.link = pf.link;
+    facts.ring.rank = pf.rank;
+    facts.ring.channels_agree = pf.channels_agree;
+    facts.ring.channels_total = pf.channels_total;
   }
-  v.channels_total = rf.channels_total;
-  v.channels_agree = rf.channels_agree;
-  std::string channels = std::to_string(rf.channels_agree) + " of " + std::to_string(rf.channels_total) +
-                         (v.source == "profiler" ? " channel(s) with network connections" : " ring channel(s)");
-  const ChannelFinding* example = nullptr;
-  for (const ChannelFinding& c : rf.channels) {
-    if ((rf.link && c.link && *c.link == *rf.link) || (rf.rank && c.rank && *c.rank == *rf.rank)) {
-      example = &c;
-      break;
-    }
-  }
-  // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
-  auto who = [&](int r) {
-    return sequences_.sharedByProcess(f.comm) ? rankIn(f.comm, r) : "rank " + std::to_string(r) + " (" + deviceText(job_, r) + ")";
-  };
-  std::string steps = example ? " (it reached step " + std::to_string(example->least_progress) +
-                                    ", the next-least connection step " + std::to_string(example->next_least) + ")"
-                              : "";
-  if (rf.link) {
+  v.channels_total = facts.ring.channels_total;
+  v.channels_agree = facts.ring.channels_agree;
+  if (facts.ring.link) {
+    blameRingLink(v, facts);
+  } else if (facts.ring.rank) {
     v.kind = VerdictKind::kCommunicationHang;
-    v.culprit_link = rf.link;
-    v.link_in_comm_ranks = sequences_.sharedByProcess(f.comm);
-    v.culprit_ranks = {rf.link->from, rf.link->to};
-    std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
-    if (v.link_in_comm_ranks) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
-    v.headline = "Communication hang: the link from " + who(rf.link->from) + " to " + who(rf.link->to) +
-                 " stopped delivering during " + opText(f) + ".";
-    if (v.source == "profiler") {
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): on " + channels + " " +
-                           proxySummary(pf) + ".");
-    } else {
-      v.evidence.push_back("On " + channels + " the connection " + std::to_string(rf.link->from) + " -> " +
-                           std::to_string(rf.link->to) + " made the least progress" + steps + ".");
-    }
-    std::string a = hostOf(job_, rf.link->from), b = hostOf(job_, rf.link->to);
-    std::string hosts = a == b || b.empty() ? "host " + (a.empty() ? std::string("?") : a) : "hosts " + a + " and " + b;
-    v.next_steps.push_back("Test the link " + deviceText(job_, rf.link->from) + " -> " + deviceText(job_, rf.link->to) +
-                           " (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).");
-    v.next_steps.push_back("Drain " + hosts + " (or exclude that link) and restart the job from the last checkpoint.");
-  } else if (rf.rank) {
-    v.kind = VerdictKind::kCommunicationHang;
-    v.culprit_ranks = {*rf.rank};
+    v.culprit_ranks = {*facts.ring.rank};
     if (sequences_.sharedByProcess(f.comm)) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
-    v.headline = "Communication hang: " + who(*rf.rank) + " stopped making progress inside " + opText(f) +
-                 "; its neighbours wait on it.";
-    if (v.source == "profiler") {
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " +
-                           (pf.rank_evidence.empty() ? "on " + channels + " " : std::string()) + proxySummary(pf) + ".");
-    } else if (rf.channels_agree > 0) {
-      v.evidence.push_back("On " + channels + " both ring connections of rank " + std::to_string(*rf.rank) +
-                           " (in from its prev, out to its next) made the least progress" + steps + ".");
-    }
-    if (std::find(rf.stalled_ranks.begin(), rf.stalled_ranks.end(), *rf.rank) != rf.stalled_ranks.end()) {
-      v.evidence.push_back("Rank " + std::to_string(*rf.rank) +
-                           "'s ring progress records say its device stopped inside the collective (stalled), "
-                           "while its neighbours wait on it.");
-    }
-    if (!job_.find(*rf.rank)) {
-      v.evidence.push_back("Rank " + std::to_string(*rf.rank) +
-                           " left no dump, so whether it is stuck inside the collective or elsewhere is unknown.");
-    }
-    std::string host = hostOf(job_, *rf.rank);
-    v.next_steps.push_back("Check " + deviceText(job_, *rf.rank) + " (nvidia-smi, dmesg for Xid errors).");
-    v.next_steps.push_back("Drain host " + (host.empty() ? std::string("of rank ") + std::to_string(*rf.rank) : host) +
-                           " and restart the job from the last checkpoint.");
+    wording_.ringRankCulprit(v, facts);
   } else {
-    v.kind = VerdictKind::kInconclusive;
-    if (!p.members_missing.empty()) {
-      v.reason = "every rank that answered waits in the collective, and rank(s) " + ranksText(p.members_missing) +
-                 " of the communicator left no snapshot: the culprit is most likely among them";
-      v.next_steps.push_back("Look at rank(s) " + ranksText(p.members_missing) +
-                             " directly (their logs, their hosts); they did not dump.");
-    } else if (ranks_with_records == 0 && !pf.narrowed.empty()) {
-      v.source = "profiler";
-      std::string hosts;
-      for (const std::string& h : pf.narrowed_hosts) hosts += (hosts.empty() ? "" : ", ") + h;
-      v.reason = "every rank waits in the same collective; NCCL's profiler has no per-link data for links inside a "
-                 "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
-                 ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
-      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
-      if (!pf.ring_order_evidence.empty()) {
-        std::string order;
-        for (const std::string& e : pf.ring_order_evidence) order += (order.empty() ? "" : "; ") + e;
-        v.evidence.push_back("On a ring a rank after the stop can send only what reached it, one chunk more per hop: " +
-                             order + ".");
-      }
-      v.next_steps.push_back("Run the collector's debugger phase (HANGWATCH_COLLECT=1, the default) for per-link "
-                             "progress inside the node, or run nccl-tests between the GPUs of host(s) " + hosts + ".");
-    } else if (ranks_with_records == 0) {
-      v.reason = "every rank waits in the same collective and no rank has ring progress records "
-                 "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
-      if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
-      v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
-                             "forensics collect by hand on two neighbouring ranks while the job still hangs.");
-    } else {
-      v.reason = "every rank waits in the same collective and ring progress names no single link or rank (" + rf.note + ")";
-      v.next_steps.push_back("Run nccl-tests on the hosts of this communicator to find the faulty link.");
-    }
-    v.headline = "Inconclusive: " + v.reason + ".";
+    ringUndecided(v, facts);
+  }
+  hedgeRing(v, facts);
+  return v;
+}
+
+// The debugger named a culprit: NCCL's profiler events confirm it, narrow the stop to
+// nodes that hold it, or put the stop elsewhere (then the verdict is not sure).
+void VerdictMaker::weighProfiler(Verdict& v, const RingFacts& facts, bool profiler_named) const {
+  const RingFinding& rf = facts.ring;
+  const ProxyFinding& pf = facts.proxy;
+  v.source = profiler_named ? "debugger and profiler" : "debugger";
+  if (profiler_named) {
+    wording_.ringProfilerView(v, facts, ProfilerView::kSame);
+    return;
+  }
+  if (pf.narrowed.empty()) return;
+  auto inside = [&](int r) { return std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end(); };
+  if (rf.link ? inside(rf.link->from) || inside(rf.link->to) : inside(*rf.rank)) {
+    v.source = "debugger and profiler";
+    wording_.ringProfilerView(v, facts, ProfilerView::kNarrowedAgrees);
+  } else {
     v.confident = false;
-    if (!p.members_missing.empty()) {
+    wording_.ringProfilerView(v, facts, ProfilerView::kNarrowedDisagrees);
+  }
+}
+
+void VerdictMaker::blameRingLink(Verdict& v, const RingFacts& facts) const {
+  const Link& l = *facts.ring.link;
+  v.kind = VerdictKind::kCommunicationHang;
+  v.culprit_link = l;
+  v.link_in_comm_ranks = sequences_.sharedByProcess(facts.focus.comm);
+  v.culprit_ranks = {l.from, l.to};
+  std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
+  if (v.link_in_comm_ranks) v.culprit_ranks = processesOf(facts.focus.comm, v.culprit_ranks);
+  wording_.ringLinkCulprit(v, facts);
+}
+
+// Ring progress named nobody: why, what the verdict hinges on, and who is left suspect.
+void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
+  const CommPositions& p = facts.positions;
+  const ProxyFinding& pf = facts.proxy;
+  const bool narrowed = facts.ranks_with_records == 0 && !pf.narrowed.empty();
+  facts.gap = !p.members_missing.empty()       ? RingGap::kMembersMissing
+              : narrowed                       ? RingGap::kNarrowedByProfiler
+              : facts.ranks_with_records == 0 ? RingGap::kNoRecords
+                                               : RingGap::kNamesNothing;
+  v.kind = VerdictKind::kInconclusive;
+  if (facts.gap == RingGap::kNarrowedByProfiler) v.source = "profiler";
+  wording_.ringInconclusive(v, facts);
+  v.confident = false;
+  switch (facts.gap) {
+    case RingGap::kMembersMissing:
       for (int r : p.members_missing) {
-        v.lacking_data.push_back(gapOf(r, f.comm));
+        v.lacking_data.push_back(gapOf(r, facts.focus.comm));
         v.suspects.push_back(rankSuspect(r, " (no snapshot)"));
       }
       v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
-    } else if (ranks_with_records == 0 && !pf.narrowed.empty()) {
-      Suspect narrowed;
-      narrowed.ranks = pf.narrowed;
-      narrowed.text = ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)";
-      v.suspects.push_back(std::move(narrowed));
+      break;
+    case RingGap::kNarrowedByProfiler:
+      v.suspects.push_back(Suspect{pf.narrowed, std::nullopt, ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)"});
       v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
-    } else if (ranks_with_records == 0) {
+      break;
+    case RingGap::kNoRecords:
       v.hinges_on = "ring progress, which no rank has";
-      for (int r : waiting) v.lacking_data.push_back(gapOf(r, f.comm));
-    } else {
+      for (int r : facts.waiting) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
+      break;
+    case RingGap::kNamesNothing:
+    case RingGap::kNone:
       v.confident = true;  // the data is all there; it just names nothing
-    }
+      break;
   }
+}
+
+// A named culprit is only as sure as the data around it: ring connections nobody reported,
+// or a culprit rank without its own snapshot.
+void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
+  const RingFinding& rf = facts.ring;
   if (!rf.unseen.empty() && v.source != "profiler") {
-    hedgeUnseenLinks(v, rf, f);
-  } else if (rf.rank && v.culprit_ranks.size() == 1) {
-    const RankSummary* s = job_.find(*rf.rank);
-    if (!s || !s->has_snapshot) {
-      // Its neighbours show it stopped; only its own snapshot tells a dead GPU from a rank that never came.
-      v.confident = false;
-      v.lacking_data.push_back(gapOf(*rf.rank, f.comm));
-      v.suspects.push_back(rankSuspect(*rf.rank));
-      v.hinges_on = "rank " + std::to_string(*rf.rank) +
-                    "'s snapshot: whether its GPU stopped inside the collective or it never called it";
-    }
+    hedgeUnseenLinks(v, rf, facts.focus);
+    return;
   }
-  return v;
+  if (!rf.rank || v.culprit_ranks.size() != 1) return;
+  const RankSummary* s = job_.find(*rf.rank);
+  if (s && s->has_snapshot) return;
+  // Its neighbours show it stopped; only its own snapshot tells a dead GPU from a rank that never came.
+  v.confident = false;
+  v.lacking_data.push_back(gapOf(*rf.rank, facts.focus.comm));
+  v.suspects.push_back(rankSuspect(*rf.rank));
+  v.hinges_on = fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it",
+                            *rf.rank);
 }
 
 // Inside a node NCCL's profiler sees no link. A rank there whose host thread never came back
@@ -639,46 +433,18 @@ void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& 
     }
   }
   if (in_flight == 0) return;
-  char ago[32];
-  std::snprintf(ago, sizeof ago, "%.1f s", started);
   pf.rank = blocked.front();
   pf.channels_agree = in_flight;
   pf.channels_total = total;
-  pf.rank_evidence = "rank " + std::to_string(*pf.rank) + "'s kernel channels (" + std::to_string(in_flight) + " of " +
-                     std::to_string(total) + ") started " + (started < 0 ? std::string("") : ago + std::string(" ago ")) +
-                     "and never stopped while its host thread never returned from the call, the only rank of " +
-                     ranksPhrase(pf.narrowed) + " (where the network connections put the stop) to do so";
-}
-
-std::string VerdictMaker::proxySummary(const ProxyFinding& pf) const {
-  auto first = [&](auto pred) -> const ProxyLinkState* {
-    for (const ProxyLinkState& l : pf.links)
-      if (pred(l)) return &l;
-    return nullptr;
-  };
-  if (pf.link) {
-    const ProxyLinkState* l = first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
-    return "the connection " + linkText(*pf.link) + " holds steps on the wire" + (l ? " (channel " + std::to_string(l->channel) + ": " + l->detail + ")" : "");
-  }
-  if (pf.rank && !pf.rank_evidence.empty()) return pf.rank_evidence;
-  if (pf.rank) {
-    return "rank " + std::to_string(*pf.rank) + "'s GPU neither takes the steps that arrived nor fills the buffers it was "
-           "given, while its neighbours' connections wait on it";
-  }
-  std::string out;
-  int shown = 0;
-  for (const ProxyLinkState& l : pf.links) {
-    if (l.stall == ProxyStall::kIdle || shown >= 4) continue;
-    out += (out.empty() ? "" : "; ") + linkText(l.link) + " channel " + std::to_string(l.channel) + " " +
-           proxyStallText(l.stall) + " (" + l.detail + ")";
-    ++shown;
-  }
-  return out.empty() ? pf.note : out;
+  pf.rank_evidence = fmt::format(
+      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
+      "call, the only rank of {} (where the network connections put the stop) to do so",
+      *pf.rank, in_flight, total, started < 0 ? std::string() : seconds(started) + " ago ", ranksPhrase(pf.narrowed));
 }
 
 Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const {
   auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
-    return l ? "link " + linkText(*l) : "rank " + std::to_string(*r);
+    return l ? "link " + linkText(*l) : fmt::format("rank {}", *r);
   };
   const std::string debugger = name(rf.link, rf.rank), profiler = name(pf.link, pf.rank);
   v.kind = VerdictKind::kInconclusive;
@@ -707,16 +473,6 @@ std::string VerdictMaker::stuckP2pComm() const {
   return "";
 }
 
-std::string VerdictMaker::rankIn(const std::string& comm, int rank) const {
-  if (!sequences_.sharedByProcess(comm)) return describeRank(job_, rank);
-  const RankSummary* owner = nullptr;
-  const SnapshotComm* c = sequences_.commEntry(comm, rank, &owner);
-  std::string out = "rank " + std::to_string(rank);
-  if (!c || !owner) return out;
-  return out + " (GPU " + std::to_string(c->device) + " of pid " + std::to_string(owner->pid) +
-         (owner->host.empty() ? "" : " on host " + owner->host) + ")";
-}
-
 std::vector<int> VerdictMaker::processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const {
   std::set<int> out;
   for (int r : comm_ranks) {
@@ -731,22 +487,7 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
   v.communicator = comm;
   v.op = OpRef{"ncclSend/ncclRecv", std::nullopt};
   const bool shared = sequences_.sharedByProcess(comm);
-  // What each stuck stream waits on, in communicator terms: "rank 2 waits to receive from 1".
-  for (const RankSummary& s : job_.ranks) {
-    for (const SnapshotPendingOp& op : s.pending) {
-      if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
-      const std::string who = shared ? "process rank " + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ")"
-                                     : describeRank(job_, s.rank);
-      v.evidence.push_back(who + " has " + op.op + (op.op == "ncclRecv" ? " from " : " to ") +
-                           (shared ? "communicator rank " : "rank ") + std::to_string(*op.peer) + " pending for " +
-                           seconds(op.age_s) + ".");
-      if (v.evidence.size() >= 6) break;
-    }
-  }
-  if (shared) {
-    v.evidence.push_back("One process holds several ranks of communicator " + comm +
-                         " (one per device it drives): ranks below are communicator ranks.");
-  }
+  wording_.p2pWaits(v, comm);
   std::vector<int> members(std::max(0, sequences_.commSize(comm)));
   for (size_t i = 0; i < members.size(); ++i) members[i] = sequences_.globalRank(comm, static_cast<int>(i));
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(comm, comm_rank); });
@@ -760,20 +501,12 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
                              : std::vector<int>{std::min(pf.link->from, pf.link->to), std::max(pf.link->from, pf.link->to)};
     v.channels_agree = pf.channels_agree;
     v.channels_total = pf.channels_total;
-    v.headline = "Communication hang: the link from " + rankIn(comm, pf.link->from) + " to " + rankIn(comm, pf.link->to) +
-                 " stopped delivering during point-to-point operations on communicator " + comm + ".";
-    v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
-    v.next_steps.push_back("Test the link " + rankIn(comm, pf.link->from) + " -> " + rankIn(comm, pf.link->to) +
-                           " (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).");
-    v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
+    wording_.p2pLinkCulprit(v, comm, pf);
     return v;
   }
   v.kind = VerdictKind::kInconclusive;
   v.confident = false;
-  v.reason = "point-to-point operations are stuck on communicator " + comm +
-             " and no ring progress tells the link from the peer that never sent" +
-             (pf.note.empty() ? "" : " (" + pf.note + ")");
-  v.headline = "Inconclusive: " + v.reason + ".";
+  wording_.p2pInconclusive(v, comm, pf);
   v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
@@ -782,8 +515,6 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
       if (me >= 0) v.suspects.push_back(linkSuspect({sequences_.globalRank(comm, *op.peer), me}));
     }
   }
-  v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
-                         "ranks named above with nccl-tests.");
   return v;
 }
 
@@ -825,7 +556,7 @@ void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const Han
     seen = "least progress on " + linkText(*rf.link) + " among ranks with data";
   } else if (rf.rank) {
     suspects.push_back(rankSuspect(*rf.rank));
-    seen = "rank " + std::to_string(*rf.rank) + "'s connections made the least progress among ranks with data";
+    seen = fmt::format("rank {}'s connections made the least progress among ranks with data", *rf.rank);
   } else {
     for (const Link& l : rf.least_seen) suspects.push_back(linkSuspect(l));
     seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
@@ -846,11 +577,12 @@ void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const Han
   std::string unseen;
   for (const Link& l : rf.unseen) unseen += (unseen.empty() ? "" : ", ") + linkText(l);
 
-  v.evidence.push_back("No rank reported the connection(s) " + unseen + ": both ends lack ring progress (" + [&] {
-    std::string t;
-    for (const DataGap& g : gaps) t += (t.empty() ? "" : "; ") + std::to_string(g.rank) + ": " + g.lacks;
-    return t;
-  }() + "), so any of them may have made less progress than what was seen.");
+  std::vector<std::string> lacks;
+  for (const DataGap& g : gaps) lacks.push_back(fmt::format("{}: {}", g.rank, g.lacks));
+  v.evidence.push_back(fmt::format(
+      "No rank reported the connection(s) {}: both ends lack ring progress ({}), so any of them may have made less "
+      "progress than what was seen.",
+      unseen, fmt::join(lacks, "; ")));
   v.kind = VerdictKind::kInconclusive;
   v.culprit_link.reset();
   v.culprit_ranks.clear();
@@ -885,7 +617,7 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
       if (isInfrastructureThread(t.name) || frames.empty()) continue;
       bool main_thread = t.tid == s->pid;
       if (!main_thread && (majority || usual.count(job_.stacks->labels(t.stack)))) continue;
-      v.where.push_back({r, t.name.empty() ? "tid " + std::to_string(t.tid) : t.name, whereFrames(frames)});
+      v.where.push_back({r, t.name.empty() ? fmt::format("tid {}", t.tid) : t.name, whereFrames(frames)});
       if (++shown >= 3) break;
     }
   }
@@ -894,22 +626,22 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
     if (c.frames.empty() || !said.insert(c.rank).second) continue;
     std::string path;
     for (size_t i = 0; i < c.frames.size() && i < 4; ++i) path += (i ? " <- " : "") + c.frames[i];
-    v.evidence.push_back("Rank " + std::to_string(c.rank) + " thread " + c.thread + " is in " + path + ".");
+    v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread, path));
   }
 }
 
 void VerdictMaker::addDataNotes(Verdict& v) const {
   if (job_.trigger) {
     const TriggerRecord& t = *job_.trigger;
-    std::string who = t.rank ? "rank " + std::to_string(*t.rank) : std::string("a manual trigger");
-    std::string what = t.stuck_op ? ": " + t.stuck_op->op + (t.stuck_op->seq ? " seq " + std::to_string(*t.stuck_op->seq) : "") +
+    std::string who = t.rank ? fmt::format("rank {}", *t.rank) : std::string("a manual trigger");
+    std::string what = t.stuck_op ? ": " + t.stuck_op->op + (t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "") +
                                         " pending for " + seconds(t.stuck_op->age_s)
                                   : "";
     v.evidence.push_back("First detected by " + who + " on host " + t.host + " (" + t.reason + ")" + what + ".");
   }
   if (!job_.ranks_missing.empty()) {
-    v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_missing) + " left no usable dump; the verdict uses the other " +
-                         std::to_string(job_.ranks.size()) + ".");
+    v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",
+                                     ranksText(job_.ranks_missing), job_.ranks.size()));
   }
   if (!job_.ranks_collecting.empty()) {
     v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_collecting) +

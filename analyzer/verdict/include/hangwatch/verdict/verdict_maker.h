@@ -10,6 +10,7 @@
 #include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/sequence_analysis.h"
 #include "hangwatch/verdict/verdict.h"
+#include "hangwatch/verdict/verdict_wording.h"
 
 namespace hangwatch::verdict {
 
@@ -17,17 +18,28 @@ class VerdictMaker {
  public:
   // `classes` are the stack classes of the ranks with forensics dumps, largest first.
   VerdictMaker(const JobData& job, const std::vector<stackmerge::StackClass>& classes)
-      : job_(job), classes_(classes), sequences_(job) {}
+      : job_(job), classes_(classes), sequences_(job), wording_(job, sequences_) {}
 
   Verdict decide() const;
   const SequenceAnalysis& sequences() const { return sequences_; }
 
  private:
+  // The first rule that applies, before hedging for missing ranks.
+  Verdict byRule() const;
+  void hedgeTooFewAnswered(Verdict& v) const;
   Verdict noDumps() const;
+  Verdict noSnapshots() const;
+  Verdict outsideCollectives() const;
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
   Verdict notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const;
   Verdict fromRingProgress(const HangFocus& f, const CommPositions& p) const;
+  // The ring-progress decision in steps: gather both sources, weigh them, name or hedge.
+  RingFacts ringFacts(const HangFocus& f, const CommPositions& p) const;
+  void weighProfiler(Verdict& v, const RingFacts& facts, bool profiler_named) const;
+  void blameRingLink(Verdict& v, const RingFacts& facts) const;
+  void ringUndecided(Verdict& v, RingFacts& facts) const;
+  void hedgeRing(Verdict& v, const RingFacts& facts) const;
   void addCulpritStacks(Verdict& v) const;
   void addDataNotes(Verdict& v) const;
   // What `rank` lacks for a decision on communicator `comm`.
@@ -39,15 +51,10 @@ class VerdictMaker {
   // A point-to-point hang on `comm`: named from NCCL's profiler progress when it shows a link
   // on the wire, else inconclusive with what each stuck stream waits on.
   Verdict fromP2p(const std::string& comm) const;
-  // "rank 2 (host h, GPU 2, pid 7)", or on a communicator one process holds several ranks of,
-  // "rank 2 (GPU 2 of pid 7 on host h)" with the communicator rank.
-  std::string rankIn(const std::string& comm, int rank) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.
   Verdict sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const;
-  // One sentence of what the profiler's progress shows.
-  std::string proxySummary(const ProxyFinding& pf) const;
   void nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& p) const;
   // Ranks without a snapshot could outvote the group named odd one out.
   void hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const;
@@ -55,6 +62,7 @@ class VerdictMaker {
   const JobData& job_;
   const std::vector<stackmerge::StackClass>& classes_;
   SequenceAnalysis sequences_;
+  VerdictWording wording_;
 };
 
 }  // namespace hangwatch::verdict

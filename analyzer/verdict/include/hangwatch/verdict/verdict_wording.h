@@ -1,0 +1,93 @@
+#pragma once
+// Turns what VerdictMaker decided into the sentences of a verdict: headline, evidence,
+// next steps, the reason of an inconclusive one. Deciding stays in verdict_maker.cc.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangwatch/verdict/job_data.h"
+#include "hangwatch/verdict/proxy_progress_analysis.h"
+#include "hangwatch/verdict/ring_progress_analysis.h"
+#include "hangwatch/verdict/sequence_analysis.h"
+#include "hangwatch/verdict/verdict.h"
+
+namespace hangwatch::verdict {
+
+// Phrases the deciding code also needs (suspects, hinges_on).
+std::string ranksText(const std::vector<int>& ranks);   // "1-3,7"
+std::string ranksPhrase(std::vector<int> ranks);        // "rank 5", "ranks 5 and 6"
+std::string seconds(double s);                          // "12.5 s"
+std::string opText(const HangFocus& f);                 // "AllReduce seq 7 on communicator 0x.."
+std::string hostOf(const JobData& job, int rank);       // "" when unknown
+std::string deviceText(const JobData& job, int rank);   // "GPU 2 on host h"
+std::string linkText(const Link& l);                    // "5 -> 6", "the link out of rank 5"
+std::string gapsSentence(const std::vector<DataGap>& gaps);
+// One sentence of what the profiler's progress shows.
+std::string proxySummary(const ProxyFinding& pf);
+
+// Why a ring-progress decision named no culprit.
+enum class RingGap {
+  kNone,               // a link or a rank was named
+  kMembersMissing,     // members left no snapshot
+  kNarrowedByProfiler, // no ring records; the profiler's network connections narrow it to a node
+  kNoRecords,          // no ring records at all
+  kNamesNothing,       // records everywhere, and they name no single link or rank
+};
+
+// How NCCL's profiler events stand to the culprit the debugger's records name.
+enum class ProfilerView {
+  kSame,               // they name the same culprit
+  kNarrowedAgrees,     // they put the stop among some nodes, the culprit's among them
+  kNarrowedDisagrees,  // they put the stop elsewhere
+};
+
+// What the ring-progress decision established, before any wording.
+struct RingFacts {
+  const HangFocus& focus;
+  const CommPositions& positions;
+  RingFinding ring;        // the profiler's view stands in when the debugger named no one
+  ProxyFinding proxy;
+  std::vector<int> waiting;  // members waiting in the collective or its host call, sorted
+  int ranks_with_records = 0;
+  RingGap gap = RingGap::kNone;
+};
+
+class VerdictWording {
+ public:
+  VerdictWording(const JobData& job, const SequenceAnalysis& sequences) : job_(job), sequences_(sequences) {}
+
+  // "rank 2 (host h, GPU 2, pid 7)", or on a communicator one process holds several ranks of,
+  // "rank 2 (GPU 2 of pid 7 on host h)" with the communicator rank.
+  std::string rankIn(const std::string& comm, int rank) const;
+
+  // Collective mismatch: who is in which collective; when missing ranks could turn the
+  // majority, what it hinges on.
+  void mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const;
+  void mismatchUndecided(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  // Non-communication hang: where the culprits stand and what the others wait in.
+  void notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits,
+                       const std::vector<int>& waiting) const;
+
+  // Point-to-point hang: what each stuck stream waits on; the link named, or why none is.
+  void p2pWaits(Verdict& v, const std::string& comm) const;
+  void p2pLinkCulprit(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
+  void p2pInconclusive(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
+
+  // Ring progress: who waits where; then one of the three outcomes.
+  void ringWaiting(Verdict& v, const RingFacts& facts) const;
+  void ringProfilerView(Verdict& v, const RingFacts& facts, ProfilerView view) const;
+  void ringLinkCulprit(Verdict& v, const RingFacts& facts) const;
+  void ringRankCulprit(Verdict& v, const RingFacts& facts) const;
+  void ringInconclusive(Verdict& v, const RingFacts& facts) const;
+
+ private:
+  // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
+  std::string who(const std::string& comm, int rank) const;
+  std::string channels(const Verdict& v, const RingFacts& facts) const;
+  std::string steps(const RingFinding& rf) const;
+
+  const JobData& job_;
+  const SequenceAnalysis& sequences_;
+};
+
+}  // namespace hangwatch::verdict

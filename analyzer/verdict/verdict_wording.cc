@@ -1,0 +1,416 @@
+#include "hangwatch/verdict/verdict_wording.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hangwatch/stackmerge/rank_set.h"
+#include "hangwatch/verdict/report.h"
+
+namespace hangwatch::verdict {
+namespace {
+
+// What a gap means for the sentence: "did not dump", "is still being collected", ...
+std::pair<std::string, std::string> gapVerb(const DataGap& g) {
+  const std::string& l = g.lacks;
+  if (l == "no dump") return {"did not dump", "did not dump"};
+  if (l.find("still being") != std::string::npos) return {"is still being collected", "are still being collected"};
+  if (l.rfind("no watchdog snapshot", 0) == 0) return {"has no snapshot", "have no snapshot"};
+  if (l.rfind("no forensics dump", 0) == 0) return {"has no forensics dump", "have no forensics dump"};
+  if (l.rfind("no counter", 0) == 0) return {"has no counter for it", "have no counter for it"};
+  return {"has no ring progress", "have no ring progress"};
+}
+
+// "AllReduce (1024 float)": a group's operation and shape.
+std::string opShape(const OpGroup& g) {
+  return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
+}
+
+}  // namespace
+
+std::string ranksText(const std::vector<int>& ranks) {
+  stackmerge::RankSet set;
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (int r : sorted) set.insert(r);
+  return set.toString();
+}
+
+std::string seconds(double s) { return fmt::format("{:.1f} s", s); }
+
+std::string opText(const HangFocus& f) {
+  return fmt::format("{} seq {} on communicator {}", f.op.empty() ? std::string("collective") : f.op, f.seq, f.comm);
+}
+
+std::string hostOf(const JobData& job, int rank) {
+  const RankSummary* s = job.find(rank);
+  return s && !s->host.empty() ? s->host : "";
+}
+
+std::string deviceText(const JobData& job, int rank) {
+  const RankSummary* s = job.find(rank);
+  std::string host = s && !s->host.empty() ? s->host : "unknown host";
+  std::string gpu = s && s->device ? fmt::format("GPU {}", *s->device) : "unknown GPU";
+  return gpu + " on host " + host;
+}
+
+// "rank 5", "ranks 5 and 6", "ranks 4, 5 and 6"; long lists as compact ranges.
+std::string ranksPhrase(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
+  if (ranks.size() > 6) return "ranks " + ranksText(ranks);
+  std::string out = "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ", ranks[i]);
+  return out;
+}
+
+std::string linkText(const Link& l) {
+  return l.to < 0 ? fmt::format("the link out of rank {}", l.from) : fmt::format("{} -> {}", l.from, l.to);
+}
+
+// "ranks 5 and 6 did not dump", "rank 5 did not dump, rank 6 has no ring progress".
+std::string gapsSentence(const std::vector<DataGap>& gaps) {
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<int>>> groups;
+  for (const DataGap& g : gaps) {
+    auto verb = gapVerb(g);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == verb; });
+    if (it == groups.end()) groups.push_back({verb, {g.rank}});
+    else it->second.push_back(g.rank);
+  }
+  std::string out;
+  for (const auto& [verb, ranks] : groups)
+    out += (out.empty() ? "" : ", ") + ranksPhrase(ranks) + " " + (ranks.size() == 1 ? verb.first : verb.second);
+  return out;
+}
+
+std::string describeRank(const JobData& job, int rank) {
+  const RankSummary* s = job.find(rank);
+  std::string out = fmt::format("rank {}", rank);
+  if (!s) return out + " (no dump)";
+  std::vector<std::string> inner;
+  if (!s->host.empty()) inner.push_back("host " + s->host);
+  if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
+  if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
+  return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
+}
+
+std::string proxySummary(const ProxyFinding& pf) {
+  auto first = [&](auto pred) -> const ProxyLinkState* {
+    for (const ProxyLinkState& l : pf.links)
+      if (pred(l)) return &l;
+    return nullptr;
+  };
+  if (pf.link) {
+    const ProxyLinkState* l =
+        first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
+    return fmt::format("the connection {} holds steps on the wire{}", linkText(*pf.link),
+                       l ? fmt::format(" (channel {}: {})", l->channel, l->detail) : "");
+  }
+  if (pf.rank && !pf.rank_evidence.empty()) return pf.rank_evidence;
+  if (pf.rank) {
+    return fmt::format(
+        "rank {}'s GPU neither takes the steps that arrived nor fills the buffers it was given, while its "
+        "neighbours' connections wait on it",
+        *pf.rank);
+  }
+  std::vector<std::string> shown;
+  for (const ProxyLinkState& l : pf.links) {
+    if (l.stall == ProxyStall::kIdle || shown.size() >= 4) continue;
+    shown.push_back(fmt::format("{} channel {} {} ({})", linkText(l.link), l.channel, proxyStallText(l.stall), l.detail));
+  }
+  return shown.empty() ? pf.note : fmt::format("{}", fmt::join(shown, "; "));
+}
+
+std::string VerdictWording::rankIn(const std::string& comm, int rank) const {
+  if (!sequences_.sharedByProcess(comm)) return describeRank(job_, rank);
+  const RankSummary* owner = nullptr;
+  const SnapshotComm* c = sequences_.commEntry(comm, rank, &owner);
+  std::string out = fmt::format("rank {}", rank);
+  if (!c || !owner) return out;
+  return fmt::format("{} (GPU {} of pid {}{})", out, c->device, owner->pid,
+                     owner->host.empty() ? "" : " on host " + owner->host);
+}
+
+std::string VerdictWording::who(const std::string& comm, int rank) const {
+  return sequences_.sharedByProcess(comm) ? rankIn(comm, rank)
+                                          : fmt::format("rank {} ({})", rank, deviceText(job_, rank));
+}
+
+std::string VerdictWording::channels(const Verdict& v, const RingFacts& facts) const {
+  return fmt::format("{} of {}{}", facts.ring.channels_agree, facts.ring.channels_total,
+                     v.source == "profiler" ? " channel(s) with network connections" : " ring channel(s)");
+}
+
+// " (it reached step 4, the next-least connection step 9)" from a channel naming the culprit.
+std::string VerdictWording::steps(const RingFinding& rf) const {
+  for (const ChannelFinding& c : rf.channels) {
+    if ((rf.link && c.link && *c.link == *rf.link) || (rf.rank && c.rank && *c.rank == *rf.rank))
+      return fmt::format(" (it reached step {}, the next-least connection step {})", c.least_progress, c.next_least);
+  }
+  return "";
+}
+
+void VerdictWording::ringWaiting(Verdict& v, const RingFacts& facts) const {
+  const HangFocus& f = facts.focus;
+  const CommPositions& p = facts.positions;
+  const OpGroup* g = p.groups.empty() || !p.groups.front().count ? nullptr : &p.groups.front();
+  v.evidence.push_back(fmt::format("Rank(s) {} all wait in {}{}; none is behind or in another collective.",
+                                   ranksText(facts.waiting), opText(f),
+                                   g ? fmt::format(" ({} {})", g->count, g->dtype) : ""));
+  for (int r : p.in_host_call) {
+    v.evidence.push_back(fmt::format("{} has a host thread still blocked inside the {} call itself.",
+                                     describeRank(job_, r), f.op.empty() ? std::string("collective") : f.op));
+  }
+}
+
+void VerdictWording::ringProfilerView(Verdict& v, const RingFacts& facts, ProfilerView view) const {
+  const std::string where = ranksPhrase(facts.proxy.narrowed);
+  switch (view) {
+    case ProfilerView::kSame:
+      v.evidence.push_back("NCCL's profiler events in the snapshots show the same: " + proxySummary(facts.proxy) + ".");
+      return;
+    case ProfilerView::kNarrowedAgrees:
+      v.evidence.push_back("NCCL's profiler events in the snapshots agree: its network connections put the stop "
+                           "among " + where + ", whose links inside the node only the debugger reads.");
+      return;
+    case ProfilerView::kNarrowedDisagrees:
+      v.hinges_on = "which source is right: NCCL's profiler events put the stop among " + where;
+      v.evidence.push_back("NCCL's profiler events in the snapshots put the stop among " + where +
+                           " instead: " + proxySummary(facts.proxy) + ".");
+      return;
+  }
+}
+
+void VerdictWording::ringLinkCulprit(Verdict& v, const RingFacts& facts) const {
+  const HangFocus& f = facts.focus;
+  const Link& l = *facts.ring.link;
+  v.headline = fmt::format("Communication hang: the link from {} to {} stopped delivering during {}.", who(f.comm, l.from),
+                           who(f.comm, l.to), opText(f));
+  if (v.source == "profiler") {
+    v.evidence.push_back(fmt::format("From NCCL's profiler events in the snapshots (no debugger): on {} {}.",
+                                     channels(v, facts), proxySummary(facts.proxy)));
+  } else {
+    v.evidence.push_back(fmt::format("On {} the connection {} -> {} made the least progress{}.", channels(v, facts),
+                                     l.from, l.to, steps(facts.ring)));
+  }
+  std::string a = hostOf(job_, l.from), b = hostOf(job_, l.to);
+  std::string hosts = a == b || b.empty() ? "host " + (a.empty() ? std::string("?") : a) : "hosts " + a + " and " + b;
+  v.next_steps.push_back(fmt::format(
+      "Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).",
+      deviceText(job_, l.from), deviceText(job_, l.to)));
+  v.next_steps.push_back("Drain " + hosts + " (or exclude that link) and restart the job from the last checkpoint.");
+}
+
+void VerdictWording::ringRankCulprit(Verdict& v, const RingFacts& facts) const {
+  const HangFocus& f = facts.focus;
+  const RingFinding& rf = facts.ring;
+  const int rank = *rf.rank;
+  v.headline = fmt::format("Communication hang: {} stopped making progress inside {}; its neighbours wait on it.",
+                           who(f.comm, rank), opText(f));
+  if (v.source == "profiler") {
+    v.evidence.push_back(fmt::format("From NCCL's profiler events in the snapshots (no debugger): {}{}.",
+                                     facts.proxy.rank_evidence.empty() ? "on " + channels(v, facts) + " " : std::string(),
+                                     proxySummary(facts.proxy)));
+  } else if (rf.channels_agree > 0) {
+    v.evidence.push_back(fmt::format(
+        "On {} both ring connections of rank {} (in from its prev, out to its next) made the least progress{}.",
+        channels(v, facts), rank, steps(rf)));
+  }
+  if (std::find(rf.stalled_ranks.begin(), rf.stalled_ranks.end(), rank) != rf.stalled_ranks.end()) {
+    v.evidence.push_back(fmt::format(
+        "Rank {}'s ring progress records say its device stopped inside the collective (stalled), while its "
+        "neighbours wait on it.",
+        rank));
+  }
+  if (!job_.find(rank)) {
+    v.evidence.push_back(fmt::format(
+        "Rank {} left no dump, so whether it is stuck inside the collective or elsewhere is unknown.", rank));
+  }
+  std::string host = hostOf(job_, rank);
+  v.next_steps.push_back(fmt::format("Check {} (nvidia-smi, dmesg for Xid errors).", deviceText(job_, rank)));
+  v.next_steps.push_back(fmt::format("Drain host {} and restart the job from the last checkpoint.",
+                                     host.empty() ? fmt::format("of rank {}", rank) : host));
+}
+
+void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const {
+  const ProxyFinding& pf = facts.proxy;
+  const std::vector<int>& missing = facts.positions.members_missing;
+  switch (facts.gap) {
+    case RingGap::kMembersMissing:
+      v.reason = fmt::format(
+          "every rank that answered waits in the collective, and rank(s) {} of the communicator left no snapshot: the "
+          "culprit is most likely among them",
+          ranksText(missing));
+      v.next_steps.push_back(
+          fmt::format("Look at rank(s) {} directly (their logs, their hosts); they did not dump.", ranksText(missing)));
+      break;
+    case RingGap::kNarrowedByProfiler: {
+      const std::string hosts = fmt::format("{}", fmt::join(pf.narrowed_hosts, ", "));
+      v.reason = "every rank waits in the same collective; NCCL's profiler has no per-link data for links inside a "
+                 "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
+                 ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
+      v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
+      if (!pf.ring_order_evidence.empty()) {
+        v.evidence.push_back(
+            fmt::format("On a ring a rank after the stop can send only what reached it, one chunk more per hop: {}.",
+                        fmt::join(pf.ring_order_evidence, "; ")));
+      }
+      v.next_steps.push_back("Run the collector's debugger phase (HANGWATCH_COLLECT=1, the default) for per-link "
+                             "progress inside the node, or run nccl-tests between the GPUs of host(s) " + hosts + ".");
+      break;
+    }
+    case RingGap::kNoRecords:
+      v.reason = "every rank waits in the same collective and no rank has ring progress records "
+                 "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
+      if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
+      v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
+                             "forensics collect by hand on two neighbouring ranks while the job still hangs.");
+      break;
+    case RingGap::kNamesNothing:
+    case RingGap::kNone:
+      v.reason = "every rank waits in the same collective and ring progress names no single link or rank (" +
+                 facts.ring.note + ")";
+      v.next_steps.push_back("Run nccl-tests on the hosts of this communicator to find the faulty link.");
+      break;
+  }
+  v.headline = "Inconclusive: " + v.reason + ".";
+}
+
+void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {
+  for (size_t i = 0; i < p.groups.size(); ++i) {
+    const OpGroup& g = p.groups[i];
+    std::string who = "rank(s) " + ranksText(g.ranks) + " are";
+    if (i > 0 && g.ranks.size() <= 4) {
+      who.clear();
+      for (int r : g.ranks) who += (who.empty() ? "" : ", ") + describeRank(job_, r);
+      who += g.ranks.size() == 1 ? " is" : " are";
+    }
+    v.evidence.push_back(fmt::format("At seq {} on communicator {}, {} in {}.", f.seq, f.comm, who, opShape(g)));
+  }
+  for (int r : p.ahead) {
+    auto it = p.last_issued.find(r);
+    v.evidence.push_back(fmt::format(
+        "{} is already in a later collective (last issued seq {}) while the others wait at seq {}: it skipped one.",
+        describeRank(job_, r), it != p.last_issued.end() && it->second ? fmt::format("{}", *it->second) : "?", f.seq));
+  }
+  if (!p.groups.empty()) {
+    v.headline = fmt::format(
+        "Collective mismatch: rank(s) {} called a different collective than rank(s) {} ({}) at seq {} on "
+        "communicator {}.",
+        ranksText(odd), ranksText(p.groups.front().ranks), opShape(p.groups.front()), f.seq, f.comm);
+  } else {
+    v.headline = "Collective mismatch: rank(s) " + ranksText(odd) + " are at a different sequence number on communicator " + f.comm + ".";
+  }
+  int shown = 0;
+  for (const RankSummary& s : job_.ranks) {
+    for (const RingProgress& rp : s.ring_progress) {
+      if (rp.comm != f.comm || !rp.mismatch || shown >= 4) continue;
+      ++shown;
+      v.evidence.push_back(fmt::format("Rank {}, in {} seq {}, received on channel {} a step of {} seq {}.", s.rank,
+                                       rp.op, rp.seq, rp.channel, rp.mismatch->arrived_op, rp.mismatch->arrived_seq));
+      break;
+    }
+  }
+  v.next_steps.push_back("A program bug, not a hardware fault: find the code path where rank(s) " + ranksText(odd) +
+                         " issue a different collective (a rank-dependent branch or uneven data); draining hosts will "
+                         "not help. Restart after fixing it.");
+}
+
+void VerdictWording::mismatchUndecided(Verdict& v, const HangFocus& f, const CommPositions& p) const {
+  const size_t largest = p.groups[0].ranks.size(), second = p.groups[1].ranks.size();
+  v.hinges_on = fmt::format("where {} stand: without their snapshots {} rank(s) could turn the {} group into the majority",
+                            ranksPhrase(p.members_missing), p.members_missing.size(), p.groups[1].op);
+  v.headline = fmt::format(
+      "Collective mismatch at seq {} on communicator {}: {} rank(s) in {}, {} in {}; {}, so which side is odd is not "
+      "known.",
+      f.seq, f.comm, largest, p.groups[0].op, second, p.groups[1].op, gapsSentence(v.lacking_data));
+}
+
+void VerdictWording::notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p,
+                                     const std::vector<int>& culprits, const std::vector<int>& waiting) const {
+  v.headline = "Non-communication hang: rank(s) " + ranksText(culprits) + " never called " + opText(f) +
+               ", which rank(s) " + ranksText(waiting) + " wait in.";
+  for (int r : culprits) {
+    auto li = p.last_issued.find(r);
+    auto lc = p.last_completed.find(r);
+    std::string last = li != p.last_issued.end() && li->second ? fmt::format("seq {}", *li->second) : "none";
+    std::string done = lc != p.last_completed.end() && lc->second ? fmt::format("seq {}", *lc->second) : "none";
+    const RankSummary* s = job_.find(r);
+    std::string pending;
+    if (s) {
+      for (const SnapshotPendingOp& op : s->pending) {
+        pending += (pending.empty() ? "" : ", ") + op.op;
+        if (pending.size() > 80) break;
+      }
+    }
+    v.evidence.push_back(describeRank(job_, r) + ": last collective issued on this communicator " + last +
+                         ", last completed " + done + "; " +
+                         (pending.empty() ? "no GPU work pending, so it is stuck in host code."
+                                          : "pending on its streams: " + pending + "."));
+  }
+  if (!waiting.empty()) {
+    double oldest = 0;
+    for (int r : waiting) {
+      if (const RankSummary* s = job_.find(r)) {
+        for (const SnapshotPendingOp& op : s->pending) {
+          if (op.comm == f.comm && op.seq && *op.seq == f.seq) oldest = std::max(oldest, op.age_s);
+        }
+      }
+    }
+    v.evidence.push_back("Rank(s) " + ranksText(waiting) + " have " + opText(f) + " pending, the oldest for " +
+                         seconds(oldest) + ".");
+  }
+  if (!p.members_missing.empty()) {
+    v.evidence.push_back(ranksPhrase(p.members_missing) + " left no snapshot: " +
+                         (p.members_missing.size() == 1 ? "it" : "they") + " may not have called it either.");
+  }
+  v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(culprits) +
+                         " are stuck in host code (see where below: a data loader, a lock, a loop). Fix the program or "
+                         "its input and restart from the last checkpoint; draining hosts will not help.");
+}
+
+// What each stuck stream waits on, in communicator terms: "rank 2 waits to receive from 1".
+void VerdictWording::p2pWaits(Verdict& v, const std::string& comm) const {
+  const bool shared = sequences_.sharedByProcess(comm);
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
+      const std::string who =
+          shared ? fmt::format("process rank {} (pid {})", s.rank, s.pid) : describeRank(job_, s.rank);
+      v.evidence.push_back(fmt::format("{} has {}{}{}{} pending for {}.", who, op.op,
+                                       op.op == "ncclRecv" ? " from " : " to ", shared ? "communicator rank " : "rank ",
+                                       *op.peer, seconds(op.age_s)));
+      if (v.evidence.size() >= 6) break;
+    }
+  }
+  if (shared) {
+    v.evidence.push_back("One process holds several ranks of communicator " + comm +
+                         " (one per device it drives): ranks below are communicator ranks.");
+  }
+}
+
+void VerdictWording::p2pLinkCulprit(Verdict& v, const std::string& comm, const ProxyFinding& pf) const {
+  const std::string from = rankIn(comm, pf.link->from), to = rankIn(comm, pf.link->to);
+  v.headline = fmt::format(
+      "Communication hang: the link from {} to {} stopped delivering during point-to-point operations on "
+      "communicator {}.",
+      from, to, comm);
+  v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
+  v.next_steps.push_back(fmt::format(
+      "Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).", from, to));
+  v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
+}
+
+void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const ProxyFinding& pf) const {
+  v.reason = fmt::format(
+      "point-to-point operations are stuck on communicator {} and no ring progress tells the link from the peer that "
+      "never sent{}",
+      comm, pf.note.empty() ? "" : " (" + pf.note + ")");
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
+                         "ranks named above with nccl-tests.");
+}
+
+}  // namespace hangwatch::verdict
