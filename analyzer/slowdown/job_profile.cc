@@ -5,6 +5,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/timeline_window.h"

@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace hangwatch::slowdown {
 namespace {

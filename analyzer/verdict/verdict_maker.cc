@@ -5,6 +5,7 @@
 #include <span>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/report.h"

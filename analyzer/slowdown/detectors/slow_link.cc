@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hangwatch/slowdown/communicator_bandwidth.h"
 #include "hangwatch/slowdown/detector.h"
