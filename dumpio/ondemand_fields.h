@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace hangwatch::stackmerge {
+namespace hangwatch::dumpio {
 
 class OnDemandFields {
  public:
@@ -276,4 +276,4 @@ class OnDemandFields {
   std::string error_;
 };
 
-}  // namespace hangwatch::stackmerge
+}  // namespace hangwatch::dumpio
