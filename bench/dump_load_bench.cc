@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "hangwatch/common/forensics_dump.h"
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/stackmerge/stack_table.h"
 #include "hangwatch/stackmerge/stack_tree.h"
 #include "hangwatch/common/watchdog_snapshot.h"
-#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 
 namespace {
 
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
         if (readFile(hangwatch::watchdogSnapshotPath(job, rank), text)) {
           bytes += text.size();
           if (table) {
-            if (!hangwatch::stackmerge::watchdogSnapshotFromTextFast(text)) ++bad;
+            if (!hangwatch::dumpio::watchdogSnapshotFromTextFast(text)) ++bad;
           } else {
             auto j = nlohmann::json::parse(text, nullptr, false);
             if (j.is_discarded() || !hangwatch::watchdogSnapshotFromJson(j)) ++bad;
@@ -107,13 +107,13 @@ int main(int argc, char** argv) {
         bytes += text.size();
         // As the report reads them: raw frames skipped, the text parsed in place.
         const size_t size = text.size();
-        text.resize(size + hangwatch::stackmerge::kFastReaderPadding, '\0');
-        hangwatch::stackmerge::FastReadOptions options{.skip_raw_frames = true};
+        text.resize(size + hangwatch::dumpio::kFastReaderPadding, '\0');
+        hangwatch::dumpio::FastReadOptions options{.skip_raw_frames = true};
         if (table) {
           options.stacks = &stacks;
           options.stack_ids = &ids;
         }
-        auto dump = fast ? hangwatch::stackmerge::forensicsDumpFromPaddedText(std::string_view(text.data(), size), options)
+        auto dump = fast ? hangwatch::dumpio::forensicsDumpFromPaddedText(std::string_view(text.data(), size), options)
                          : hangwatch::forensicsDumpFromText(text.substr(0, size));
         if (!dump) {
           ++bad;

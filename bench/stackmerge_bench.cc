@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hangwatch/common/forensics_dump.h"
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/stackmerge/stack_tree.h"
 
 namespace {
@@ -209,7 +209,7 @@ BENCHMARK(BM_ForensicsDumpFromText);
 void BM_ForensicsDumpFromTextFast(benchmark::State& state) {
   const std::string text = rankDumpText();
   for (auto _ : state) {
-    auto d = hangwatch::stackmerge::forensicsDumpFromTextFast(text);
+    auto d = hangwatch::dumpio::forensicsDumpFromTextFast(text);
     benchmark::DoNotOptimize(d.ok());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));

@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 
 namespace hangwatch::verdict {
 
 bool DumpFileText::open(const std::string& path) {
-  constexpr size_t kPad = stackmerge::kFastReaderPadding;
+  constexpr size_t kPad = dumpio::kFastReaderPadding;
   size_ = 0;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;

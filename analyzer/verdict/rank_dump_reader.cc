@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/common/job_layout.h"
-#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 #include "hangwatch/verdict/dump_file_text.h"
 
 namespace hangwatch::verdict {
@@ -90,7 +90,7 @@ uint64_t ncclIdValue(const std::string& hex) {
 
 void RankDumpReader::addSnapshotText(RankSummary& s, std::string_view text) {
   std::string padded(text);
-  padded.resize(text.size() + stackmerge::kFastReaderPadding, '\0');
+  padded.resize(text.size() + dumpio::kFastReaderPadding, '\0');
   addPaddedSnapshotText(s, std::string_view(padded.data(), text.size()));
 }
 
@@ -98,7 +98,7 @@ void RankDumpReader::addPaddedSnapshotText(RankSummary& s, std::string_view text
   // simdjson first; anything it refuses (including what the common reader takes leniently)
   // goes through the common reader, so odd files get exactly its result and problem notes.
   Expected<WatchdogSnapshot> fast =
-      stackmerge::watchdogSnapshotFromPaddedText(text, stackmerge::SnapshotReadOptions{.require_identity = true});
+      dumpio::watchdogSnapshotFromPaddedText(text, dumpio::SnapshotReadOptions{.require_identity = true});
   if (fast) {
     takeSnapshot(s, std::move(*fast));
     return;
@@ -122,7 +122,7 @@ void RankDumpReader::addPaddedSnapshotText(RankSummary& s, std::string_view text
 
 void RankDumpReader::addForensicsText(RankSummary& s, const std::string& text, stackmerge::StackTable& stacks) {
   std::string padded = text;
-  padded.resize(text.size() + stackmerge::kFastReaderPadding, '\0');
+  padded.resize(text.size() + dumpio::kFastReaderPadding, '\0');
   addPaddedForensicsText(s, std::string_view(padded.data(), text.size()), stacks);
 }
 
@@ -134,8 +134,8 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   // No JSON document is built, the raw frames are skipped unread and the merged ones go
   // straight into the job's stack table: 16,384 ranks' dumps are ~2 GB of JSON, mostly frames.
   thread_local std::vector<uint32_t> stack_ids;
-  Expected<ForensicsDump> dump = stackmerge::forensicsDumpFromPaddedText(
-      text, stackmerge::FastReadOptions{.skip_raw_frames = true, .stacks = &stacks, .stack_ids = &stack_ids});
+  Expected<ForensicsDump> dump = dumpio::forensicsDumpFromPaddedText(
+      text, dumpio::FastReadOptions{.skip_raw_frames = true, .stacks = &stacks, .stack_ids = &stack_ids});
   if (!dump) {
     s.forensics_problem = "truncated or corrupt JSON (" + std::to_string(text.size()) + " bytes): " + dump.error();
     return;

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "hangwatch/common/forensics_dump.h"
+
 namespace hangwatch::verdict {
 namespace {
 
@@ -18,13 +20,6 @@ struct Connection {
     return p;
   }
 };
-
-// Steps of this collective the connection shows: counters are absolute across collectives
-// (gdb-scripts/README.md), so subtract where this collective began when the record says.
-uint64_t progressOf(const RingConnection& c) {
-  if (c.base_step && c.observed_step >= *c.base_step) return c.observed_step - *c.base_step;
-  return c.observed_step;
-}
 
 ChannelFinding analyzeChannel(int channel, const std::map<std::pair<int, int>, Connection>& conns) {
   ChannelFinding f;
@@ -126,12 +121,12 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     if (r.stalled) stalled.insert(self);
     if (recv_view) {
       Connection& c = conns[{to_global_(r.recv->peer), self}];
-      uint64_t p = progressOf(*r.recv);
+      uint64_t p = ringProgress(*r.recv);
       c.delivered = c.delivered ? std::min(*c.delivered, p) : p;
     }
     if (send_view) {
       Connection& c = conns[{self, to_global_(r.send->peer)}];
-      uint64_t p = progressOf(*r.send);
+      uint64_t p = ringProgress(*r.send);
       c.consumed = c.consumed ? std::min(*c.consumed, p) : p;
     }
   }

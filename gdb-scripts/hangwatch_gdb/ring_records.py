@@ -43,10 +43,13 @@ def seen_connection(peer, target_step=None, observed_step=None, waiting=False, b
 
 
 def progress(connection):
-    """Steps of the current collective the connection's counter shows; None when unknown."""
-    if connection is None or connection.get("base_step") is None or connection.get("observed_step") is None:
+    """Steps of the current collective the connection's counter shows, as the verdict counts
+    them (hangwatch::ringProgress): without a base, or with one past the counter, the count
+    itself. None when the counter was not read."""
+    if connection is None or connection.get("observed_step") is None:
         return None
-    return connection["observed_step"] - connection["base_step"]
+    observed, base = connection["observed_step"], connection.get("base_step")
+    return observed - base if base is not None and observed >= base else observed
 
 
 def new_record(comm, op, seq, channel, rank, nranks, prev, next_, source, algorithm="RING", protocol="SIMPLE",

@@ -59,9 +59,11 @@ class RingRecordSemantics(unittest.TestCase):
         self.assertEqual((c["target_step"], c["posted_step"]), (48 + 1 - ring_records.NCCL_STEPS, 48))
         self.assertEqual(ring_records.send_connection(1, posted=2, observed=0, waiting=False)["target_step"], 0)
 
-    def test_progress_is_unknown_without_a_base(self):
-        self.assertIsNone(ring_records.progress(ring_records.recv_connection(0, 1, 1, False)))
+    def test_progress_without_a_base_is_the_count_itself_as_the_verdict_reads_it(self):
+        self.assertEqual(ring_records.progress(ring_records.recv_connection(0, 1, 1, False)), 1)
+        self.assertEqual(ring_records.progress(ring_records.recv_connection(0, 5, 5, False, base_step=9)), 5)
         self.assertIsNone(ring_records.progress(None))
+        self.assertIsNone(ring_records.progress(ring_records.seen_connection(-1, base_step=3)))
 
     def test_op_names_get_nccls_prefix_once(self):
         self.assertEqual(ring_records.op_name("AllReduce"), "ncclAllReduce")
@@ -74,7 +76,7 @@ class RingRecordSemantics(unittest.TestCase):
         self.assertEqual(r["channel"], 2)
         c = ring_records.seen_connection(-1, observed_step=7)
         self.assertEqual((c["peer"], c["target_step"], c["observed_step"], c["base_step"]), (None, None, 7, None))
-        self.assertIsNone(ring_records.progress(c))
+        self.assertEqual(ring_records.progress(c), 7)
         s = ring_records.RecordSet()
         s.get(("a", None, 1), lambda: ring_records.new_record("a", "", None, 1, 0, 2, 1, 1, "x"))
         s.get(("a", 3, None), lambda: ring_records.new_record("a", "", 3, None, 0, 2, 1, 1, "x"))

@@ -5,17 +5,18 @@ A connection X->Y is seen twice: X's record has it as `send` (observed_step = Y'
 posted_step = what X wrote), Y's record as `recv` (observed_step = the tail Y saw,
 target_step - 1 = what Y consumed). Progress of a view = observed_step - base_step."""
 import json
+import sys
 import time
 import unittest
 from pathlib import Path
 
+from harness import SOURCE_DIR
 from test_watchdog import WatchdogCase, hangwatch_lib
 
+sys.path.insert(0, str(SOURCE_DIR / "gdb-scripts"))
+from hangwatch_gdb.ring_records import progress  # noqa: E402  (the verdict's rule, hangwatch::ringProgress)
+
 NCCL_STEPS = 8
-
-
-def progress(conn):
-    return conn["observed_step"] - conn["base_step"]
 
 
 class RingProgressCase(WatchdogCase):

@@ -10,24 +10,24 @@
 
 #include "fuzz_roundtrip.h"
 #include "hangwatch/common/forensics_dump.h"
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/stackmerge/frame_label.h"
 #include "hangwatch/stackmerge/stack_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto fast = hangwatch::stackmerge::forensicsDumpFromTextFast(text);
+  auto fast = hangwatch::dumpio::forensicsDumpFromTextFast(text);
   auto slow = hangwatch::forensicsDumpFromText(std::string(text));
   if (!slow) return 0;
   const nlohmann::json written = hangwatch::toJson(*slow);
   const std::string canonical = written.dump(1);
-  auto fast_canonical = hangwatch::stackmerge::forensicsDumpFromTextFast(canonical);
+  auto fast_canonical = hangwatch::dumpio::forensicsDumpFromTextFast(canonical);
   if (!fast_canonical) {
     std::fprintf(stderr, "fast reader rejected the writer's output: %s\n", fast_canonical.error().c_str());
     std::abort();
   }
   hangwatch::fuzz::requireSame(written, hangwatch::toJson(*fast_canonical), "fast reader vs common reader");
-  auto summary = hangwatch::stackmerge::forensicsDumpFromTextFast(canonical, {.skip_raw_frames = true});
+  auto summary = hangwatch::dumpio::forensicsDumpFromTextFast(canonical, {.skip_raw_frames = true});
   if (!summary) {
     std::fprintf(stderr, "skip_raw_frames rejected the writer's output: %s\n", summary.error().c_str());
     std::abort();
@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                "skip_raw_frames vs common reader");
   hangwatch::stackmerge::StackTable table;
   std::vector<uint32_t> ids;
-  auto interned = hangwatch::stackmerge::forensicsDumpFromTextFast(
+  auto interned = hangwatch::dumpio::forensicsDumpFromTextFast(
       canonical, {.skip_raw_frames = true, .stacks = &table, .stack_ids = &ids});
   if (!interned || ids.size() != slow->threads.size()) {
     std::fprintf(stderr, "interning reader disagrees with the common reader on the writer's output\n");

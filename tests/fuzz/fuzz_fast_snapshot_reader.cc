@@ -8,11 +8,11 @@
 
 #include "fuzz_roundtrip.h"
 #include "hangwatch/common/watchdog_snapshot.h"
-#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto fast = hangwatch::stackmerge::watchdogSnapshotFromTextFast(text);
+  auto fast = hangwatch::dumpio::watchdogSnapshotFromTextFast(text);
   const nlohmann::json j = hangwatch::fuzz::parseOrDiscard(text.data(), text.size());
   auto slow = j.is_discarded() ? hangwatch::Expected<hangwatch::WatchdogSnapshot>(hangwatch::Error{"not JSON"})
                                : hangwatch::watchdogSnapshotFromJson(j);
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hangwatch::fuzz::requireSame(hangwatch::toJson(*slow), hangwatch::toJson(*fast), "fast vs common snapshot reader");
   if (!slow) return 0;
   const nlohmann::json written = hangwatch::toJson(*slow);
-  auto fast_canonical = hangwatch::stackmerge::watchdogSnapshotFromTextFast(written.dump(1));
+  auto fast_canonical = hangwatch::dumpio::watchdogSnapshotFromTextFast(written.dump(1));
   if (!fast_canonical) {
     std::fprintf(stderr, "fast reader rejected the writer's output: %s\n", fast_canonical.error().c_str());
     std::abort();

@@ -16,19 +16,22 @@ all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_rea
 
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
-       -fno-sanitize-recover=undefined -I"$root/common/include" -I"$root/stackmerge/include" -I"$here")
+       -fno-sanitize-recover=undefined -I"$root/common/include" -I"$root/stackmerge/include"
+       -I"$root/dumpio/include" -I"$here")
 mkdir -p "$build/obj" "$build/bin"
 build=$(cd "$build" && pwd)  # the fuzzers run from inside it
 
 # The readers under test, compiled once with the sanitizers; an object is rebuilt when its
 # source or a header of its part changed (common/ sources see only common/ headers).
 common_sources=(forensics_dump dump_json watchdog_snapshot metrics_window log_histogram nccl_bandwidth rank_state)
-stackmerge_sources=(rank_set forensics_dump_fast_reader watchdog_snapshot_fast_reader stack_table frame_label label_interner)
+stackmerge_sources=(rank_set stack_table frame_label label_interner)
+dumpio_sources=(forensics_dump_fast_reader watchdog_snapshot_fast_reader)
 objects=()
 stale=()
-for name in "${common_sources[@]}" "${stackmerge_sources[@]}"; do
+for name in "${common_sources[@]}" "${stackmerge_sources[@]}" "${dumpio_sources[@]}"; do
   if [ -e "$root/common/$name.cc" ]; then src="$root/common/$name.cc"; headers=("$root/common/include")
-  else src="$root/stackmerge/$name.cc"; headers=("$root/common/include" "$root/stackmerge/include"); fi
+  elif [ -e "$root/stackmerge/$name.cc" ]; then src="$root/stackmerge/$name.cc"; headers=("$root/common/include" "$root/stackmerge/include")
+  else src="$root/dumpio/$name.cc"; headers=("$root/common/include" "$root/stackmerge/include" "$root/dumpio"); fi
   obj="$build/obj/$name.o"
   objects+=("$obj")
   if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find "${headers[@]}" -newer "$obj" -name '*.h' -print -quit)" ]; then

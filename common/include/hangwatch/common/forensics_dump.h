@@ -42,6 +42,15 @@ struct RingConnection {
   std::optional<RingProxyProgress> proxy;
 };
 
+// Steps of the current collective the connection's counter shows. Counters are absolute
+// across collectives (gdb-scripts/README.md), so where this collective began is subtracted
+// when the record says; without a base, or with one past the counter, the count itself stands.
+// gdb-scripts/hangwatch_gdb/ring_records.py progress() is the same rule.
+inline uint64_t ringProgress(const RingConnection& c) {
+  if (c.base_step && c.observed_step >= *c.base_step) return c.observed_step - *c.base_step;
+  return c.observed_step;
+}
+
 // A thread blocked in the collective, and where.
 struct RingWaiter {
   int64_t tid = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// One rank file's text with stackmerge::kFastReaderPadding readable bytes after it, so simdjson
+// One rank file's text with dumpio::kFastReaderPadding readable bytes after it, so simdjson
 // reads it in place: one read() into a buffer the loader thread reuses for every file. (Mapping
 // the files instead measured the same at 16,384 ranks: page faults and unmapping cost what the
 // copy does, so the simpler read stays.)

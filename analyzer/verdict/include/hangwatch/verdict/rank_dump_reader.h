@@ -14,11 +14,11 @@ class RankDumpReader {
   static RankSummary read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks);
   // One file's text into `s`; what read() does per file, open to tests.
   static void addSnapshotText(RankSummary& s, std::string_view text);
-  // addSnapshotText without its copy: stackmerge::kFastReaderPadding bytes must be
+  // addSnapshotText without its copy: dumpio::kFastReaderPadding bytes must be
   // readable after `text`.
   static void addPaddedSnapshotText(RankSummary& s, std::string_view text);
   static void addForensicsText(RankSummary& s, const std::string& text, stackmerge::StackTable& stacks);
-  // addForensicsText without its copy: stackmerge::kFastReaderPadding bytes must be
+  // addForensicsText without its copy: dumpio::kFastReaderPadding bytes must be
   // readable after `text`.
   static void addPaddedForensicsText(RankSummary& s, std::string_view text, stackmerge::StackTable& stacks);
 };

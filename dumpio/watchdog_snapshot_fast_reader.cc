@@ -1,13 +1,13 @@
-#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 
 #include <simdjson.h>
 
 #include <string>
 
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
-#include "hangwatch/stackmerge/ondemand_fields.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/ondemand_fields.h"
 
-namespace hangwatch::stackmerge {
+namespace hangwatch::dumpio {
 namespace {
 
 namespace od = simdjson::ondemand;
@@ -293,4 +293,4 @@ Expected<WatchdogSnapshot> watchdogSnapshotFromTextFast(std::string_view text, S
   return watchdogSnapshotFromPaddedText(std::string_view(padded.data(), text.size()), options);
 }
 
-}  // namespace hangwatch::stackmerge
+}  // namespace hangwatch::dumpio

@@ -11,7 +11,7 @@
 #include "hangwatch/common/forensics_dump.h"
 #include "hangwatch/stackmerge/stack_table.h"
 
-namespace hangwatch::stackmerge {
+namespace hangwatch::dumpio {
 
 struct FastReadOptions {
   // Leaves ThreadStack::native_frames/python_frames empty without reading them: the report
@@ -20,7 +20,7 @@ struct FastReadOptions {
   // When both are set, each thread's merged frames are interned into `stacks` and not kept:
   // ThreadStack::frames stays empty and thread i's stack is (*stack_ids)[i] (cleared first).
   // A report over 16,384 ranks keeps a few hundred distinct stacks instead of 8 M frames.
-  StackTable* stacks = nullptr;
+  stackmerge::StackTable* stacks = nullptr;
   std::vector<uint32_t>* stack_ids = nullptr;
 };
 
@@ -37,4 +37,4 @@ Expected<ForensicsDump> forensicsDumpFromTextFast(std::string_view text, FastRea
 // after `text.size()` (their values do not matter).
 Expected<ForensicsDump> forensicsDumpFromPaddedText(std::string_view text, FastReadOptions options = {});
 
-}  // namespace hangwatch::stackmerge
+}  // namespace hangwatch::dumpio

@@ -9,7 +9,7 @@
 #include "hangwatch/common/expected.h"
 #include "hangwatch/common/watchdog_snapshot.h"
 
-namespace hangwatch::stackmerge {
+namespace hangwatch::dumpio {
 
 struct SnapshotReadOptions {
   // A snapshot without an identity object is an error (the report does not use it).
@@ -21,4 +21,4 @@ Expected<WatchdogSnapshot> watchdogSnapshotFromPaddedText(std::string_view text,
 // The same, copying `text` into a padded buffer first.
 Expected<WatchdogSnapshot> watchdogSnapshotFromTextFast(std::string_view text, SnapshotReadOptions options = {});
 
-}  // namespace hangwatch::stackmerge
+}  // namespace hangwatch::dumpio

@@ -1,4 +1,4 @@
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 
 #include <simdjson.h>
 
@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "hangwatch/stackmerge/ondemand_fields.h"
+#include "hangwatch/dumpio/ondemand_fields.h"
 
-namespace hangwatch::stackmerge {
+namespace hangwatch::dumpio {
 namespace {
 
 static_assert(kFastReaderPadding >= simdjson::SIMDJSON_PADDING);
@@ -40,7 +40,7 @@ class DumpFields : public OnDemandFields {
   }
 
   // A frame straight into the stack being built: its strings are never copied out.
-  bool frameInto(od::value v, StackTable::Builder& stack) {
+  bool frameInto(od::value v, stackmerge::StackTable::Builder& stack) {
     std::string_view function = "??", file, module, kind = "native";
     std::optional<int> line;
     std::optional<uint64_t> unused;
@@ -263,7 +263,7 @@ class DumpFields : public OnDemandFields {
 
  private:
   FastReadOptions options_;
-  StackTable::Builder stack_;
+  stackmerge::StackTable::Builder stack_;
 };
 
 }  // namespace
@@ -297,4 +297,4 @@ Expected<ForensicsDump> forensicsDumpFromTextFast(std::string_view text, FastRea
   return forensicsDumpFromPaddedText(std::string_view(padded.data(), text.size()), options);
 }
 
-}  // namespace hangwatch::stackmerge
+}  // namespace hangwatch::dumpio

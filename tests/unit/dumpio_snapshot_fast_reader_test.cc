@@ -2,11 +2,11 @@
 #include <string>
 
 #include "hangwatch/common/watchdog_snapshot.h"
-#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 
 using hangwatch::WatchdogSnapshot;
-using hangwatch::stackmerge::SnapshotReadOptions;
-using hangwatch::stackmerge::watchdogSnapshotFromTextFast;
+using hangwatch::dumpio::SnapshotReadOptions;
+using hangwatch::dumpio::watchdogSnapshotFromTextFast;
 
 namespace {
 

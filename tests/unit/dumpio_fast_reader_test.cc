@@ -6,17 +6,17 @@
 #include <string>
 
 #include "hangwatch/common/forensics_dump.h"
-#include "hangwatch/stackmerge/forensics_dump_fast_reader.h"
+#include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/common/watchdog_snapshot.h"
-#include "hangwatch/stackmerge/watchdog_snapshot_fast_reader.h"
+#include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 
 using hangwatch::ForensicsDump;
 using hangwatch::FrameKind;
 using hangwatch::StackFrame;
 using hangwatch::ThreadStack;
-using hangwatch::stackmerge::forensicsDumpFromTextFast;
-using hangwatch::stackmerge::FastReadOptions;
-using hangwatch::stackmerge::forensicsDumpFromPaddedText;
+using hangwatch::dumpio::forensicsDumpFromTextFast;
+using hangwatch::dumpio::FastReadOptions;
+using hangwatch::dumpio::forensicsDumpFromPaddedText;
 
 namespace {
 
@@ -204,7 +204,7 @@ TEST_CASE("FastReaderSkipsRawFramesWhenAskedAndKeepsEverythingElse") {
 TEST_CASE("FastReaderReadsPaddedTextInPlaceWhateverThePaddingHolds") {
   const std::string text = hangwatch::toJson(richDump()).dump();
   // Padding that looks like more JSON must not be read as part of the dump.
-  std::string buffer = text + std::string(hangwatch::stackmerge::kFastReaderPadding, '}');
+  std::string buffer = text + std::string(hangwatch::dumpio::kFastReaderPadding, '}');
   auto d = forensicsDumpFromPaddedText(std::string_view(buffer.data(), text.size()));
   REQUIRE(d.ok());
   CHECK(hangwatch::toJson(*d) == hangwatch::toJson(richDump()));
@@ -244,7 +244,7 @@ TEST_CASE("CudaBackendFixturesReadAlikeAndAreInTheWritersForm") {
       REQUIRE(snap_file);
       const std::string snap_text((std::istreambuf_iterator<char>(snap_file)), std::istreambuf_iterator<char>());
       auto snap = hangwatch::watchdogSnapshotFromJson(nlohmann::json::parse(snap_text));
-      auto snap_fast = hangwatch::stackmerge::watchdogSnapshotFromTextFast(snap_text);
+      auto snap_fast = hangwatch::dumpio::watchdogSnapshotFromTextFast(snap_text);
       REQUIRE(snap.ok());
       REQUIRE(snap_fast.ok());
       CHECK(hangwatch::toJson(*snap) == nlohmann::json::parse(snap_text));
