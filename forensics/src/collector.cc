@@ -8,6 +8,8 @@
 #include <memory>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/forensics/debugger_session.h"
 #include "hangwatch/forensics/probe_request.h"
@@ -133,16 +135,27 @@ CollectResult Collector::run() {
   for (const ProcThread& t : proc->threads) threads[t.tid] = threadFromProc(t);
   proc_phase.finish(true, proc->errors.empty() ? "" : "partly readable: " + proc->errors.front());
 
-  dump.unwinder = "proc-only";
   bool degraded = false;
+  const bool stacks_ok = takeStacks(*proc, std::move(threads), result, degraded);
+  // The debugger phase only starts after the fast pass has let go.
+  readRingProgress(*proc, stacks_ok, degraded, dump);
+  finish(result, stacks_ok, degraded);
+  return result;
+}
+
+bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadStack> threads, CollectResult& result,
+                           bool& degraded) {
+  ForensicsDump& dump = result.dump;
+  const pid_t pid = options_.pid;
+  dump.unwinder = "proc-only";
   bool stacks_ok = false;
-  if (proc->isZombie()) {
-    result.summary = "process " + std::to_string(pid) +
-                     " is a zombie: it has exited and its parent has not reaped it; there are no stacks left to take";
+  if (proc.isZombie()) {
+    result.summary = fmt::format(
+        "process {} is a zombie: it has exited and its parent has not reaped it; there are no stacks left to take", pid);
     dump.phases.push_back({"attach", 0, false, "skipped: " + result.summary});
     dump.errors.push_back(result.summary);
   } else {
-    stacks_ok = fastPass(*proc, threads, result, degraded);
+    stacks_ok = fastPass(proc, threads, result, degraded);
   }
   for (auto& [tid, t] : threads) dump.threads.push_back(std::move(t));
   // A process that died while we held it leaves stacks of a corpse: say so instead.
@@ -152,32 +165,39 @@ CollectResult Collector::run() {
     dump.errors.push_back(result.summary);
   }
   if (!stacks_ok && dump.target_exited_during.empty() && processGone(pid)) dump.target_exited_during = "attach";
+  return stacks_ok;
+}
 
-  // The debugger phase only starts after the fast pass has let go.
-  dump.backend = resolveBackend(options_.backend, proc->mapsObject("libsimnccl") || proc->mapsObject("libsimcuda"),
-                                proc->mapsObject("libcuda.so") || proc->mapsObject("libnccl.so"));
+void Collector::readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump) {
+  dump.backend = resolveBackend(options_.backend, proc.mapsObject("libsimnccl") || proc.mapsObject("libsimcuda"),
+                                proc.mapsObject("libcuda.so") || proc.mapsObject("libnccl.so"));
   if (dump.backend == "host") {
     dump.phases.push_back({"debugger", 0, false,
                            options_.backend == "host"
                                ? "skipped: backend host"
                                : "skipped: neither simgpu nor NCCL/CUDA is loaded in the process: no ring reader"});
-  } else if (!stacks_ok) {
-    dump.phases.push_back({"debugger", 0, false, "skipped: the fast pass could not attach either"});
-  } else {
-    DebuggerOutcome outcome = debuggerPhase(dump);
-    bool debugger_ok = outcome != DebuggerOutcome::kFailed;
-    degraded = outcome != DebuggerOutcome::kRead || degraded;
-    // Killed under the debugger (a launcher's kill-on-exit): say so plainly, the stacks
-    // above were taken from the live process and stay valid.
-    if (!debugger_ok && processGoneSoon(pid)) {
-      dump.target_exited_during = "debugger";
-      dump.errors.push_back("process " + std::to_string(pid) +
-                            " exited during the debugger phase: its stacks were taken, its ring progress was not read");
-    }
+    return;
   }
+  if (!stacks_ok) {
+    dump.phases.push_back({"debugger", 0, false, "skipped: the fast pass could not attach either"});
+    return;
+  }
+  DebuggerOutcome outcome = debuggerPhase(dump);
+  degraded = outcome != DebuggerOutcome::kRead || degraded;
+  // Killed under the debugger (a launcher's kill-on-exit): say so plainly, the stacks
+  // above were taken from the live process and stay valid.
+  if (outcome == DebuggerOutcome::kFailed && processGoneSoon(options_.pid)) {
+    dump.target_exited_during = "debugger";
+    dump.errors.push_back(fmt::format(
+        "process {} exited during the debugger phase: its stacks were taken, its ring progress was not read",
+        options_.pid));
+  }
+}
 
+void Collector::finish(CollectResult& result, bool stacks_ok, bool degraded) {
+  const ForensicsDump& dump = result.dump;
   std::string path = options_.rank ? forensicsDumpPath(options_.out_dir, *options_.rank)
-                                   : forensicsDumpPathForPid(options_.out_dir, pid);
+                                   : forensicsDumpPathForPid(options_.out_dir, options_.pid);
   Expected<Written> written = writeFileAtomically(path, toJson(dump).dump(1) + "\n");
   if (written) result.dump_path = written->path;
   else result.summary += (result.summary.empty() ? "" : "; ") + written.error();
@@ -186,9 +206,9 @@ CollectResult Collector::run() {
   else if (degraded || !written) result.exit_code = kCollectDegraded;
   else result.exit_code = kCollectOk;
   if (stacks_ok && result.summary.empty()) {
-    result.summary = std::to_string(dump.threads.size()) + " threads" +
-                     (dump.python_version.empty() ? "" : ", Python " + dump.python_version) +
-                     (degraded && !dump.errors.empty() ? "; degraded: " + dump.errors.back() : "");
+    result.summary = fmt::format("{} threads{}{}", dump.threads.size(),
+                                 dump.python_version.empty() ? "" : ", Python " + dump.python_version,
+                                 degraded && !dump.errors.empty() ? "; degraded: " + dump.errors.back() : "");
   }
   std::string outcome = !written ? "failed: " + written.error()
                         : result.exit_code == kCollectOk ? "written"
@@ -196,7 +216,6 @@ CollectResult Collector::run() {
                                                                : "failed: " + result.summary;
   markState(true, outcome,
             dump.target_exited_during.empty() ? "" : "process exited during the " + dump.target_exited_during + " phase");
-  return result;
 }
 
 bool Collector::fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack>& threads, CollectResult& result,

@@ -17,7 +17,7 @@ all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_rea
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$root/common/include" -I"$root/stackmerge/include"
-       -I"$root/dumpio/include" -I"$here")
+       -I"$root/dumpio/include" -I"$here" -DFMT_HEADER_ONLY)
 mkdir -p "$build/obj" "$build/bin"
 build=$(cd "$build" && pwd)  # the fuzzers run from inside it
 

@@ -61,6 +61,14 @@ class Collector {
     kFailed,  // no debugger at all, it failed, or it hit its time bound
   };
   DebuggerOutcome debuggerPhase(ForensicsDump& dump);
+  // The fast pass unless the process is a zombie; the threads into the dump. True when
+  // stacks were taken from a process still alive.
+  bool takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadStack> threads, CollectResult& result,
+                  bool& degraded);
+  // Picks the backend, then runs its debugger when there is one and the fast pass attached.
+  void readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump);
+  // Writes the dump, sets the exit code and summary, and records the outcome in the state file.
+  void finish(CollectResult& result, bool stacks_ok, bool degraded);
   // Rewrites the rank's state file, keeping what the watchdog wrote there (pid, deadline).
   void markState(bool done, const std::string& forensics, const std::string& note);
 
