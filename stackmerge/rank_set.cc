@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdint>
 
+#include <fmt/format.h>
+
 namespace hangwatch::stackmerge {
 namespace {
 
@@ -97,11 +99,8 @@ std::string RankSet::toString() const {
   std::string out;
   for (const auto& [first, last] : intervals_) {
     if (!out.empty()) out += ',';
-    out += std::to_string(first);
-    if (last != first) {
-      out += '-';
-      out += std::to_string(last);
-    }
+    if (last != first) fmt::format_to(std::back_inserter(out), "{}-{}", first, last);
+    else fmt::format_to(std::back_inserter(out), "{}", first);
   }
   return out;
 }

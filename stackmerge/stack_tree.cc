@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace hangwatch::stackmerge {
 namespace {
 
@@ -117,10 +119,7 @@ std::string StackTree::folded() const {
     uint32_t through_children = 0;
     for (uint32_t c : n.children) through_children += nodes_[c].threads;
     if (n.threads > through_children) {
-      out += path;
-      out += ' ';
-      out += std::to_string(n.threads - through_children);
-      out += '\n';
+      fmt::format_to(std::back_inserter(out), "{} {}\n", path, n.threads - through_children);
     }
     const size_t len = path.size();
     for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.push_back({*it, len});
@@ -151,15 +150,15 @@ std::string edgeRanks(const RankSet& ranks) {
   if (s.size() <= kMaxChars) return s;
   const auto cut = s.rfind(',', kMaxChars);
   s.resize(cut == std::string::npos ? kMaxChars : cut);
-  return s + ",... (" + std::to_string(ranks.size()) + " ranks)";
+  return fmt::format("{},... ({} ranks)", s, ranks.size());
 }
 
 }  // namespace
 
 std::string StackTree::dot(size_t max_nodes) const {
   std::string out = "digraph stacks {\n  node [shape=box, fontname=\"monospace\"];\n";
-  out += "  n0 [label=\"" + std::to_string(nodes_[0].ranks.size()) + " ranks, " +
-         std::to_string(nodes_[0].threads) + " threads\"];\n";
+  auto to = std::back_inserter(out);
+  fmt::format_to(to, "  n0 [label=\"{} ranks, {} threads\"];\n", nodes_[0].ranks.size(), nodes_[0].threads);
   // Breadth first, busiest children first, so a cut keeps the paths most threads share.
   std::vector<uint32_t> queue{0};
   size_t shown = 1;
@@ -173,13 +172,13 @@ std::string StackTree::dot(size_t max_nodes) const {
       ++shown;
       queue.push_back(c);
       const Node& n = nodes_[c];
-      out += "  n" + std::to_string(c) + " [label=\"" + dotEscape(n.label) + "\"];\n";
-      out += "  n" + std::to_string(queue[qi]) + " -> n" + std::to_string(c) + " [label=\"" +
-             dotEscape(edgeRanks(n.ranks)) + "\\n" + std::to_string(n.threads) + " threads\"];\n";
+      fmt::format_to(to, "  n{} [label=\"{}\"];\n", c, dotEscape(n.label));
+      fmt::format_to(to, "  n{} -> n{} [label=\"{}\\n{} threads\"];\n", queue[qi], c, dotEscape(edgeRanks(n.ranks)),
+                     n.threads);
     }
   }
   if (const size_t omitted = nodes_.size() - shown; omitted > 0)
-    out += "  omitted [shape=plaintext, label=\"" + std::to_string(omitted) + " more nodes not shown\"];\n";
+    fmt::format_to(to, "  omitted [shape=plaintext, label=\"{} more nodes not shown\"];\n", omitted);
   out += "}\n";
   return out;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <fmt/format.h>
+
 namespace hangwatch::stackmerge {
 namespace {
 
@@ -26,12 +28,11 @@ MergedThreadStack mergeThreadStack(const std::vector<StackFrame>& native, const 
 
   const size_t grouped = std::accumulate(py.eval_group_sizes.begin(), py.eval_group_sizes.end(), size_t{0});
   if (grouped != py.frames.size())
-    return unmerged(native, "python frame groups cover " + std::to_string(grouped) + " of " +
-                                std::to_string(py.frames.size()) + " python frames");
+    return unmerged(native, fmt::format("python frame groups cover {} of {} python frames", grouped, py.frames.size()));
   if (evals.empty() && py.frames.empty()) return MergedThreadStack{native, ""};
   if (evals.size() != py.eval_group_sizes.size()) {
-    std::string why = "native stack has " + std::to_string(evals.size()) + " _PyEval_EvalFrameDefault frames, python stack has " +
-                      std::to_string(py.eval_group_sizes.size()) + " eval groups";
+    std::string why = fmt::format("native stack has {} _PyEval_EvalFrameDefault frames, python stack has {} eval groups",
+                                  evals.size(), py.eval_group_sizes.size());
     if (!native.empty() && native.back().function == "??") why += " (native unwind ended early)";
     return unmerged(native, why);
   }

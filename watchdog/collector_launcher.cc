@@ -10,6 +10,8 @@
 #include <system_error>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/child_process.h"
 
 namespace bp = boost::process;
@@ -53,10 +55,10 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   // The collector ptrace-attaches to us from a child process; Yama's ptrace_scope=1
   // would refuse that unless we allow it explicitly.
   ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  std::vector<std::string> args = {"collect", "--pid", std::to_string(r.pid), "--out", r.job_dir, "--backend", "auto"};
+  std::vector<std::string> args = {"collect", "--pid", fmt::format("{}", r.pid), "--out", r.job_dir, "--backend", "auto"};
   if (r.rank >= 0) {
     args.push_back("--rank");
-    args.push_back(std::to_string(r.rank));
+    args.push_back(fmt::format("{}", r.rank));
     if (r.mark_state) args.push_back("--state");
   }
   std::error_code fs_ec;

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/stackmerge/rank_set.h"
@@ -163,16 +165,15 @@ void checkClockSkew(JobData& job) {
     }
   }
   for (const auto& [host, range] : by_host) {
-    char text[64];
     if (range.first < -1.0) {
-      std::snprintf(text, sizeof text, "%.1f", -range.first);
-      job.problems.push_back("clock skew: host " + host + " stamped its snapshots " + text +
-                             " s before TRIGGER.json was written on host " + job.trigger->host +
-                             ": its clock is behind by at least that; the verdict uses operation ages, not wall clocks");
+      job.problems.push_back(fmt::format("clock skew: host {} stamped its snapshots {:.1f} s before TRIGGER.json was "
+                                         "written on host {}: its clock is behind by at least that; the verdict uses "
+                                         "operation ages, not wall clocks",
+                                         host, -range.first, job.trigger->host));
     } else if (range.second > 300.0) {
-      std::snprintf(text, sizeof text, "%.0f", range.second);
-      job.problems.push_back("clock skew or a late dump: host " + host + " stamped its snapshots " + text +
-                             " s after TRIGGER.json; the verdict uses operation ages, not wall clocks");
+      job.problems.push_back(fmt::format("clock skew or a late dump: host {} stamped its snapshots {:.0f} s after "
+                                         "TRIGGER.json; the verdict uses operation ages, not wall clocks",
+                                         host, range.second));
     }
   }
 }
@@ -201,8 +202,8 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
     }
   }
   if (!by_hand.empty()) {
-    job.problems.push_back(std::to_string(by_hand.size()) +
-                           " collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used");
+    job.problems.push_back(fmt::format(
+        "{} collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used", by_hand.size()));
   }
   fs::path metrics_dir = metricsDir(job_dir);
   if (fs::is_directory(metrics_dir, ec)) {
@@ -235,9 +236,9 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
     if (s.answered()) {
       job.ranks.push_back(std::move(s));
     } else if (!s.collecting) {
-      job.problems.push_back("rank " + std::to_string(s.rank) + ": no usable file (watchdog snapshot: " +
-                             (s.snapshot_problem.empty() ? "no file" : s.snapshot_problem) +
-                             "; forensics dump: " + (s.forensics_problem.empty() ? "no file" : s.forensics_problem) + ")");
+      job.problems.push_back(fmt::format("rank {}: no usable file (watchdog snapshot: {}; forensics dump: {})", s.rank,
+                                         s.snapshot_problem.empty() ? "no file" : s.snapshot_problem,
+                                         s.forensics_problem.empty() ? "no file" : s.forensics_problem));
     }
   }
   findWorldSize(job, ranks.empty() ? -1 : ranks.back());

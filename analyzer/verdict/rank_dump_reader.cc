@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
@@ -16,7 +18,7 @@ namespace {
 
 std::string parseProblem(const nlohmann::json& j, std::string_view text) {
   if (text.empty()) return "empty file";
-  if (j.is_discarded()) return "truncated or corrupt JSON (" + std::to_string(text.size()) + " bytes)";
+  if (j.is_discarded()) return fmt::format("truncated or corrupt JSON ({} bytes)", text.size());
   if (!j.is_object()) return "not a JSON object";
   return "";
 }
@@ -137,7 +139,7 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   Expected<ForensicsDump> dump = dumpio::forensicsDumpFromPaddedText(
       text, dumpio::FastReadOptions{.skip_raw_frames = true, .stacks = &stacks, .stack_ids = &stack_ids});
   if (!dump) {
-    s.forensics_problem = "truncated or corrupt JSON (" + std::to_string(text.size()) + " bytes): " + dump.error();
+    s.forensics_problem = fmt::format("truncated or corrupt JSON ({} bytes): {}", text.size(), dump.error());
     return;
   }
   s.has_forensics = true;
