@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <fmt/format.h>
+
 namespace hangwatch::forensics {
 
 bool Command::wantsHelp(const std::vector<std::string>& args) {
@@ -39,8 +41,7 @@ Expected<int> parseInt(const std::string& flag, const std::string& text, long mi
   char* end = nullptr;
   long v = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
-    return Error{flag + " wants an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got '" +
-                 text + "'"};
+    return Error{fmt::format("{} wants an integer in [{}, {}], got '{}'", flag, min, max, text)};
   }
   return static_cast<int>(v);
 }

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "hangwatch/forensics/python/elf_symbol_table.h"
 
 namespace hangwatch::forensics {
@@ -52,15 +54,15 @@ bool classify(const std::string& basename, MappedObject& obj) {
 }
 
 std::string fileInTargetRoot(pid_t pid, const std::string& path) {
-  const std::string rooted = "/proc/" + std::to_string(pid) + "/root" + path;
+  const std::string rooted = fmt::format("/proc/{}/root{}", pid, path);
   return ::access(rooted.c_str(), R_OK) == 0 ? rooted : path;
 }
 
 }  // namespace
 
 Expected<std::optional<InterpreterLocation>> locateInterpreter(pid_t pid) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  if (!maps) return Error{"cannot read /proc/" + std::to_string(pid) + "/maps (no such process?)"};
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  if (!maps) return Error{fmt::format("cannot read /proc/{}/maps (no such process?)", pid)};
   std::map<std::string, MappedObject> objects;
   std::string line;
   while (std::getline(maps, line)) {

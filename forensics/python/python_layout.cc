@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace hangwatch::forensics {
 namespace {
 
@@ -101,7 +103,7 @@ std::optional<PythonLayout> pythonLayoutForMinor(int minor) {
 }
 
 Expected<PythonLayout> pythonLayoutFromDebugOffsets(const std::vector<unsigned char>& block, int minor) {
-  if (minor != 13) return Error{"no known _Py_DebugOffsets layout for Python 3." + std::to_string(minor)};
+  if (minor != 13) return Error{fmt::format("no known _Py_DebugOffsets layout for Python 3.{}", minor)};
   if (block.size() < kDebugOffsetsReadSize) return Error{"_Py_DebugOffsets block too short"};
   if (std::memcmp(block.data(), "xdebugpy", 8) != 0) return Error{"_PyRuntime does not start with the xdebugpy cookie"};
   const uint64_t hex = u64At(block, 8);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "hangwatch/forensics/python/process_memory.h"
 #include "hangwatch/forensics/python/python_interpreter_locator.h"
 #include "hangwatch/forensics/python/python_layout.h"
@@ -11,14 +13,12 @@ namespace hangwatch::forensics {
 namespace {
 
 std::string versionString(uint32_t hex) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
-  std::string v = buf;
+  std::string v = fmt::format("{}.{}.{}", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
   const unsigned level = (hex >> 4) & 0xf;
   const unsigned serial = hex & 0xf;
-  if (level == 0xa) v += "a" + std::to_string(serial);
-  if (level == 0xb) v += "b" + std::to_string(serial);
-  if (level == 0xc) v += "rc" + std::to_string(serial);
+  if (level == 0xa) v += fmt::format("a{}", serial);
+  if (level == 0xb) v += fmt::format("b{}", serial);
+  if (level == 0xc) v += fmt::format("rc{}", serial);
   return v;
 }
 
@@ -36,12 +36,12 @@ Expected<std::optional<PythonProcessStacks>> readPythonStacks(pid_t pid) {
   if (loc.py_version_addr) {
     auto hex = memory.readValue<uint32_t>(*loc.py_version_addr);
     if (!hex) return Error{"cannot read Py_Version in " + loc.path};
-    if ((*hex >> 24) != 3) return Error{"Py_Version " + std::to_string(*hex) + " is not Python 3"};
+    if ((*hex >> 24) != 3) return Error{fmt::format("Py_Version {} is not Python 3", *hex)};
     minor = static_cast<int>((*hex >> 16) & 0xff);
     result.version = versionString(*hex);
   }
   if (minor < 0) return Error{"cannot tell the Python version of " + loc.path};
-  if (result.version.empty()) result.version = "3." + std::to_string(minor);
+  if (result.version.empty()) result.version = fmt::format("3.{}", minor);
 
   std::optional<PythonLayout> layout = pythonLayoutForMinor(minor);
   if (!layout && minor >= 13) {
@@ -56,7 +56,7 @@ Expected<std::optional<PythonProcessStacks>> readPythonStacks(pid_t pid) {
 
   PythonStackReader reader(memory, *layout);
   auto threads = reader.readThreads(loc.runtime_addr);
-  if (!threads) return Error{"Python " + result.version + " in pid " + std::to_string(pid) + ": " + threads.error()};
+  if (!threads) return Error{fmt::format("Python {} in pid {}: {}", result.version, pid, threads.error())};
   result.threads = std::move(*threads);
   return std::optional<PythonProcessStacks>{std::move(result)};
 }

@@ -53,13 +53,13 @@ std::string explainAttachFailure(const std::string& error, const ProcSnapshot& p
   if (tracer != 0) {
     ProcThread t = readProcThread(tracer, tracer);
     std::string who = t.comm.empty() ? "" : " (" + t.comm + ")";
-    return "process " + std::to_string(proc.pid) + " is already traced by pid " + std::to_string(tracer) + who +
-           "; only one tracer at a time: " + error;
+    return fmt::format("process {} is already traced by pid {}{}; only one tracer at a time: {}", proc.pid, tracer, who,
+                       error);
   }
   if (error.find("Operation not permitted") != std::string::npos) {
     if (proc.uid && *proc.uid != ::geteuid()) {
-      return "permission denied: process " + std::to_string(proc.pid) + " belongs to uid " + std::to_string(*proc.uid) +
-             ", the collector runs as uid " + std::to_string(::geteuid()) + ": " + error;
+      return fmt::format("permission denied: process {} belongs to uid {}, the collector runs as uid {}: {}", proc.pid,
+                         *proc.uid, ::geteuid(), error);
     }
     return "permission denied by the kernel (ptrace_scope, or a PR_SET_PTRACER the target did not grant): " + error;
   }
@@ -93,7 +93,7 @@ bool processGoneSoon(pid_t pid) {
 }
 
 std::string gone(pid_t pid) {
-  return "process " + std::to_string(pid) + " exited during the attach";
+  return fmt::format("process {} exited during the attach", pid);
 }
 
 double wallClockNow() {
@@ -238,7 +238,7 @@ bool Collector::fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack
     if (threads.find(t.tid) == threads.end()) threads.emplace(t.tid, threadFromProc(readProcThread(pid, t.tid)));
     if (t.stopped) continue;
     threads[t.tid].merge_note = "no stack: " + t.error;
-    if (!t.exited) thread_errors.push_back("thread " + std::to_string(t.tid) + ": " + t.error);
+    if (!t.exited) thread_errors.push_back(fmt::format("thread {}: {}", t.tid, t.error));
   }
   attach_phase.finish(thread_errors.empty(), thread_errors.empty() ? "" : thread_errors.front());
   if (options_.while_stopped) options_.while_stopped();
@@ -258,7 +258,7 @@ bool Collector::fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack
     fs_bases[t.tid] = t.fs_base;
     UnwoundStack stack = (*unwinder)->unwind(t.tid, deadline, options_.max_frames);
     threads[t.tid].native_frames = std::move(stack.frames);
-    if (!stack.error.empty()) thread_errors.push_back("thread " + std::to_string(t.tid) + ": " + stack.error);
+    if (!stack.error.empty()) thread_errors.push_back(fmt::format("thread {}: {}", t.tid, stack.error));
   }
   unwind_phase.finish(thread_errors.empty(), thread_errors.empty() ? "" : thread_errors.front());
   for (size_t i = 1; i < thread_errors.size(); ++i) dump.errors.push_back("unwind: " + thread_errors[i]);
@@ -285,10 +285,10 @@ bool Collector::fastPass(const ProcSnapshot& proc, std::map<int64_t, ThreadStack
     bool merged = has_python && *has_python && python.mergeInto(t, fs_bases[tid]);
     // native_frames stays only beside a merged stack, for audit; elsewhere it equals frames.
     if (!merged || t.python_frames.empty()) t.native_frames.clear();
-    if (merged && !t.merge_note.empty()) dump.errors.push_back("merge of thread " + std::to_string(tid) + ": " + t.merge_note);
+    if (merged && !t.merge_note.empty()) dump.errors.push_back(fmt::format("merge of thread {}: {}", tid, t.merge_note));
   }
   if (size_t n = python.unmatchedThreads()) {
-    dump.errors.push_back(std::to_string(n) + " Python thread(s) matched no native thread");
+    dump.errors.push_back(fmt::format("{} Python thread(s) matched no native thread", n));
   }
   return true;
 }
@@ -333,15 +333,13 @@ Collector::DebuggerOutcome Collector::debuggerPhase(ForensicsDump& dump) {
     return DebuggerOutcome::kFailed;
   }
   if (run->timed_out) {
-    char bound[32];
-    std::snprintf(bound, sizeof bound, "%g", options_.timeout_debugger_s);
-    phase.finish(false, std::string("debugger killed after ") + bound + " s (hard time bound)" +
-                            (run->continued_target ? "; target continued from the stop its attach left" : ""));
+    phase.finish(false, fmt::format("debugger killed after {:g} s (hard time bound){}", options_.timeout_debugger_s,
+                                    run->continued_target ? "; target continued from the stop its attach left" : ""));
     return DebuggerOutcome::kFailed;
   }
   if (!run->report) {
     std::string tail = run->output.size() > 300 ? run->output.substr(run->output.size() - 300) : run->output;
-    phase.finish(false, "debugger exited with code " + std::to_string(run->exit_code) + " without a report: " + tail);
+    phase.finish(false, fmt::format("debugger exited with code {} without a report: {}", run->exit_code, tail));
     return DebuggerOutcome::kFailed;
   }
   // The debugger script's ring records go into the dump as they are.

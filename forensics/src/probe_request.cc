@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/watchdog_snapshot.h"
 
 namespace hangwatch::forensics {
@@ -34,8 +36,8 @@ ProbeRequest makeProbeRequest(const std::string& backend, bool cuda_gdb, const s
     return r;
   }
   if (snap->identity.pid != 0 && snap->identity.pid != pid) {
-    r.comm_table = snapshot_path + ": of pid " + std::to_string(snap->identity.pid) + ", not " + std::to_string(pid) +
-                   " (an earlier run's): not used";
+    r.comm_table =
+        fmt::format("{}: of pid {}, not {} (an earlier run's): not used", snapshot_path, snap->identity.pid, pid);
     return r;
   }
   size_t skipped = 0, beyond = 0;
@@ -51,9 +53,9 @@ ProbeRequest makeProbeRequest(const std::string& backend, bool cuda_gdb, const s
     }
     r.comms.push_back({c.address, c.nccl_id, c.hash, c.rank});
   }
-  r.comm_table = snapshot_path + ": " + std::to_string(r.comms.size()) + " communicator(s)";
-  if (skipped) r.comm_table += ", " + std::to_string(skipped) + " destroyed, aborted or without an address left out";
-  if (beyond) r.comm_table += ", " + std::to_string(beyond) + " beyond the first " + std::to_string(kMaxProbeComms) + " left out";
+  r.comm_table = fmt::format("{}: {} communicator(s)", snapshot_path, r.comms.size());
+  if (skipped) r.comm_table += fmt::format(", {} destroyed, aborted or without an address left out", skipped);
+  if (beyond) r.comm_table += fmt::format(", {} beyond the first {} left out", beyond, kMaxProbeComms);
   return r;
 }
 

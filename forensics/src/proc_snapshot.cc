@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/scoped_fd.h"
 
 namespace hangwatch::forensics {
@@ -64,7 +66,7 @@ std::string_view nextToken(std::string_view& s) {
 ProcThread readThread(const std::string& task_dir, int64_t tid) {
   ProcThread t;
   t.tid = tid;
-  std::string dir = task_dir + "/" + std::to_string(tid);
+  std::string dir = fmt::format("{}/{}", task_dir, tid);
   if (auto comm = readProcFile(dir + "/comm")) t.comm = trimmed(*comm);
   if (auto stat = readProcFile(dir + "/stat")) t.state = statStateLetter(*stat).value_or("");
   // wchan is "0" for a running thread and empty when the kernel hides it from us.
@@ -135,7 +137,7 @@ std::vector<std::string> splitCmdline(std::string_view raw) {
 
 std::vector<int64_t> listThreadIds(pid_t pid, const std::string& proc_root) {
   std::vector<int64_t> tids;
-  std::string dir = proc_root + "/" + std::to_string(pid) + "/task";
+  std::string dir = fmt::format("{}/{}/task", proc_root, pid);
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return tids;
   while (dirent* e = ::readdir(d)) {
@@ -149,28 +151,28 @@ std::vector<int64_t> listThreadIds(pid_t pid, const std::string& proc_root) {
 }
 
 ProcThread readProcThread(pid_t pid, int64_t tid, const std::string& proc_root) {
-  return readThread(proc_root + "/" + std::to_string(pid) + "/task", tid);
+  return readThread(fmt::format("{}/{}/task", proc_root, pid), tid);
 }
 
 std::string readProcessState(pid_t pid, const std::string& proc_root) {
-  auto status = readProcFile(proc_root + "/" + std::to_string(pid) + "/status");
+  auto status = readProcFile(fmt::format("{}/{}/status", proc_root, pid));
   if (!status) return "";
   return statusField(*status, "State").value_or("");
 }
 
 Expected<ProcSnapshot> readProcSnapshot(pid_t pid, const std::string& proc_root) {
-  if (pid <= 0) return Error{"pid " + std::to_string(pid) + " is not a process id"};
-  std::string base = proc_root + "/" + std::to_string(pid);
+  if (pid <= 0) return Error{fmt::format("pid {} is not a process id", pid)};
+  std::string base = fmt::format("{}/{}", proc_root, pid);
   auto status = readProcFile(base + "/status");
   if (!status) {
-    if (!std::filesystem::exists(base)) return Error{"no process with pid " + std::to_string(pid)};
+    if (!std::filesystem::exists(base)) return Error{fmt::format("no process with pid {}", pid)};
     return Error{"cannot read " + base + "/status: " + status.error()};
   }
   ProcSnapshot s;
   s.pid = pid;
   s.state = statusField(*status, "State").value_or("");
-  if (auto tgid = statusField(*status, "Tgid"); tgid && *tgid != std::to_string(pid)) {
-    return Error{"pid " + std::to_string(pid) + " is a thread of process " + *tgid + ", not a process"};
+  if (auto tgid = statusField(*status, "Tgid"); tgid && *tgid != fmt::format("{}", pid)) {
+    return Error{fmt::format("pid {} is a thread of process {}, not a process", pid, *tgid)};
   }
   if (auto uid = statusField(*status, "Uid")) s.uid = static_cast<uid_t>(std::strtoul(uid->c_str(), nullptr, 10));
   if (auto tracer = statusField(*status, "TracerPid")) s.tracer_pid = static_cast<pid_t>(std::atoi(tracer->c_str()));

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "hangwatch/forensics/proc_snapshot.h"
 
 namespace hangwatch::forensics {
@@ -72,10 +74,10 @@ Expected<size_t> PtraceSession::stopAll(Deadline deadline) {
     if (Clock::now() >= deadline) break;
   }
   if (!any_seized) {
-    if (first_error.empty()) return Error{"process " + std::to_string(pid_) + " has no threads left (it exited)"};
+    if (first_error.empty()) return Error{fmt::format("process {} has no threads left (it exited)", pid_)};
     return Error{first_error};
   }
-  if (stoppedCount() == 0) return Error{"no thread of process " + std::to_string(pid_) + " stopped"};
+  if (stoppedCount() == 0) return Error{fmt::format("no thread of process {} stopped", pid_)};
   return stoppedCount();
 }
 

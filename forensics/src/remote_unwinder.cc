@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace hangwatch::forensics {
 namespace {
 
@@ -85,7 +87,7 @@ Expected<Dwfl*> RemoteUnwinder::openProcess(pid_t pid) {
   int rc = dwfl_linux_proc_report(dwfl, pid);
   std::string error;
   if (rc != 0) {
-    error = "reading the modules of " + std::to_string(pid) + ": " + (rc > 0 ? std::strerror(rc) : dwflError());
+    error = fmt::format("reading the modules of {}: {}", pid, rc > 0 ? std::strerror(rc) : dwflError());
   } else if (dwfl_report_end(dwfl, nullptr, nullptr) != 0) {
     error = "dwfl_report_end: " + dwflError();
   } else if ((rc = dwfl_linux_proc_attach(dwfl, pid, /*assume_ptrace_stopped=*/true)) != 0) {
@@ -220,7 +222,7 @@ UnwoundStack RemoteUnwinder::unwind(pid_t tid, Deadline deadline, size_t max_fra
   int rc = dwfl_getthread_frames(dwfl_, tid, on_frame, &walk);
   UnwoundStack out;
   if (walk.timed_out) out.error = "unwind stopped at the deadline";
-  else if (walk.pcs.size() >= max_frames) out.error = "stack deeper than " + std::to_string(max_frames) + " frames";
+  else if (walk.pcs.size() >= max_frames) out.error = fmt::format("stack deeper than {} frames", max_frames);
   else if (rc == -1 && walk.pcs.empty()) {
     out.error = "unwind failed: " + dwflError();
     // libdwfl 0.188 keeps the thread "attached" when reading its registers failed (it

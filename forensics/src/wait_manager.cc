@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
+
 namespace hangwatch::forensics {
 namespace {
 
@@ -35,7 +37,7 @@ std::string WaitStatus::describe() const {
   switch (kind) {
     case Kind::kStopped:
       return std::string("stopped (") + (ptrace_event ? "event stop, " : "signal ") + strsignal(signal) + ")";
-    case Kind::kExited: return "exited with code " + std::to_string(code);
+    case Kind::kExited: return fmt::format("exited with code {}", code);
     case Kind::kKilled: return std::string("killed by ") + strsignal(signal);
     case Kind::kTimedOut: return "timed out";
     case Kind::kNotOurs: return "not our child or tracee";
