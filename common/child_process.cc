@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #include <boost/process.hpp>
@@ -24,10 +25,16 @@ bp::environment environmentFor(const ChildCommand& c) {
   return env;
 }
 
-// setsid in the child before exec: Boost.Process returns only once the exec happened, so
-// the session exists by the time anyone may kill it.
-auto ownSession() {
-  return bp::extend::on_exec_setup = [](auto&) { ::setsid(); };
+// In the child before exec. A session of its own: Boost.Process returns only once the exec
+// happened, so the session exists by the time anyone may kill it. Every fd above stdio
+// close-on-exec: the watchdog starts the collector from inside the user's job, whose
+// sockets and files (a listening port, a lock) must not stay open in a collector that
+// outlives it. Boost's own exec-error pipe is close-on-exec already.
+auto ownSessionNoInheritedFds() {
+  return bp::extend::on_exec_setup = [](auto&) {
+    ::setsid();
+    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  };
 }
 
 }  // namespace
@@ -39,13 +46,13 @@ Expected<ChildProcess> ChildProcess::start(const ChildCommand& c) {
   if (c.output_path.empty()) {
     bp::pipe pipe;
     child = std::make_unique<bp::child>(bp::exe = c.exe, bp::args = c.args, environmentFor(c), bp::std_in < bp::null,
-                                        (bp::std_out & bp::std_err) > pipe, ownSession(), ec);
+                                        (bp::std_out & bp::std_err) > pipe, ownSessionNoInheritedFds(), ec);
     output = ScopedFd(pipe.native_source());
     pipe.assign_source(-1);
     if (output.valid()) ::fcntl(output.get(), F_SETFD, FD_CLOEXEC);
   } else {
     child = std::make_unique<bp::child>(bp::exe = c.exe, bp::args = c.args, environmentFor(c), bp::std_in < bp::null,
-                                        (bp::std_out & bp::std_err) > c.output_path, ownSession(), ec);
+                                        (bp::std_out & bp::std_err) > c.output_path, ownSessionNoInheritedFds(), ec);
   }
   if (ec) return Error{fmt::format("cannot start {}: {}", c.exe, ec.message())};
   return ChildProcess(std::move(child), std::move(output));

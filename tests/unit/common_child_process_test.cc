@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -6,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/child_process.h"
 
@@ -40,6 +43,21 @@ TEST_CASE("ChildOutputAndErrorsArriveTogetherWithItsExitCode") {
   CHECK(child->readOutput(in(10), out, 1 << 16));
   CHECK(out == "out\nerr\n[][y]\nstdin-empty\n");
   CHECK(child->waitUntil(in(10)) == 3);
+}
+
+TEST_CASE("AChildInheritsNoFdOfOursButItsStdio") {
+  const int leaky = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC, as a user's job may leave one
+  REQUIRE(leaky > 2);
+  auto child = ChildProcess::start({"/bin/sh", {"-c", fmt::format("[ -e /proc/self/fd/{} ] && echo inherited; "
+                                                                   "[ -e /proc/self/fd/1 ] && echo stdout",
+                                                                   leaky)},
+                                    {}, {}, ""});
+  ::close(leaky);
+  REQUIRE(child);
+  std::string out;
+  CHECK(child->readOutput(in(10), out, 1 << 16));
+  CHECK(out == "stdout\n");
+  child->waitUntil(in(10));
 }
 
 TEST_CASE("ChildOutputKeepsOnlyItsLastBytes") {

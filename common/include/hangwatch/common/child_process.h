@@ -1,7 +1,8 @@
 #pragma once
 // The one way hangwatch starts a process (the watchdog its collector, the collector its
 // debugger), on Boost.Process: stdin from /dev/null, stdout and stderr together into a
-// file or a pipe, and a session of its own, so a time bound can kill it with all it started.
+// file or a pipe, no other fd of ours, and a session of its own, so a time bound can kill it
+// with all it started.
 #include <sys/types.h>
 
 #include <chrono>
