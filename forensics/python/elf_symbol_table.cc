@@ -10,18 +10,17 @@
 #include <mutex>
 #include <tuple>
 
+#include "hangwatch/common/scoped_fd.h"
+
 namespace hangwatch::forensics {
 namespace {
 
 Expected<ElfSymbolTable> readSymbols(const std::string& path, const std::vector<std::string>& wanted) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{"cannot open " + path};
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Error{"cannot open " + path};
   elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (elf == nullptr) {
-    ::close(fd);
-    return Error{"not an ELF file: " + path};
-  }
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) return Error{"not an ELF file: " + path};
   ElfSymbolTable table;
   size_t phnum = 0;
   bool have_load = false;
@@ -50,7 +49,6 @@ Expected<ElfSymbolTable> readSymbols(const std::string& path, const std::vector<
     }
   }
   elf_end(elf);
-  ::close(fd);
   if (!have_load) return Error{"no loadable segment in " + path};
   return table;
 }
