@@ -1,4 +1,5 @@
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/scoped_fd.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -56,10 +57,10 @@ Expected<Written> writeFileAtomically(const std::string& path, std::string_view 
   std::string tmp;
   Expected<int> created = createTemporary(path, tmp);
   if (!created) return Error{created.error()};
-  int fd = *created;
-  bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
+  ScopedFd fd(*created);
+  bool ok = writeAll(fd.get(), contents) && ::fsync(fd.get()) == 0;
   int saved = errno;
-  ::close(fd);
+  fd.close();
   if (!ok) {
     errno = saved;
     std::string msg = errnoText("cannot write", tmp);
@@ -80,9 +81,9 @@ Expected<bool> createFileExclusively(const std::string& path, std::string_view c
   std::string tmp;
   Expected<int> created = createTemporary(path, tmp);
   if (!created) return Error{created.error()};
-  int fd = *created;
-  bool ok = writeAll(fd, contents) && ::fsync(fd) == 0;
-  ::close(fd);
+  ScopedFd fd(*created);
+  bool ok = writeAll(fd.get(), contents) && ::fsync(fd.get()) == 0;
+  fd.close();
   if (!ok) {
     std::string msg = errnoText("cannot write", tmp);
     ::unlink(tmp.c_str());

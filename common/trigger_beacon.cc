@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/scoped_fd.h"
 
 namespace hangwatch {
 namespace {
@@ -26,13 +27,13 @@ TriggerBeacon::TriggerBeacon(std::string job_dir)
 
 Expected<BeaconState> TriggerBeacon::read(int64_t base) {
   int flags = O_RDONLY | O_CLOEXEC | (exists_ ? 0 : O_CREAT);
-  int fd = ::open(path_.c_str(), flags, 0644);
-  if (fd < 0 && errno == ENOENT) {
+  ScopedFd fd(::open(path_.c_str(), flags, 0644));
+  if (!fd.valid() && errno == ENOENT) {
     std::error_code ec;
     std::filesystem::create_directories(job_dir_, ec);
-    fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, 0644);
+    fd = ScopedFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, 0644));
   }
-  if (fd < 0) {
+  if (!fd.valid()) {
     exists_ = false;
     return Error{errnoText("cannot open " + path_)};
   }
@@ -40,37 +41,31 @@ Expected<BeaconState> TriggerBeacon::read(int64_t base) {
   std::string text;
   char buf[4096];
   while (text.size() < kMaxBeaconBytes) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   return parseBeacon(text, base);
 }
 
 Expected<bool> TriggerBeacon::append(const std::string& line) {
   std::error_code ec;
   std::filesystem::create_directories(job_dir_, ec);
-  int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{errnoText("cannot open " + path_)};
+  const ScopedFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Error{errnoText("cannot open " + path_)};
   std::string data = line + "\n";
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    ssize_t n = ::write(fd.get(), p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::string e = errnoText("cannot write " + path_);
-      ::close(fd);
-      return Error{e};
-    }
+    if (n < 0) return Error{errnoText("cannot write " + path_)};
     p += n;
     left -= static_cast<size_t>(n);
   }
   // Readers on other nodes see the line once it reached the server: flushed before close.
-  bool synced = ::fsync(fd) == 0;
-  ::close(fd);
+  bool synced = ::fsync(fd.get()) == 0;
   if (!synced) return Error{errnoText("cannot flush " + path_)};
   return true;
 }
