@@ -62,20 +62,21 @@ class OnDemandFields {
     return true;
   }
 
-  // The value is null (then consumed, `null` set) or of type `expected`; else fails saying
-  // `what` + `is_not`.
-  bool expect(simdjson::ondemand::value& v, simdjson::ondemand::json_type expected, const char* is_not, bool& null,
-              const char* what) {
-    simdjson::ondemand::json_type type;
-    if (!kind(v, type, null, what)) return false;
-    if (null || type == expected) return true;
-    return fail(std::string(what) + is_not);
-  }
-
   // A view into the parser's string buffer, valid until the next document.
   bool strView(simdjson::ondemand::value v, std::string_view& out, const char* what) {
-    bool had = false;
-    return strViewIfPresent(v, out, had, what);
+    // Most values have the expected type: try that first; a wrong type leaves `v` unread.
+    switch (auto e = v.get_string().get(out)) {
+      case simdjson::SUCCESS: return true;
+      case simdjson::INCORRECT_TYPE: break;
+      default: return failJson(e, what);
+    }
+    simdjson::ondemand::json_type type;
+    bool null;
+    if (!kind(v, type, null, what)) return false;
+    if (null) return true;
+    if (type != simdjson::ondemand::json_type::string) return fail(std::string(what) + " is not a string");
+    if (auto e = v.get_string().get(out)) return failJson(e, what);
+    return true;
   }
 
   bool str(simdjson::ondemand::value v, std::string& out, const char* what) {
@@ -86,18 +87,18 @@ class OnDemandFields {
     return true;
   }
 
-  // `out` is left as it is for null (`had` false).
   bool strViewIfPresent(simdjson::ondemand::value v, std::string_view& out, bool& had, const char* what) {
-    // Most values have the expected type: try that first; a wrong type leaves `v` unread.
     switch (auto e = v.get_string().get(out)) {
       case simdjson::SUCCESS: had = true; return true;
       case simdjson::INCORRECT_TYPE: break;
       default: return failJson(e, what);
     }
+    simdjson::ondemand::json_type type;
     bool null;
     had = false;
-    if (!expect(v, simdjson::ondemand::json_type::string, " is not a string", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) return true;
+    if (type != simdjson::ondemand::json_type::string) return fail(std::string(what) + " is not a string");
     if (auto e = v.get_string().get(out)) return failJson(e, what);
     had = true;
     return true;
@@ -159,9 +160,11 @@ class OnDemandFields {
   template <typename Int>
   bool integer(simdjson::ondemand::value v, Int& out, const char* what) {
     if (quickInteger(v, out)) return true;
+    simdjson::ondemand::json_type type;
     bool null;
-    if (!expect(v, simdjson::ondemand::json_type::number, " is not a number", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) return true;
+    if (type != simdjson::ondemand::json_type::number) return fail(std::string(what) + " is not a number");
     return integerValue(v, out, what);
   }
 
@@ -171,12 +174,14 @@ class OnDemandFields {
       out = quick;
       return true;
     }
+    simdjson::ondemand::json_type type;
     bool null;
-    if (!expect(v, simdjson::ondemand::json_type::number, " is not a number", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) {
       out.reset();
       return true;
     }
+    if (type != simdjson::ondemand::json_type::number) return fail(std::string(what) + " is not a number");
     Int i{};
     if (!integerValue(v, i, what)) return false;
     out = i;
@@ -184,20 +189,24 @@ class OnDemandFields {
   }
 
   bool number(simdjson::ondemand::value v, double& out, const char* what) {
+    simdjson::ondemand::json_type type;
     bool null;
-    if (!expect(v, simdjson::ondemand::json_type::number, " is not a number", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) return true;
+    if (type != simdjson::ondemand::json_type::number) return fail(std::string(what) + " is not a number");
     if (auto e = v.get_double().get(out)) return failJson(e, what);
     return true;
   }
 
   bool optionalNumber(simdjson::ondemand::value v, std::optional<double>& out, const char* what) {
+    simdjson::ondemand::json_type type;
     bool null;
-    if (!expect(v, simdjson::ondemand::json_type::number, " is not a number", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) {
       out.reset();
       return true;
     }
+    if (type != simdjson::ondemand::json_type::number) return fail(std::string(what) + " is not a number");
     double d = 0;
     if (auto e = v.get_double().get(d)) return failJson(e, what);
     out = d;
@@ -205,9 +214,11 @@ class OnDemandFields {
   }
 
   bool boolean(simdjson::ondemand::value v, bool& out, const char* what) {
+    simdjson::ondemand::json_type type;
     bool null;
-    if (!expect(v, simdjson::ondemand::json_type::boolean, " is not a boolean", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) return true;
+    if (type != simdjson::ondemand::json_type::boolean) return fail(std::string(what) + " is not a boolean");
     if (auto e = v.get_bool().get(out)) return failJson(e, what);
     return true;
   }
@@ -215,9 +226,11 @@ class OnDemandFields {
   // An optional array: null is empty, anything but an array fails. `each(value)` reads one element.
   template <typename F>
   bool array(simdjson::ondemand::value v, const char* what, F&& each) {
+    simdjson::ondemand::json_type type;
     bool null;
-    if (!expect(v, simdjson::ondemand::json_type::array, " is not an array", null, what)) return false;
+    if (!kind(v, type, null, what)) return false;
     if (null) return true;
+    if (type != simdjson::ondemand::json_type::array) return fail(std::string(what) + " is not an array");
     simdjson::ondemand::array a;
     if (auto e = v.get_array().get(a)) return failJson(e, what);
     for (auto element : a) {
