@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/schema/field_list.h"
 #include "hangwatch/common/stack_frame.h"
 
 namespace hangwatch {
@@ -133,3 +134,121 @@ Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j);
 Expected<ForensicsDump> forensicsDumpFromText(const std::string& text);
 
 }  // namespace hangwatch
+
+namespace hangwatch::schema {
+
+template <>
+struct Schema<RingProxyProgress> {
+  static constexpr const char* what = "proxy";
+  static constexpr auto fields = std::tuple{
+      field("base", &RingProxyProgress::base, "proxy base"),
+      field("nsteps", &RingProxyProgress::nsteps, "proxy nsteps"),
+      field("posted", &RingProxyProgress::posted, "proxy posted"),
+      field("received", &RingProxyProgress::received, "proxy received"),
+      field("transmitted", &RingProxyProgress::transmitted, "proxy transmitted"),
+      field("done", &RingProxyProgress::done, "proxy done"),
+  };
+};
+
+template <>
+struct Schema<RingConnection> {
+  static constexpr const char* what = "connection";
+  static constexpr auto fields = std::tuple{
+      rankField("peer", &RingConnection::peer, "peer"),
+      knownField("target_step", &RingConnection::target_step, &RingConnection::target_known, "target_step"),
+      knownField("observed_step", &RingConnection::observed_step, &RingConnection::observed_known, "observed_step"),
+      field("waiting", &RingConnection::waiting, "waiting"),
+      field("base_step", &RingConnection::base_step, "base_step"),
+      field("posted_step", &RingConnection::posted_step, "posted_step"),
+      field("transport", &RingConnection::transport, "transport", Empty::kOmit),
+      field("counter_memory", &RingConnection::counter_memory, "counter_memory", Empty::kOmit),
+      field("proxy", &RingConnection::proxy, "proxy", Empty::kOmit),
+  };
+  // What a record does not say, the reader did not see.
+  static RingConnection initial() { return RingConnection{.target_known = false, .observed_known = false}; }
+};
+
+template <>
+struct Schema<RingMismatch> {
+  static constexpr const char* what = "mismatch";
+  static constexpr auto fields = std::tuple{
+      field("arrived_seq", &RingMismatch::arrived_seq, "arrived_seq"),
+      field("arrived_op", &RingMismatch::arrived_op, "arrived_op"),
+  };
+};
+
+template <>
+struct Schema<RingWaiter> {
+  static constexpr const char* what = "waiting thread";
+  static constexpr auto fields = std::tuple{
+      field("tid", &RingWaiter::tid, "tid"),
+      field("name", &RingWaiter::name, "name"),
+      field("function", &RingWaiter::function, "function"),
+      field("direction", &RingWaiter::direction, "direction", Empty::kNull),
+  };
+};
+
+template <>
+struct Schema<RingProgress> {
+  static constexpr const char* what = "ring_progress";
+  static constexpr auto fields = std::tuple{
+      field("comm", &RingProgress::comm, "comm"),
+      field("nccl_comm", &RingProgress::nccl_comm, "nccl_comm", Empty::kOmit),
+      field("op", &RingProgress::op, "op"),
+      knownField("seq", &RingProgress::seq, &RingProgress::seq_known, "seq"),
+      rankField("channel", &RingProgress::channel, "channel"),
+      rankField("rank", &RingProgress::rank, "rank"),
+      rankField("prev", &RingProgress::prev, "prev"),
+      rankField("next", &RingProgress::next, "next"),
+      field("recv", &RingProgress::recv, "recv"),
+      field("send", &RingProgress::send, "send"),
+      field("comm_rank", &RingProgress::comm_rank, "comm_rank"),
+      field("comm_size", &RingProgress::comm_size, "comm_size"),
+      field("algorithm", &RingProgress::algorithm, "algorithm"),
+      field("protocol", &RingProgress::protocol, "protocol"),
+      field("source", &RingProgress::source, "source"),
+      field("stalled", &RingProgress::stalled, "stalled"),
+      field("mismatch", &RingProgress::mismatch, "mismatch"),
+      field("waiting_threads", &RingProgress::waiting_threads, "waiting_threads"),
+      field("nccl_op_count", &RingProgress::nccl_op_count, "nccl_op_count", Empty::kOmit),
+  };
+  static RingProgress initial() { return RingProgress{.seq_known = false, .channel = -1, .rank = -1}; }
+};
+
+template <>
+struct Schema<CollectionPhase> {
+  static constexpr const char* what = "phase";
+  static constexpr auto fields = std::tuple{
+      field("name", &CollectionPhase::name, "phase name"),
+      field("seconds", &CollectionPhase::seconds, "seconds"),
+      field("ok", &CollectionPhase::ok, "ok"),
+      field("error", &CollectionPhase::error, "phase error", Empty::kNull),
+  };
+};
+
+template <>
+struct Schema<ForensicsDump> {
+  static constexpr const char* what = "forensics dump";
+  static constexpr auto fields = std::tuple{
+      field("schema_version", &ForensicsDump::schema_version, "schema_version"),
+      field("rank", &ForensicsDump::rank, "rank"),
+      field("pid", &ForensicsDump::pid, "pid"),
+      field("host", &ForensicsDump::host, "host"),
+      field("exe", &ForensicsDump::exe, "exe"),
+      field("cmdline", &ForensicsDump::cmdline, "cmdline"),
+      field("process_state", &ForensicsDump::process_state, "process_state"),
+      field("time_unix_s", &ForensicsDump::time_unix_s, "time_unix_s"),
+      field("backend_requested", &ForensicsDump::backend_requested, "backend_requested"),
+      field("backend", &ForensicsDump::backend, "backend"),
+      field("unwinder", &ForensicsDump::unwinder, "unwinder"),
+      field("debugger", &ForensicsDump::debugger, "debugger"),
+      field("python_version", &ForensicsDump::python_version, "python_version"),
+      field("threads", &ForensicsDump::threads, "threads"),
+      field("ring_progress", &ForensicsDump::ring_progress, "ring_progress"),
+      field("phases", &ForensicsDump::phases, "phases"),
+      field("errors", &ForensicsDump::errors, "errors"),
+      field("target_exited_during", &ForensicsDump::target_exited_during, "target_exited_during", Empty::kNull),
+  };
+};
+
+}  // namespace hangwatch::schema

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/schema/field_list.h"
 
 namespace hangwatch {
 
@@ -45,3 +46,50 @@ Expected<ThreadStack> threadStackFromJson(const nlohmann::json& j);
 const char* frameKindName(FrameKind k);
 
 }  // namespace hangwatch
+
+namespace hangwatch::schema {
+
+template <>
+struct EnumNames<FrameKind> {
+  static constexpr std::pair<FrameKind, std::string_view> names[] = {{FrameKind::kNative, "native"},
+                                                                     {FrameKind::kPython, "python"}};
+};
+
+// A frame's fields, for StackFrame and for a reader's view of one (the same members).
+template <typename Frame>
+constexpr auto frameFields() {
+  return std::tuple{
+      field("kind", &Frame::kind, "frame kind"),
+      field("function", &Frame::function, "frame function"),
+      field("file", &Frame::file, "frame file", Empty::kOmit),
+      field("line", &Frame::line, "frame line", Empty::kOmit),
+      field("module", &Frame::module, "frame module", Empty::kOmit),
+      field("pc", &Frame::pc, "frame pc", Empty::kOmit),
+      field("offset", &Frame::offset, "frame offset", Empty::kOmit),
+  };
+}
+
+template <>
+struct Schema<StackFrame> {
+  static constexpr const char* what = "frame";
+  static constexpr auto fields = frameFields<StackFrame>();
+  static StackFrame initial() { return StackFrame{.function = "??"}; }
+};
+
+template <>
+struct Schema<ThreadStack> {
+  static constexpr const char* what = "thread";
+  static constexpr auto fields = std::tuple{
+      field("tid", &ThreadStack::tid, "tid"),
+      field("name", &ThreadStack::name, "thread name"),
+      field("os_name", &ThreadStack::os_name, "os_name"),
+      field("state", &ThreadStack::state, "state"),
+      field("wchan", &ThreadStack::wchan, "wchan", Empty::kOmit),
+      field("frames", &ThreadStack::frames, "frames"),
+      field("native_frames", &ThreadStack::native_frames, "native_frames", Empty::kOmit),
+      field("python_frames", &ThreadStack::python_frames, "python_frames", Empty::kOmit),
+      field("merge_note", &ThreadStack::merge_note, "merge_note", Empty::kOmit),
+  };
+};
+
+}  // namespace hangwatch::schema

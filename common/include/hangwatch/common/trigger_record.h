@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/schema/field_list.h"
 
 namespace hangwatch {
 
@@ -37,3 +38,35 @@ nlohmann::json toJson(const TriggerRecord& t);
 Expected<TriggerRecord> triggerFromJson(const nlohmann::json& j);
 
 }  // namespace hangwatch
+
+namespace hangwatch::schema {
+
+template <>
+struct Schema<StuckOp> {
+  static constexpr const char* what = "stuck_op";
+  static constexpr auto fields = std::tuple{
+      field("op", &StuckOp::op, "stuck_op op"),
+      field("comm", &StuckOp::comm, "stuck_op comm"),
+      field("seq", &StuckOp::seq, "stuck_op seq"),
+      field("bytes", &StuckOp::bytes, "stuck_op bytes"),
+      field("peer", &StuckOp::peer, "stuck_op peer"),
+      field("stream", &StuckOp::stream, "stuck_op stream"),
+      field("age_s", &StuckOp::age_s, "stuck_op age_s"),
+  };
+};
+
+template <>
+struct Schema<TriggerRecord> {
+  static constexpr const char* what = "TRIGGER.json";
+  static constexpr auto fields = std::tuple{
+      field("schema_version", &TriggerRecord::schema_version, "trigger schema_version"),
+      field("rank", &TriggerRecord::rank, "trigger rank"),
+      field("host", &TriggerRecord::host, "trigger host"),
+      field("pid", &TriggerRecord::pid, "trigger pid"),
+      field("time_unix_s", &TriggerRecord::time_unix_s, "trigger time_unix_s"),
+      field("reason", &TriggerRecord::reason, "trigger reason"),
+      field("stuck_op", &TriggerRecord::stuck_op, "stuck_op"),
+  };
+};
+
+}  // namespace hangwatch::schema

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/schema/field_list.h"
 #include "hangwatch/common/trigger_record.h"
 
 namespace hangwatch {
@@ -141,3 +142,163 @@ nlohmann::json toJson(const WatchdogSnapshot& s);
 Expected<WatchdogSnapshot> watchdogSnapshotFromJson(const nlohmann::json& j);
 
 }  // namespace hangwatch
+
+namespace hangwatch::schema {
+
+template <>
+struct Schema<SnapshotIdentity> {
+  static constexpr const char* what = "identity";
+  static constexpr auto fields = std::tuple{
+      field("rank", &SnapshotIdentity::rank, "identity rank"),
+      field("local_rank", &SnapshotIdentity::local_rank, "identity local_rank"),
+      field("world_size", &SnapshotIdentity::world_size, "identity world_size"),
+      field("rank_source", &SnapshotIdentity::rank_source, "identity rank_source"),
+      field("host", &SnapshotIdentity::host, "identity host"),
+      field("pid", &SnapshotIdentity::pid, "identity pid"),
+      field("job_id", &SnapshotIdentity::job_id, "identity job_id"),
+      field("device", &SnapshotIdentity::device, "identity device"),
+      field("cuda_visible_devices", &SnapshotIdentity::cuda_visible_devices, "identity cuda_visible_devices"),
+  };
+};
+
+template <>
+struct Schema<SnapshotComm> {
+  static constexpr const char* what = "comm";
+  static constexpr auto fields = std::tuple{
+      field("hash", &SnapshotComm::hash, "comm hash"),
+      field("rank", &SnapshotComm::rank, "comm rank"),
+      field("size", &SnapshotComm::size, "comm size"),
+      field("device", &SnapshotComm::device, "comm device"),
+      field("state", &SnapshotComm::state, "comm state"),
+      field("last_issued_seq", &SnapshotComm::last_issued_seq, "last_issued_seq"),
+      field("last_completed_seq", &SnapshotComm::last_completed_seq, "last_completed_seq"),
+      field("nccl_id", &SnapshotComm::nccl_id, "comm nccl_id", Empty::kNull),
+      field("address", &SnapshotComm::address, "comm address"),
+  };
+};
+
+// A connection's steps and last-moved times, keyed by the stage names of its direction.
+struct ProxyStepsCodec {
+  static void write(nlohmann::json& out, const SnapshotProxyConnection& c);
+  static void read(const nlohmann::json& v, SnapshotProxyConnection& c);
+};
+struct ProxyMovedCodec {
+  static void write(nlohmann::json& out, const SnapshotProxyConnection& c);
+  static void read(const nlohmann::json& v, SnapshotProxyConnection& c);
+};
+
+template <>
+struct Schema<SnapshotProxyConnection> {
+  static constexpr const char* what = "progress connection";
+  static constexpr auto fields = std::tuple{
+      field("nccl_comm", &SnapshotProxyConnection::nccl_comm, "connection nccl_comm"),
+      field("rank", &SnapshotProxyConnection::rank, "connection rank"),
+      field("nranks", &SnapshotProxyConnection::nranks, "connection nranks"),
+      field("channel", &SnapshotProxyConnection::channel, "connection channel"),
+      field("peer", &SnapshotProxyConnection::peer, "connection peer"),
+      field("dir", &SnapshotProxyConnection::dir, "connection dir"),
+      field("ops", &SnapshotProxyConnection::ops, "connection ops"),
+      field("ops_done", &SnapshotProxyConnection::ops_done, "connection ops_done"),
+      field("untracked_ops", &SnapshotProxyConnection::untracked_ops, "connection untracked_ops"),
+      customField<ProxyStepsCodec, SnapshotProxyConnection>("steps", "steps"),
+      customField<ProxyMovedCodec, SnapshotProxyConnection>("moved_s_ago", "moved_s_ago"),
+  };
+};
+
+template <>
+struct Schema<SnapshotKernelChannel> {
+  static constexpr const char* what = "kernel channel";
+  static constexpr auto fields = std::tuple{
+      field("nccl_comm", &SnapshotKernelChannel::nccl_comm, "kernel channel nccl_comm"),
+      field("channel", &SnapshotKernelChannel::channel, "kernel channel"),
+      field("started", &SnapshotKernelChannel::started, "kernel channel started"),
+      field("stopped", &SnapshotKernelChannel::stopped, "kernel channel stopped"),
+      field("started_s_ago", &SnapshotKernelChannel::started_s_ago, "started_s_ago"),
+      field("stopped_s_ago", &SnapshotKernelChannel::stopped_s_ago, "stopped_s_ago"),
+  };
+};
+
+template <>
+struct Schema<SnapshotProgress> {
+  static constexpr const char* what = "progress";
+  static constexpr auto fields = std::tuple{
+      field("plugin_inits", &SnapshotProgress::plugin_inits, "plugin_inits"),
+      field("connections", &SnapshotProgress::connections, "connections"),
+      field("kernel_channels", &SnapshotProgress::kernel_channels, "kernel_channels"),
+      field("dropped_connections", &SnapshotProgress::dropped_connections, "dropped_connections"),
+      field("dropped_kernel_channels", &SnapshotProgress::dropped_kernel_channels, "dropped_kernel_channels"),
+  };
+};
+
+template <>
+struct Schema<SnapshotPendingOp> {
+  static constexpr const char* what = "pending op";
+  static constexpr auto fields = std::tuple{
+      field("op", &SnapshotPendingOp::op, "pending op"),
+      field("class", &SnapshotPendingOp::op_class, "pending class"),
+      field("comm", &SnapshotPendingOp::comm, "pending comm"),
+      field("seq", &SnapshotPendingOp::seq, "pending seq"),
+      field("bytes", &SnapshotPendingOp::bytes, "pending bytes"),
+      field("dtype", &SnapshotPendingOp::dtype, "pending dtype"),
+      field("count", &SnapshotPendingOp::count, "pending count"),
+      field("peer", &SnapshotPendingOp::peer, "pending peer"),
+      field("age_s", &SnapshotPendingOp::age_s, "pending age_s"),
+      field("issued_s_ago", &SnapshotPendingOp::issued_s_ago, "pending issued_s_ago"),
+      field("gpu_started", &SnapshotPendingOp::gpu_started, "pending gpu_started"),
+  };
+};
+
+template <>
+struct Schema<SnapshotStream> {
+  static constexpr const char* what = "stream";
+  static constexpr auto fields = std::tuple{
+      field("stream", &SnapshotStream::stream, "stream handle"),
+      field("device", &SnapshotStream::device, "stream device"),
+      field("pending", &SnapshotStream::pending, "pending"),
+  };
+};
+
+template <>
+struct Schema<SnapshotHostCall> {
+  static constexpr const char* what = "host call";
+  static constexpr auto fields = std::tuple{
+      field("call", &SnapshotHostCall::call, "host call"),
+      field("tid", &SnapshotHostCall::tid, "host call tid"),
+      field("thread_name", &SnapshotHostCall::thread_name, "host call thread_name"),
+      field("age_s", &SnapshotHostCall::age_s, "host call age_s"),
+      field("comm", &SnapshotHostCall::comm, "host call comm"),
+      field("seq", &SnapshotHostCall::seq, "host call seq"),
+  };
+};
+
+template <>
+struct Schema<WatchdogHealth> {
+  static constexpr const char* what = "health";
+  static constexpr auto fields = std::tuple{
+      field("failures_logged", &WatchdogHealth::failures_logged, "failures_logged"),
+      field("ops_timed", &WatchdogHealth::ops_timed, "ops_timed"),
+      field("ops_completed", &WatchdogHealth::ops_completed, "ops_completed"),
+      field("events_exhausted", &WatchdogHealth::events_exhausted, "events_exhausted"),
+      field("ops_dropped", &WatchdogHealth::ops_dropped, "ops_dropped"),
+  };
+};
+
+template <>
+struct Schema<WatchdogSnapshot> {
+  static constexpr const char* what = "watchdog snapshot";
+  static constexpr auto fields = std::tuple{
+      field("schema_version", &WatchdogSnapshot::schema_version, "schema_version"),
+      field("time_unix_s", &WatchdogSnapshot::time_unix_s, "time_unix_s"),
+      field("timeout_s", &WatchdogSnapshot::timeout_s, "timeout_s"),
+      field("detected_here", &WatchdogSnapshot::detected_here, "detected_here"),
+      field("identity", &WatchdogSnapshot::identity, "identity"),
+      field("trigger", &WatchdogSnapshot::trigger, "trigger"),
+      field("comms", &WatchdogSnapshot::comms, "comms"),
+      field("streams", &WatchdogSnapshot::streams, "streams"),
+      field("host_calls", &WatchdogSnapshot::host_calls, "host_calls"),
+      field("health", &WatchdogSnapshot::health, "health"),
+      field("progress", &WatchdogSnapshot::progress, "progress"),
+  };
+};
+
+}  // namespace hangwatch::schema
