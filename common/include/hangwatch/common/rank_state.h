@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/schema/field_list.h"
 
 namespace hangwatch {
 
@@ -44,3 +45,31 @@ Expected<RankState> rankStateFromText(const std::string& text);
 Expected<RankState> readRankState(const std::string& path);
 
 }  // namespace hangwatch
+
+namespace hangwatch::schema {
+
+template <>
+struct EnumNames<DumpPhase> {
+  static constexpr std::pair<DumpPhase, std::string_view> names[] = {{DumpPhase::kCollecting, "collecting"},
+                                                                     {DumpPhase::kDone, "done"}};
+};
+
+template <>
+struct Schema<RankState> {
+  static constexpr const char* what = "rank state";
+  static constexpr auto fields = std::tuple{
+      field("schema_version", &RankState::schema_version, "schema_version"),
+      field("rank", &RankState::rank, "rank"),
+      field("state", &RankState::phase, "state"),
+      field("pid", &RankState::pid, "pid"),
+      field("host", &RankState::host, "host"),
+      field("time_unix_s", &RankState::time_unix_s, "time_unix_s"),
+      field("deadline_unix_s", &RankState::deadline_unix_s, "deadline_unix_s"),
+      field("collector_pid", &RankState::collector_pid, "collector_pid"),
+      field("snapshot", &RankState::snapshot, "snapshot"),
+      field("forensics", &RankState::forensics, "forensics"),
+      field("note", &RankState::note, "note"),
+  };
+};
+
+}  // namespace hangwatch::schema
