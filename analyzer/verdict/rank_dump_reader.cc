@@ -97,8 +97,8 @@ void RankDumpReader::addSnapshotText(RankSummary& s, std::string_view text) {
 }
 
 void RankDumpReader::addPaddedSnapshotText(RankSummary& s, std::string_view text) {
-  // simdjson first; anything it refuses (including what the common reader takes leniently)
-  // goes through the common reader, so odd files get exactly its result and problem notes.
+  // simdjson first; a file it refuses goes through nlohmann, whose parse errors word the
+  // problem note (both readers take and refuse the same snapshots).
   Expected<WatchdogSnapshot> fast =
       dumpio::watchdogSnapshotFromPaddedText(text, dumpio::SnapshotReadOptions{.require_identity = true});
   if (fast) {

@@ -1,7 +1,7 @@
 #pragma once
-// Field access shared by the dump readers and writers: readers are tolerant (a missing
-// or null field is "unset"), but a present field of the wrong type throws
-// nlohmann::json::type_error, which each *FromJson function turns into an Error.
+// Field access for nlohmann readers (the schema codec, the metrics and timeline windows):
+// a missing or null field is "unset", a present field of the wrong type or out of range
+// throws, which each reader turns into an Error.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -56,12 +56,6 @@ T getOr(const nlohmann::json& j, const char* key, T fallback) {
 template <typename T>
 void putOptional(nlohmann::json& j, const char* key, const std::optional<T>& v) {
   if (v) j[key] = *v;
-}
-
-// null for an empty optional, so the key is always present in what we write.
-template <typename T>
-nlohmann::json optionalJson(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
 // An optional array field; a present non-array is an error.

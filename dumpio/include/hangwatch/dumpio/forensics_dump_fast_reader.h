@@ -28,7 +28,7 @@ struct FastReadOptions {
 // (simdjson's SIMDJSON_PADDING; the reader checks they agree).
 inline constexpr size_t kFastReaderPadding = 64;
 
-// Tolerant like the common reader: missing or null fields keep their defaults, unknown
+// Tolerant like the common reader (both follow the dump's field list): missing or null fields keep their defaults, unknown
 // fields are skipped, a present field of the wrong type or broken JSON is an error.
 // Copies `text` into a padded buffer first.
 Expected<ForensicsDump> forensicsDumpFromTextFast(std::string_view text, FastReadOptions options = {});

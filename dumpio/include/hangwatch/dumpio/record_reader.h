@@ -33,11 +33,6 @@ struct NoOverride {
 
 class RecordReader : public OnDemandFields {
  public:
-  static bool is(std::string_view key, std::string_view name) {
-    return key.size() == name.size() && std::memcmp(key.data(), name.data(), name.size()) == 0;
-  }
-  using OnDemandFields::is;
-
   // `out` holds what the record starts from.
   template <schema::Record T, typename Override = NoOverride>
   bool record(simdjson::ondemand::value v, T& out, const char* what, Override&& override = {}) {
