@@ -13,10 +13,6 @@ const char* frameKindName(FrameKind k) { return schema::enumName(k).data(); }
 
 nlohmann::json toJson(const StackFrame& f) { return schema::toJson(f); }
 
-Expected<StackFrame> stackFrameFromJson(const nlohmann::json& j) { return schema::fromJson<StackFrame>(j); }
-
 nlohmann::json toJson(const ThreadStack& t) { return schema::toJson(t); }
-
-Expected<ThreadStack> threadStackFromJson(const nlohmann::json& j) { return schema::fromJson<ThreadStack>(j); }
 
 }  // namespace hangwatch

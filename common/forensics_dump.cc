@@ -10,12 +10,10 @@ Expected<RingProgress> ringProgressFromJson(const nlohmann::json& j) { return sc
 
 nlohmann::json toJson(const ForensicsDump& d) { return schema::toJson(d); }
 
-Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j) { return schema::fromJson<ForensicsDump>(j); }
-
 Expected<ForensicsDump> forensicsDumpFromText(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{"forensics dump: not valid JSON (truncated or corrupt)"};
-  return forensicsDumpFromJson(j);
+  return schema::fromJson<ForensicsDump>(j);
 }
 
 }  // namespace hangwatch

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/schema/json_codec.h"
 #include "hangwatch/common/stack_frame.h"
 #include "hangwatch/common/trigger_record.h"
 
@@ -132,7 +133,7 @@ TEST_CASE("ThreadStackRoundTripsWithBothFrameKinds") {
                       0x7f0012345678, 0x8a678});
   t.frames.push_back({hangwatch::FrameKind::kPython, "step", "train.py", 88, "", std::nullopt, std::nullopt});
   t.merge_note = "";
-  auto back = hangwatch::threadStackFromJson(nlohmann::json::parse(hangwatch::toJson(t).dump()));
+  auto back = hangwatch::schema::fromJson<hangwatch::ThreadStack>(nlohmann::json::parse(hangwatch::toJson(t).dump()));
   REQUIRE(back.ok());
   REQUIRE(back->frames.size() == 2);
   CHECK(back->frames[0].kind == hangwatch::FrameKind::kNative);
@@ -145,7 +146,7 @@ TEST_CASE("ThreadStackRoundTripsWithBothFrameKinds") {
 }
 
 TEST_CASE("UnknownFrameKindIsAnError") {
-  auto bad = hangwatch::stackFrameFromJson(nlohmann::json::parse(R"({"kind": "cuda", "function": "f"})"));
+  auto bad = hangwatch::schema::fromJson<hangwatch::StackFrame>(nlohmann::json::parse(R"({"kind": "cuda", "function": "f"})"));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().find("cuda") != std::string::npos);
 }

@@ -129,8 +129,8 @@ struct ForensicsDump {
 nlohmann::json toJson(const RingProgress& r);
 Expected<RingProgress> ringProgressFromJson(const nlohmann::json& j);
 nlohmann::json toJson(const ForensicsDump& d);
-// Tolerant reader: missing fields keep their defaults, a wrong type is an error.
-Expected<ForensicsDump> forensicsDumpFromJson(const nlohmann::json& j);
+// The nlohmann reader of a whole dump: the reference dumpio's fast reader is tested and
+// benchmarked against (the report reads dumps with that one).
 Expected<ForensicsDump> forensicsDumpFromText(const std::string& text);
 
 }  // namespace hangwatch

@@ -39,9 +39,7 @@ struct ThreadStack {
 };
 
 nlohmann::json toJson(const StackFrame& f);
-Expected<StackFrame> stackFrameFromJson(const nlohmann::json& j);
 nlohmann::json toJson(const ThreadStack& t);
-Expected<ThreadStack> threadStackFromJson(const nlohmann::json& j);
 
 const char* frameKindName(FrameKind k);
 
