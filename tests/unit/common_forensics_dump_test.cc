@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "hangwatch/common/forensics_dump.h"
+#include "sample_records.h"
 
 namespace {
 
@@ -16,69 +17,31 @@ hangwatch::RingConnection connection(int peer, uint64_t target, uint64_t observe
   return c;
 }
 
-hangwatch::ForensicsDump sampleDump() {
-  hangwatch::ForensicsDump d;
-  d.rank = 7;
-  d.pid = 4242;
-  d.host = "node3";
-  d.exe = "/usr/bin/python3.11";
-  d.cmdline = {"python3", "train.py", "--steps", "5"};
-  d.process_state = "S (sleeping)";
-  d.time_unix_s = 1790000000.5;
-  d.backend_requested = "auto";
-  d.backend = "sim";
-  d.unwinder = "libdwfl";
-  d.debugger = "/usr/bin/gdb";
-  d.python_version = "3.11.7";
-  hangwatch::ThreadStack t;
-  t.tid = 4242;
-  t.name = "MainThread";
-  t.os_name = "python3";
-  t.state = "S";
-  t.wchan = "futex_wait_queue";
-  hangwatch::StackFrame py{hangwatch::FrameKind::kPython, "get", "/usr/lib/python3.11/queue.py", 171, "", {}, {}};
-  hangwatch::StackFrame native{hangwatch::FrameKind::kNative, "pthread_cond_wait", "", {}, "/lib/libc.so.6", 0x7f00, 0x100};
-  t.frames = {native, py};
-  t.native_frames = {native};
-  t.python_frames = {py};
-  d.threads.push_back(t);
-  hangwatch::RingProgress r;
-  r.comm = "0xabc";
-  r.op = "ncclAllReduce";
-  r.seq = 10;
-  r.channel = 1;
-  r.rank = 2;
-  r.prev = 1;
-  r.next = 3;
-  r.recv = connection(1, 24, 16, false, std::nullopt, std::nullopt);
-  d.ring_progress.push_back(r);
-  d.phases = {{"ptrace", 0.012, true, ""}, {"debugger", 0.4, false, "gdb timed out"}};
-  d.errors = {"debugger: gdb timed out"};
-  d.target_exited_during = "debugger";
-  return d;
-}
-
 }  // namespace
 
 TEST_CASE("ForensicsDumpRoundTripsEveryField") {
-  hangwatch::ForensicsDump d = sampleDump();
+  hangwatch::ForensicsDump d = hangwatch::test::richDump();
   auto back = hangwatch::forensicsDumpFromText(hangwatch::toJson(d).dump());
   REQUIRE(back.ok());
-  CHECK(back->rank == 7);
+  CHECK(back->rank == 12);
   CHECK(back->pid == 4242);
+  CHECK(back->host == "node\"07\"");
   CHECK(back->cmdline == d.cmdline);
   CHECK(back->backend == "sim");
-  CHECK(back->python_version == "3.11.7");
-  REQUIRE(back->threads.size() == 1);
+  CHECK(back->python_version == "3.11.2");
+  REQUIRE(back->threads.size() == 2);
   CHECK(back->threads[0].name == "MainThread");
   REQUIRE(back->threads[0].frames.size() == 2);
   CHECK(back->threads[0].frames[1].kind == hangwatch::FrameKind::kPython);
-  CHECK(back->threads[0].frames[1].line == 171);
-  REQUIRE(back->ring_progress.size() == 1);
-  CHECK(back->ring_progress[0].recv->observed_step == 16);
+  CHECK(back->threads[0].frames[1].line == 215);
+  CHECK(back->threads[0].frames[0].pc == 0x7f0011223344ULL);
+  REQUIRE(back->ring_progress.size() == 2);
+  CHECK(back->ring_progress[0].recv->observed_step == 123);
+  CHECK(back->ring_progress[0].seq == 18446744073709551615ULL);
   CHECK_FALSE(back->ring_progress[0].send.has_value());
+  CHECK(back->ring_progress[1].recv->proxy->nsteps == 16);
   REQUIRE(back->phases.size() == 2);
-  CHECK(back->phases[1].error == "gdb timed out");
+  CHECK(back->phases[1].error == "timed out");
   CHECK(back->phases[0].error.empty());
   CHECK(back->errors == d.errors);
   CHECK(back->target_exited_during == "debugger");
@@ -86,7 +49,7 @@ TEST_CASE("ForensicsDumpRoundTripsEveryField") {
 }
 
 TEST_CASE("RingProgressRecordHasTheContractKeys") {
-  nlohmann::json j = hangwatch::toJson(sampleDump().ring_progress[0]);
+  nlohmann::json j = hangwatch::toJson(hangwatch::test::richDump().ring_progress[0]);
   for (const char* key : {"comm", "op", "seq", "channel", "rank", "prev", "next", "recv", "send"}) {
     CHECK(j.contains(key));
   }
@@ -112,7 +75,7 @@ TEST_CASE("ForensicsDumpReaderToleratesMissingFields") {
 }
 
 TEST_CASE("ForensicsDumpReaderRejectsTruncatedAndMistypedFiles") {
-  std::string text = hangwatch::toJson(sampleDump()).dump();
+  std::string text = hangwatch::toJson(hangwatch::test::richDump()).dump();
   auto truncated = hangwatch::forensicsDumpFromText(text.substr(0, text.size() / 2));
   REQUIRE_FALSE(truncated.ok());
   CHECK(truncated.error().find("truncated") != std::string::npos);
