@@ -1,4 +1,4 @@
-// stackmerge's fast (simdjson) forensics dump reader: never crashes on arbitrary bytes, and on
+// dumpio's fast (simdjson) forensics dump reader: never crashes on arbitrary bytes, and on
 // any dump the common writer produces it reads exactly what the common (nlohmann) reader reads,
 // with skip_raw_frames the same less the raw frames, and when interning into a StackTable (what
 // the report does) each thread's stack has exactly the labels and kinds of its merged frames.

@@ -1,4 +1,4 @@
-// stackmerge's fast (simdjson) watchdog snapshot reader: never crashes on arbitrary bytes, reads
+// dumpio's fast (simdjson) watchdog snapshot reader: never crashes on arbitrary bytes, reads
 // any snapshot the common writer produces exactly as the common (nlohmann) reader does, and
 // where both accept an input they agree. (Values it never reads, such as unknown keys, it
 // skips unvalidated, so it may accept text the common reader rejects as corrupt.)

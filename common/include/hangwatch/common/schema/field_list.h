@@ -141,7 +141,7 @@ constexpr bool holds(const F& f, M S::*member) {
 template <Record T, typename M>
 constexpr std::string_view keyOf(M T::*member) {
   std::string_view key;
-  std::apply([&](const auto&... f) { ((detail::holds(f, member) ? (key = f.key, true) : false) || ...); },
+  std::apply([&](const auto&... f) { (void)((detail::holds(f, member) ? (key = f.key, true) : false) || ...); },
              Schema<T>::fields);
   return key;
 }
