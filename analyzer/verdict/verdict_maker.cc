@@ -96,13 +96,9 @@ Verdict VerdictMaker::byRule() const {
 Verdict VerdictMaker::noSnapshots() const {
   Verdict v;
   v.kind = VerdictKind::kInconclusive;
-  v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
-  v.headline = "Inconclusive: " + v.reason + ".";
   v.confident = false;
-  v.hinges_on = "the watchdog snapshots, which no rank left";
   for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
-  v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
-                         "are complete; then run forensics report again.");
+  wording_.noSnapshots(v);
   return v;
 }
 
@@ -162,40 +158,19 @@ void VerdictMaker::hedgeTooFewAnswered(Verdict& v) const {
 
 Verdict VerdictMaker::noDumps() const {
   Verdict v;
-  if (job_.trigger) {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "TRIGGER.json exists but no rank left a usable dump";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.evidence.push_back("TRIGGER.json: reason " + job_.trigger->reason + " on host " + job_.trigger->host + ".");
-    v.next_steps.push_back("Check that every rank can write to the dump directory and look at the ranks' stderr.");
-  } else if (job_.metrics_files > 0 || !job_.trigger_problem.empty()) {
-    v.kind = job_.trigger_problem.empty() ? VerdictKind::kNoHang : VerdictKind::kInconclusive;
-    v.reason = job_.trigger_problem;
-    v.headline = v.kind == VerdictKind::kNoHang ? "No hang: no watchdog detected one (no TRIGGER.json, no rank dumps)."
-                                                : "Inconclusive: " + job_.trigger_problem + " and no rank dumped.";
-    v.evidence.push_back(
-        fmt::format("{} rank(s) wrote metrics windows; no rank wrote a hang snapshot.", job_.metrics_files));
-    v.next_steps.push_back("Nothing to do for a hang. If the job is slow rather than stuck, run forensics analyze on this directory.");
-  } else {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "the job directory holds no TRIGGER.json, no rank dumps and no metrics";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and this HANGWATCH_DUMP_DIR / "
-                           "HANGWATCH_JOB_ID.");
-  }
+  const EmptyJob what = job_.trigger                                                 ? EmptyJob::kTriggeredNoDumps
+                        : job_.metrics_files > 0 || !job_.trigger_problem.empty() ? EmptyJob::kNoSnapshotDumped
+                                                                                    : EmptyJob::kNothing;
+  const bool no_hang = what == EmptyJob::kNoSnapshotDumped && job_.trigger_problem.empty();
+  v.kind = no_hang ? VerdictKind::kNoHang : VerdictKind::kInconclusive;
+  wording_.noDumps(v, what);
   return v;
 }
 
 Verdict VerdictMaker::nothingPending() const {
   Verdict v;
   v.kind = VerdictKind::kNoHang;
-  std::string why = job_.trigger ? fmt::format("TRIGGER.json (reason {}) made {} rank(s) dump, but", job_.trigger->reason,
-                                               job_.ranks.size())
-                                 : fmt::format("{} rank(s) dumped, but", job_.ranks.size());
-  v.headline = "No hang: no rank has an operation pending or a thread blocked in NCCL.";
-  v.evidence.push_back(why + " no rank has a pending operation or a thread blocked in an NCCL call: "
-                       "any stall had cleared when they dumped.");
-  v.next_steps.push_back("Nothing to do. If the job is slow rather than stuck, run forensics analyze on this directory.");
+  wording_.nothingPending(v);
   return v;
 }
 

@@ -279,6 +279,52 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
   v.headline = "Inconclusive: " + v.reason + ".";
 }
 
+void VerdictWording::noDumps(Verdict& v, EmptyJob what) const {
+  switch (what) {
+    case EmptyJob::kTriggeredNoDumps:
+      v.reason = "TRIGGER.json exists but no rank left a usable dump";
+      v.headline = fmt::format("Inconclusive: {}.", v.reason);
+      v.evidence.push_back(fmt::format("TRIGGER.json: reason {} on host {}.", job_.trigger->reason, job_.trigger->host));
+      v.next_steps.push_back("Check that every rank can write to the dump directory and look at the ranks' stderr.");
+      return;
+    case EmptyJob::kNoSnapshotDumped:
+      v.reason = job_.trigger_problem;
+      v.headline = v.kind == VerdictKind::kNoHang
+                       ? "No hang: no watchdog detected one (no TRIGGER.json, no rank dumps)."
+                       : fmt::format("Inconclusive: {} and no rank dumped.", job_.trigger_problem);
+      v.evidence.push_back(
+          fmt::format("{} rank(s) wrote metrics windows; no rank wrote a hang snapshot.", job_.metrics_files));
+      v.next_steps.push_back(
+          "Nothing to do for a hang. If the job is slow rather than stuck, run forensics analyze on this directory.");
+      return;
+    case EmptyJob::kNothing:
+      v.reason = "the job directory holds no TRIGGER.json, no rank dumps and no metrics";
+      v.headline = fmt::format("Inconclusive: {}.", v.reason);
+      v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and this HANGWATCH_DUMP_DIR / "
+                             "HANGWATCH_JOB_ID.");
+      return;
+  }
+}
+
+void VerdictWording::noSnapshots(Verdict& v) const {
+  v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.hinges_on = "the watchdog snapshots, which no rank left";
+  v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
+                         "are complete; then run forensics report again.");
+}
+
+void VerdictWording::nothingPending(Verdict& v) const {
+  const std::string why = job_.trigger ? fmt::format("TRIGGER.json (reason {}) made {} rank(s) dump, but",
+                                                     job_.trigger->reason, job_.ranks.size())
+                                       : fmt::format("{} rank(s) dumped, but", job_.ranks.size());
+  v.headline = "No hang: no rank has an operation pending or a thread blocked in NCCL.";
+  v.evidence.push_back(fmt::format("{} no rank has a pending operation or a thread blocked in an NCCL call: any stall "
+                                   "had cleared when they dumped.",
+                                   why));
+  v.next_steps.push_back("Nothing to do. If the job is slow rather than stuck, run forensics analyze on this directory.");
+}
+
 void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {
   for (size_t i = 0; i < p.groups.size(); ++i) {
     const OpGroup& g = p.groups[i];

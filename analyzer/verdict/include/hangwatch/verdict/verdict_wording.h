@@ -34,6 +34,13 @@ enum class RingGap {
   kNamesNothing,       // records everywhere, and they name no single link or rank
 };
 
+// What a job directory without a usable rank dump holds.
+enum class EmptyJob {
+  kTriggeredNoDumps,  // TRIGGER.json, yet no rank dumped
+  kNoSnapshotDumped,  // metrics windows or an unreadable TRIGGER.json, no rank dump
+  kNothing,           // no trigger, no dumps, no metrics
+};
+
 // How NCCL's profiler events stand to the culprit the debugger's records name.
 enum class ProfilerView {
   kSame,               // they name the same culprit
@@ -59,6 +66,11 @@ class VerdictWording {
   // "rank 2 (host h, GPU 2, pid 7)", or on a communicator one process holds several ranks of,
   // "rank 2 (GPU 2 of pid 7 on host h)" with the communicator rank.
   std::string rankIn(const std::string& comm, int rank) const;
+
+  // No decision from the dumps: why, and what to check.
+  void noDumps(Verdict& v, EmptyJob what) const;
+  void noSnapshots(Verdict& v) const;
+  void nothingPending(Verdict& v) const;
 
   // Collective mismatch: who is in which collective; when missing ranks could turn the
   // majority, what it hinges on.
