@@ -73,7 +73,7 @@ Verdict VerdictMaker::decide() const {
   Verdict v = byRule();
   hedgeTooFewAnswered(v);
   addCulpritStacks(v);
-  addDataNotes(v);
+  wording_.dataNotes(v);
   return v;
 }
 
@@ -104,52 +104,35 @@ Verdict VerdictMaker::noSnapshots() const {
 
 // Work is pending but no collective: a GEMM, kernel or copy that never finished.
 Verdict VerdictMaker::outsideCollectives() const {
-  Verdict v;
-  std::vector<int> stuck;
+  std::vector<OverdueOp> stuck;
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
       if (s.timeout_s > 0 && op.age_s >= s.timeout_s) {
-        stuck.push_back(s.rank);
-        v.evidence.push_back(fmt::format("{} has {} pending for {} (timeout {}).", describeRank(job_, s.rank), op.op,
-                                         seconds(op.age_s), seconds(s.timeout_s)));
+        stuck.push_back({s.rank, op.op, op.age_s, s.timeout_s});
         break;
       }
     }
   }
-  if (stuck.empty()) {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "operations are pending but none is a collective and none is older than the timeout";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    return v;
-  }
-  v.kind = VerdictKind::kNonCommunicationHang;
-  v.culprit_ranks = stuck;
-  v.headline = fmt::format("Non-communication hang: rank(s) {} wait on a GPU operation outside any collective.",
-                           ranksText(stuck));
-  v.next_steps.push_back(fmt::format(
-      "Check the GPU(s) of rank(s) {} (nvidia-smi, dmesg for Xid errors) and the kernel named above; drain the host "
-      "if the GPU is faulty.",
-      ranksText(stuck)));
+  Verdict v;
+  v.kind = stuck.empty() ? VerdictKind::kInconclusive : VerdictKind::kNonCommunicationHang;
+  for (const OverdueOp& o : stuck) v.culprit_ranks.push_back(o.rank);
+  wording_.outsideCollectives(v, stuck);
   return v;
 }
 
 // Fewer than half the ranks answered: whatever the rules named is only a suspect.
 void VerdictMaker::hedgeTooFewAnswered(Verdict& v) const {
-  int answered = static_cast<int>(job_.ranks.size());
+  const int answered = static_cast<int>(job_.ranks.size());
   if (v.kind == VerdictKind::kNoHang || job_.world_size <= 0 || answered * 2 >= job_.world_size) return;
-  std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
+  // Worded first: what the partial data pointed to is the verdict as it stands now.
+  wording_.tooFewAnswered(v, answered, v.culprit_link || !v.culprit_ranks.empty());
   v.kind = VerdictKind::kInconclusive;
-  v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
-  v.evidence.insert(v.evidence.begin(),
-                    fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
-  v.headline = "Inconclusive: " + v.reason + ".";
   if (v.suspects.empty()) {
     if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
     else
       for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
   }
   v.confident = false;
-  v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
   v.lacking_data.clear();
   for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
   v.culprit_ranks.clear();
@@ -603,26 +586,6 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
     std::string path;
     for (size_t i = 0; i < c.frames.size() && i < 4; ++i) path += (i ? " <- " : "") + c.frames[i];
     v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread, path));
-  }
-}
-
-void VerdictMaker::addDataNotes(Verdict& v) const {
-  if (job_.trigger) {
-    const TriggerRecord& t = *job_.trigger;
-    std::string who = t.rank ? fmt::format("rank {}", *t.rank) : std::string("a manual trigger");
-    std::string what = t.stuck_op ? ": " + t.stuck_op->op + (t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "") +
-                                        " pending for " + seconds(t.stuck_op->age_s)
-                                  : "";
-    v.evidence.push_back("First detected by " + who + " on host " + t.host + " (" + t.reason + ")" + what + ".");
-  }
-  if (!job_.ranks_missing.empty()) {
-    v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",
-                                     ranksText(job_.ranks_missing), job_.ranks.size()));
-  }
-  if (!job_.ranks_collecting.empty()) {
-    v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_collecting) +
-                         " were still being collected when this report was made: run it again (forensics report "
-                         "--wait) for their data.");
   }
 }
 

@@ -325,6 +325,56 @@ void VerdictWording::nothingPending(Verdict& v) const {
   v.next_steps.push_back("Nothing to do. If the job is slow rather than stuck, run forensics analyze on this directory.");
 }
 
+void VerdictWording::outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const {
+  for (const OverdueOp& o : stuck) {
+    v.evidence.push_back(fmt::format("{} has {} pending for {} (timeout {}).", describeRank(job_, o.rank), o.op,
+                                     seconds(o.age_s), seconds(o.timeout_s)));
+  }
+  if (stuck.empty()) {
+    v.reason = "operations are pending but none is a collective and none is older than the timeout";
+    v.headline = fmt::format("Inconclusive: {}.", v.reason);
+    return;
+  }
+  const std::string ranks = ranksText(v.culprit_ranks);
+  v.headline =
+      fmt::format("Non-communication hang: rank(s) {} wait on a GPU operation outside any collective.", ranks);
+  v.next_steps.push_back(fmt::format(
+      "Check the GPU(s) of rank(s) {} (nvidia-smi, dmesg for Xid errors) and the kernel named above; drain the host "
+      "if the GPU is faulty.",
+      ranks));
+}
+
+void VerdictWording::tooFewAnswered(Verdict& v, int answered, bool named) const {
+  const std::string partial = named ? fmt::format(" (the partial data points to: {})", v.headline) : "";
+  v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
+  v.evidence.insert(v.evidence.begin(),
+                    fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
+}
+
+void VerdictWording::dataNotes(Verdict& v) const {
+  if (job_.trigger) {
+    const TriggerRecord& t = *job_.trigger;
+    const std::string who = t.rank ? fmt::format("rank {}", *t.rank) : std::string("a manual trigger");
+    const std::string what =
+        t.stuck_op ? fmt::format(": {}{} pending for {}", t.stuck_op->op,
+                                 t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "",
+                                 seconds(t.stuck_op->age_s))
+                   : "";
+    v.evidence.push_back(fmt::format("First detected by {} on host {} ({}){}.", who, t.host, t.reason, what));
+  }
+  if (!job_.ranks_missing.empty()) {
+    v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",
+                                     ranksText(job_.ranks_missing), job_.ranks.size()));
+  }
+  if (!job_.ranks_collecting.empty()) {
+    v.evidence.push_back(fmt::format("Rank(s) {} were still being collected when this report was made: run it again "
+                                     "(forensics report --wait) for their data.",
+                                     ranksText(job_.ranks_collecting)));
+  }
+}
+
 void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {
   for (size_t i = 0; i < p.groups.size(); ++i) {
     const OpGroup& g = p.groups[i];

@@ -41,7 +41,6 @@ class VerdictMaker {
   void ringUndecided(Verdict& v, RingFacts& facts) const;
   void hedgeRing(Verdict& v, const RingFacts& facts) const;
   void addCulpritStacks(Verdict& v) const;
-  void addDataNotes(Verdict& v) const;
   // What `rank` lacks for a decision on communicator `comm`.
   DataGap gapOf(int rank, const std::string& comm) const;
   // Ring connections neither end reported: the culprit may be one of them.

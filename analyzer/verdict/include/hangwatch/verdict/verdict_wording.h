@@ -41,6 +41,14 @@ enum class EmptyJob {
   kNothing,           // no trigger, no dumps, no metrics
 };
 
+// A GPU operation pending longer than its rank's watchdog timeout.
+struct OverdueOp {
+  int rank = -1;
+  std::string op;
+  double age_s = 0;
+  double timeout_s = 0;
+};
+
 // How NCCL's profiler events stand to the culprit the debugger's records name.
 enum class ProfilerView {
   kSame,               // they name the same culprit
@@ -71,6 +79,12 @@ class VerdictWording {
   void noDumps(Verdict& v, EmptyJob what) const;
   void noSnapshots(Verdict& v) const;
   void nothingPending(Verdict& v) const;
+  // Work pending outside any collective: the ranks whose operation outlived the timeout, if any.
+  void outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const;
+  // Fewer than half the ranks answered; `named` when the verdict as it stands names a culprit.
+  void tooFewAnswered(Verdict& v, int answered, bool named) const;
+  // What every verdict notes about the data: who first detected the hang, who is missing.
+  void dataNotes(Verdict& v) const;
 
   // Collective mismatch: who is in which collective; when missing ranks could turn the
   // majority, what it hinges on.
