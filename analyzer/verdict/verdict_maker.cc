@@ -255,7 +255,7 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   const bool debugger_named = rf.link || rf.rank;
   const bool profiler_named = pf.link || pf.rank;
   const bool same = (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank);
-  if (debugger_named && profiler_named && !same) return sourcesDisagree(v, f, rf, pf);
+  if (debugger_named && profiler_named && !same) return sourcesDisagree(std::move(v), rf, pf);
   if (debugger_named) {
     weighProfiler(v, facts, profiler_named);
   } else if (profiler_named) {
@@ -366,8 +366,7 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
   v.confident = false;
   v.lacking_data.push_back(gapOf(*rf.rank, facts.focus.comm));
   v.suspects.push_back(rankSuspect(*rf.rank));
-  v.hinges_on = fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it",
-                            *rf.rank);
+  wording_.culpritWithoutSnapshot(v, *rf.rank);
 }
 
 // Inside a node NCCL's profiler sees no link. A rank there whose host thread never came back
@@ -401,27 +400,16 @@ void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& 
       *pf.rank, in_flight, total, started < 0 ? std::string() : seconds(started) + " ago ", ranksPhrase(pf.narrowed));
 }
 
-Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const {
-  auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
-    return l ? "link " + linkText(*l) : fmt::format("rank {}", *r);
-  };
-  const std::string debugger = name(rf.link, rf.rank), profiler = name(pf.link, pf.rank);
+Verdict VerdictMaker::sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const {
   v.kind = VerdictKind::kInconclusive;
   v.source = "debugger and profiler";
   v.confident = false;
   v.channels_agree = rf.channels_agree;
   v.channels_total = rf.channels_total;
-  v.reason = "the two sources of ring progress disagree: the debugger's records name " + debugger +
-             ", NCCL's profiler events name " + profiler;
-  v.headline = "Inconclusive: " + v.reason + ".";
-  v.hinges_on = "which source is right: the debugger reads the ring as it stands, the profiler as NCCL's proxy last saw it";
   v.suspects.push_back(rf.link ? linkSuspect(*rf.link) : rankSuspect(*rf.rank, " (debugger)"));
   v.suspects.push_back(pf.link ? linkSuspect(*pf.link) : rankSuspect(*pf.rank, " (profiler)"));
   sortSuspects(v.suspects);
-  v.evidence.push_back("From NCCL's profiler events in the snapshots: " + proxySummary(pf) + ".");
-  v.next_steps.push_back("Test both suspects (nccl-tests between those GPUs; NVLink / InfiniBand error counters) "
-                         "before draining anything.");
-  (void)f;
+  wording_.sourcesDisagree(v, rf, pf);
   return v;
 }
 
@@ -509,53 +497,22 @@ void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const Han
   for (int r : dark) gaps.push_back(gapOf(r, f.comm));
 
   std::vector<Suspect> suspects;
-  std::string seen;
   if (rf.link) {
     suspects.push_back(linkSuspect(*rf.link));
-    seen = "least progress on " + linkText(*rf.link) + " among ranks with data";
   } else if (rf.rank) {
     suspects.push_back(rankSuspect(*rf.rank));
-    seen = fmt::format("rank {}'s connections made the least progress among ranks with data", *rf.rank);
   } else {
     for (const Link& l : rf.least_seen) suspects.push_back(linkSuspect(l));
-    seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
-                                 : "least progress among ranks with data on " + [&] {
-                                     std::string t;
-                                     for (const Link& l : rf.least_seen) t += (t.empty() ? "" : ", ") + linkText(l);
-                                     return t;
-                                   }();
   }
   for (const Link& l : rf.unseen) suspects.push_back(linkSuspect(l));
   sortSuspects(suspects);
-  std::string names;
-  for (size_t i = 0; i < suspects.size(); ++i) {
-    const Suspect& s = suspects[i];
-    std::string t = s.link ? linkText(*s.link) : s.text;
-    names += (i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ") + t;
-  }
-  std::string unseen;
-  for (const Link& l : rf.unseen) unseen += (unseen.empty() ? "" : ", ") + linkText(l);
-
-  std::vector<std::string> lacks;
-  for (const DataGap& g : gaps) lacks.push_back(fmt::format("{}: {}", g.rank, g.lacks));
-  v.evidence.push_back(fmt::format(
-      "No rank reported the connection(s) {}: both ends lack ring progress ({}), so any of them may have made less "
-      "progress than what was seen.",
-      unseen, fmt::join(lacks, "; ")));
   v.kind = VerdictKind::kInconclusive;
   v.culprit_link.reset();
   v.culprit_ranks.clear();
   v.confident = false;
   v.suspects = std::move(suspects);
   v.lacking_data = std::move(gaps);
-  v.hinges_on = "ring progress of " + ranksPhrase(dark) + ", which would show " + unseen;
-  v.reason = seen + "; " + gapsSentence(v.lacking_data) + ": suspect " + names;
-  v.headline = "Inconclusive: " + v.reason + ".";
-  // Advice drawn from one culprit (drain its hosts) would act on a guess.
-  v.next_steps = {"Get the missing data: run forensics report again once " + ranksPhrase(dark) +
-                      " finished collecting (report --wait), or look at them directly (their logs, their hosts).",
-                  "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before "
-                  "draining anything."};
+  wording_.unseenLinks(v, rf, dark);
 }
 
 void VerdictMaker::addCulpritStacks(Verdict& v) const {

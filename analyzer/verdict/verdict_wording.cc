@@ -27,6 +27,24 @@ std::string opShape(const OpGroup& g) {
   return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
 }
 
+// "1 -> 2, 3 -> 4".
+std::string linksText(const std::vector<Link>& links) {
+  std::vector<std::string> texts;
+  for (const Link& l : links) texts.push_back(linkText(l));
+  return fmt::format("{}", fmt::join(texts, ", "));
+}
+
+// "1 -> 2, rank 3 or 4 -> 5": a suspect link by its connection, anything else by its text.
+std::string suspectsText(const std::vector<Suspect>& suspects) {
+  std::string out;
+  for (size_t i = 0; i < suspects.size(); ++i) {
+    const Suspect& s = suspects[i];
+    fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ",
+                   s.link ? linkText(*s.link) : s.text);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ranksText(const std::vector<int>& ranks) {
@@ -373,6 +391,53 @@ void VerdictWording::dataNotes(Verdict& v) const {
                                      "(forensics report --wait) for their data.",
                                      ranksText(job_.ranks_collecting)));
   }
+}
+
+void VerdictWording::sourcesDisagree(Verdict& v, const RingFinding& rf, const ProxyFinding& pf) const {
+  auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
+    return l ? fmt::format("link {}", linkText(*l)) : fmt::format("rank {}", *r);
+  };
+  v.reason = fmt::format(
+      "the two sources of ring progress disagree: the debugger's records name {}, NCCL's profiler events name {}",
+      name(rf.link, rf.rank), name(pf.link, pf.rank));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.hinges_on = "which source is right: the debugger reads the ring as it stands, the profiler as NCCL's proxy last saw it";
+  v.evidence.push_back(fmt::format("From NCCL's profiler events in the snapshots: {}.", proxySummary(pf)));
+  v.next_steps.push_back("Test both suspects (nccl-tests between those GPUs; NVLink / InfiniBand error counters) "
+                         "before draining anything.");
+}
+
+void VerdictWording::unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const {
+  std::string seen;
+  if (rf.link) {
+    seen = fmt::format("least progress on {} among ranks with data", linkText(*rf.link));
+  } else if (rf.rank) {
+    seen = fmt::format("rank {}'s connections made the least progress among ranks with data", *rf.rank);
+  } else {
+    seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
+                                 : fmt::format("least progress among ranks with data on {}", linksText(rf.least_seen));
+  }
+  const std::string unseen = linksText(rf.unseen);
+  std::vector<std::string> lacks;
+  for (const DataGap& g : v.lacking_data) lacks.push_back(fmt::format("{}: {}", g.rank, g.lacks));
+  v.evidence.push_back(fmt::format(
+      "No rank reported the connection(s) {}: both ends lack ring progress ({}), so any of them may have made less "
+      "progress than what was seen.",
+      unseen, fmt::join(lacks, "; ")));
+  v.hinges_on = fmt::format("ring progress of {}, which would show {}", ranksPhrase(dark), unseen);
+  v.reason = fmt::format("{}; {}: suspect {}", seen, gapsSentence(v.lacking_data), suspectsText(v.suspects));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  // Advice drawn from one culprit (drain its hosts) would act on a guess.
+  v.next_steps = {fmt::format("Get the missing data: run forensics report again once {} finished collecting (report "
+                              "--wait), or look at them directly (their logs, their hosts).",
+                              ranksPhrase(dark)),
+                  "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before "
+                  "draining anything."};
+}
+
+void VerdictWording::culpritWithoutSnapshot(Verdict& v, int rank) const {
+  v.hinges_on =
+      fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it", rank);
 }
 
 void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {

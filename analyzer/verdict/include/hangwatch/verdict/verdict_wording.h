@@ -105,6 +105,12 @@ class VerdictWording {
   void ringLinkCulprit(Verdict& v, const RingFacts& facts) const;
   void ringRankCulprit(Verdict& v, const RingFacts& facts) const;
   void ringInconclusive(Verdict& v, const RingFacts& facts) const;
+  // The debugger's records (rf) and NCCL's profiler events (pf) name different culprits.
+  void sourcesDisagree(Verdict& v, const RingFinding& rf, const ProxyFinding& pf) const;
+  // Hedges on a named ring culprit: connections no rank reported, whose end ranks (`dark`)
+  // are v.lacking_data and whose suspects are v.suspects; a culprit rank without a snapshot.
+  void unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const;
+  void culpritWithoutSnapshot(Verdict& v, int rank) const;
 
  private:
   // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
