@@ -22,20 +22,6 @@ bool isInfrastructureThread(const std::string& name) {
   return name.rfind("simnccl", 0) == 0 || name.rfind("simgpu", 0) == 0 || name.rfind("hangwatch", 0) == 0;
 }
 
-Suspect linkSuspect(const Link& l) {
-  Suspect s;
-  s.link = l;
-  s.ranks = {l.from};
-  if (l.to >= 0 && l.to != l.from) s.ranks.push_back(l.to);
-  std::sort(s.ranks.begin(), s.ranks.end());
-  s.text = l.to < 0 ? linkText(l) : "link " + linkText(l);
-  return s;
-}
-
-Suspect rankSuspect(int rank, const std::string& why = "") {
-  return Suspect{{rank}, std::nullopt, fmt::format("rank {}{}", rank, why)};
-}
-
 void sortSuspects(std::vector<Suspect>& s) {
   std::stable_sort(s.begin(), s.end(), [](const Suspect& a, const Suspect& b) { return a.ranks < b.ranks; });
 }
@@ -183,12 +169,7 @@ void VerdictMaker::hedgeMismatch(Verdict& v, const CommPositions& p, const HangF
   // The ranks without a snapshot could all be in the smaller group: then it is the majority.
   v.confident = false;
   for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
-  for (const OpGroup& g : p.groups) {
-    Suspect s;
-    s.ranks = g.ranks;
-    s.text = "rank(s) " + ranksText(g.ranks) + " in " + g.op;
-    v.suspects.push_back(std::move(s));
-  }
+  for (const OpGroup& g : p.groups) v.suspects.push_back(groupSuspect(g));
   v.culprit_ranks.clear();
   wording_.mismatchUndecided(v, f, p);
 }
@@ -332,16 +313,13 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
     case RingGap::kMembersMissing:
       for (int r : p.members_missing) {
         v.lacking_data.push_back(gapOf(r, facts.focus.comm));
-        v.suspects.push_back(rankSuspect(r, " (no snapshot)"));
+        v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
       }
-      v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
       break;
     case RingGap::kNarrowedByProfiler:
-      v.suspects.push_back(Suspect{pf.narrowed, std::nullopt, ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)"});
-      v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
+      v.suspects.push_back(nodeSuspect(pf.narrowed));
       break;
     case RingGap::kNoRecords:
-      v.hinges_on = "ring progress, which no rank has";
       for (int r : facts.waiting) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
       break;
     case RingGap::kNamesNothing:
@@ -406,8 +384,8 @@ Verdict VerdictMaker::sourcesDisagree(Verdict v, const RingFinding& rf, const Pr
   v.confident = false;
   v.channels_agree = rf.channels_agree;
   v.channels_total = rf.channels_total;
-  v.suspects.push_back(rf.link ? linkSuspect(*rf.link) : rankSuspect(*rf.rank, " (debugger)"));
-  v.suspects.push_back(pf.link ? linkSuspect(*pf.link) : rankSuspect(*pf.rank, " (profiler)"));
+  v.suspects.push_back(rf.link ? linkSuspect(*rf.link) : rankSuspect(*rf.rank, SuspectNote::kDebugger));
+  v.suspects.push_back(pf.link ? linkSuspect(*pf.link) : rankSuspect(*pf.rank, SuspectNote::kProfiler));
   sortSuspects(v.suspects);
   wording_.sourcesDisagree(v, rf, pf);
   return v;
@@ -454,7 +432,6 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
   v.kind = VerdictKind::kInconclusive;
   v.confident = false;
   wording_.p2pInconclusive(v, comm, pf);
-  v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
       if (op.comm != comm || op.op != "ncclRecv" || !op.peer) continue;

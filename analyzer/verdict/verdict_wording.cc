@@ -104,6 +104,35 @@ std::string gapsSentence(const std::vector<DataGap>& gaps) {
   return out;
 }
 
+Suspect linkSuspect(const Link& l) {
+  Suspect s;
+  s.link = l;
+  s.ranks = {l.from};
+  if (l.to >= 0 && l.to != l.from) s.ranks.push_back(l.to);
+  std::sort(s.ranks.begin(), s.ranks.end());
+  s.text = l.to < 0 ? linkText(l) : fmt::format("link {}", linkText(l));
+  return s;
+}
+
+Suspect rankSuspect(int rank, SuspectNote note) {
+  const char* why = "";
+  switch (note) {
+    case SuspectNote::kNone: break;
+    case SuspectNote::kNoSnapshot: why = " (no snapshot)"; break;
+    case SuspectNote::kDebugger: why = " (debugger)"; break;
+    case SuspectNote::kProfiler: why = " (profiler)"; break;
+  }
+  return Suspect{{rank}, std::nullopt, fmt::format("rank {}{}", rank, why)};
+}
+
+Suspect groupSuspect(const OpGroup& g) {
+  return Suspect{g.ranks, std::nullopt, fmt::format("rank(s) {} in {}", ranksText(g.ranks), g.op)};
+}
+
+Suspect nodeSuspect(const std::vector<int>& ranks) {
+  return Suspect{ranks, std::nullopt, fmt::format("{} (a link or GPU inside their node)", ranksPhrase(ranks))};
+}
+
 std::string describeRank(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   std::string out = fmt::format("rank {}", rank);
@@ -262,6 +291,7 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
           "every rank that answered waits in the collective, and rank(s) {} of the communicator left no snapshot: the "
           "culprit is most likely among them",
           ranksText(missing));
+      v.hinges_on = fmt::format("the dumps of {}", ranksPhrase(missing));
       v.next_steps.push_back(
           fmt::format("Look at rank(s) {} directly (their logs, their hosts); they did not dump.", ranksText(missing)));
       break;
@@ -270,6 +300,7 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       v.reason = "every rank waits in the same collective; NCCL's profiler has no per-link data for links inside a "
                  "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
                  ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
+      v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
       v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
       if (!pf.ring_order_evidence.empty()) {
         v.evidence.push_back(
@@ -284,6 +315,7 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       v.reason = "every rank waits in the same collective and no rank has ring progress records "
                  "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
       if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
+      v.hinges_on = "ring progress, which no rank has";
       v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
                              "forensics collect by hand on two neighbouring ranks while the job still hangs.");
       break;
@@ -571,6 +603,7 @@ void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const 
       "never sent{}",
       comm, pf.note.empty() ? "" : " (" + pf.note + ")");
   v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
                          "ranks named above with nccl-tests.");
 }

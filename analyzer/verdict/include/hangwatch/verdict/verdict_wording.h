@@ -25,6 +25,14 @@ std::string gapsSentence(const std::vector<DataGap>& gaps);
 // One sentence of what the profiler's progress shows.
 std::string proxySummary(const ProxyFinding& pf);
 
+// Suspects as the report names them: "link 5 -> 6", "rank 3 (no snapshot)",
+// "rank(s) 1-3 in ncclAllReduce", "ranks 4 and 5 (a link or GPU inside their node)".
+enum class SuspectNote { kNone, kNoSnapshot, kDebugger, kProfiler };
+Suspect linkSuspect(const Link& l);
+Suspect rankSuspect(int rank, SuspectNote note = SuspectNote::kNone);
+Suspect groupSuspect(const OpGroup& g);
+Suspect nodeSuspect(const std::vector<int>& ranks);
+
 // Why a ring-progress decision named no culprit.
 enum class RingGap {
   kNone,               // a link or a rank was named
