@@ -4,12 +4,7 @@
 #include <set>
 #include <span>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
-#include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/verdict_wording.h"
 
@@ -372,10 +367,7 @@ void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& 
   pf.rank = blocked.front();
   pf.channels_agree = in_flight;
   pf.channels_total = total;
-  pf.rank_evidence = fmt::format(
-      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
-      "call, the only rank of {} (where the network connections put the stop) to do so",
-      *pf.rank, in_flight, total, started < 0 ? std::string() : seconds(started) + " ago ", ranksPhrase(pf.narrowed));
+  pf.rank_evidence = stoppedInNodeText(*pf.rank, in_flight, total, started, pf.narrowed);
 }
 
 Verdict VerdictMaker::sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const {
@@ -451,13 +443,11 @@ DataGap VerdictMaker::gapOf(int rank, const std::string& comm) const {
       const bool unreadable = std::any_of(s->ring_progress.begin(), s->ring_progress.end(), [&](const RingProgress& r) {
         return (r.recv && !r.recv->observed_known) || (r.send && !r.send->observed_known);
       });
-      g.lacks = unreadable ? "no counter for this connection: its debugger could not read it (device memory, "
-                             "readable only by cuda-gdb)"
-                           : "no counter for this connection in its ring progress";
+      g.lacks = missingDataText(unreadable ? MissingData::kUnreadableCounter : MissingData::kNoCounter);
     }
   } else {
     bool collecting = std::find(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), rank) != job_.ranks_collecting.end();
-    g.lacks = collecting ? "its dumps are still being collected" : "no dump";
+    g.lacks = missingDataText(collecting ? MissingData::kStillCollecting : MissingData::kNoDump);
   }
   return g;
 }
@@ -510,17 +500,11 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
       if (isInfrastructureThread(t.name) || frames.empty()) continue;
       bool main_thread = t.tid == s->pid;
       if (!main_thread && (majority || usual.count(job_.stacks->labels(t.stack)))) continue;
-      v.where.push_back({r, t.name.empty() ? fmt::format("tid {}", t.tid) : t.name, whereFrames(frames)});
+      v.where.push_back({r, threadText(t.name, t.tid), whereFrames(frames)});
       if (++shown >= 3) break;
     }
   }
-  std::set<int> said;
-  for (const CulpritStack& c : v.where) {
-    if (c.frames.empty() || !said.insert(c.rank).second) continue;
-    std::string path;
-    for (size_t i = 0; i < c.frames.size() && i < 4; ++i) path += (i ? " <- " : "") + c.frames[i];
-    v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread, path));
-  }
+  wording_.whereCulpritsAre(v);
 }
 
 }  // namespace hangwatch::verdict

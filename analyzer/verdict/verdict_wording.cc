@@ -1,6 +1,7 @@
 #include "hangwatch/verdict/verdict_wording.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -102,6 +103,29 @@ std::string gapsSentence(const std::vector<DataGap>& gaps) {
   for (const auto& [verb, ranks] : groups)
     out += (out.empty() ? "" : ", ") + ranksPhrase(ranks) + " " + (ranks.size() == 1 ? verb.first : verb.second);
   return out;
+}
+
+std::string missingDataText(MissingData m) {
+  switch (m) {
+    case MissingData::kNoDump: return "no dump";
+    case MissingData::kStillCollecting: return "its dumps are still being collected";
+    case MissingData::kNoCounter: return "no counter for this connection in its ring progress";
+    case MissingData::kUnreadableCounter:
+      return "no counter for this connection: its debugger could not read it (device memory, readable only by "
+             "cuda-gdb)";
+  }
+  return "";
+}
+
+std::string stoppedInNodeText(int rank, int in_flight, int total, float started_s_ago, const std::vector<int>& node) {
+  return fmt::format(
+      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
+      "call, the only rank of {} (where the network connections put the stop) to do so",
+      rank, in_flight, total, started_s_ago < 0 ? std::string() : seconds(started_s_ago) + " ago ", ranksPhrase(node));
+}
+
+std::string threadText(const std::string& name, int64_t tid) {
+  return name.empty() ? fmt::format("tid {}", tid) : name;
 }
 
 Suspect linkSuspect(const Link& l) {
@@ -470,6 +494,16 @@ void VerdictWording::unseenLinks(Verdict& v, const RingFinding& rf, const std::v
 void VerdictWording::culpritWithoutSnapshot(Verdict& v, int rank) const {
   v.hinges_on =
       fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it", rank);
+}
+
+void VerdictWording::whereCulpritsAre(Verdict& v) const {
+  std::set<int> said;
+  for (const CulpritStack& c : v.where) {
+    if (c.frames.empty() || !said.insert(c.rank).second) continue;
+    const size_t shown = std::min<size_t>(c.frames.size(), 4);
+    v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread,
+                                     fmt::join(c.frames.begin(), c.frames.begin() + shown, " <- ")));
+  }
 }
 
 void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {

@@ -1,6 +1,7 @@
 #pragma once
 // Turns what VerdictMaker decided into the sentences of a verdict: headline, evidence,
 // next steps, the reason of an inconclusive one. Deciding stays in verdict_maker.cc.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,14 @@ Suspect linkSuspect(const Link& l);
 Suspect rankSuspect(int rank, SuspectNote note = SuspectNote::kNone);
 Suspect groupSuspect(const OpGroup& g);
 Suspect nodeSuspect(const std::vector<int>& ranks);
+
+// What a rank lacks beyond what its own summary says (RankSummary::lacking).
+enum class MissingData { kNoDump, kStillCollecting, kNoCounter, kUnreadableCounter };
+std::string missingDataText(MissingData m);  // DataGap::lacks
+// Why a rank of the node the profiler narrowed the stop to is named: its kernel channels
+// (`in_flight` of `total`, the latest started `started_s_ago`, < 0 unknown) never stopped.
+std::string stoppedInNodeText(int rank, int in_flight, int total, float started_s_ago, const std::vector<int>& node);
+std::string threadText(const std::string& name, int64_t tid);  // its name, else "tid 123"
 
 // Why a ring-progress decision named no culprit.
 enum class RingGap {
@@ -119,6 +128,8 @@ class VerdictWording {
   // are v.lacking_data and whose suspects are v.suspects; a culprit rank without a snapshot.
   void unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const;
   void culpritWithoutSnapshot(Verdict& v, int rank) const;
+  // One sentence per culprit rank in v.where: the thread it stands in and its innermost frames.
+  void whereCulpritsAre(Verdict& v) const;
 
  private:
   // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
