@@ -28,26 +28,7 @@ std::string opShape(const OpGroup& g) {
   return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
 }
 
-// "1 -> 2, 3 -> 4".
-std::string linksText(const std::vector<Link>& links) {
-  std::vector<std::string> texts;
-  for (const Link& l : links) texts.push_back(linkText(l));
-  return fmt::format("{}", fmt::join(texts, ", "));
-}
-
-// "1 -> 2, rank 3 or 4 -> 5": a suspect link by its connection, anything else by its text.
-std::string suspectsText(const std::vector<Suspect>& suspects) {
-  std::string out;
-  for (size_t i = 0; i < suspects.size(); ++i) {
-    const Suspect& s = suspects[i];
-    fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ",
-                   s.link ? linkText(*s.link) : s.text);
-  }
-  return out;
-}
-
-}  // namespace
-
+// "1-3,7".
 std::string ranksText(const std::vector<int>& ranks) {
   stackmerge::RankSet set;
   std::vector<int> sorted = ranks;
@@ -56,17 +37,21 @@ std::string ranksText(const std::vector<int>& ranks) {
   return set.toString();
 }
 
+// "12.5 s".
 std::string seconds(double s) { return fmt::format("{:.1f} s", s); }
 
+// "AllReduce seq 7 on communicator 0x..".
 std::string opText(const HangFocus& f) {
   return fmt::format("{} seq {} on communicator {}", f.op.empty() ? std::string("collective") : f.op, f.seq, f.comm);
 }
 
+// "" when unknown.
 std::string hostOf(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   return s && !s->host.empty() ? s->host : "";
 }
 
+// "GPU 2 on host h".
 std::string deviceText(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   std::string host = s && !s->host.empty() ? s->host : "unknown host";
@@ -86,8 +71,27 @@ std::string ranksPhrase(std::vector<int> ranks) {
   return out;
 }
 
+// "5 -> 6", "the link out of rank 5".
 std::string linkText(const Link& l) {
   return l.to < 0 ? fmt::format("the link out of rank {}", l.from) : fmt::format("{} -> {}", l.from, l.to);
+}
+
+// "1 -> 2, 3 -> 4".
+std::string linksText(const std::vector<Link>& links) {
+  std::vector<std::string> texts;
+  for (const Link& l : links) texts.push_back(linkText(l));
+  return fmt::format("{}", fmt::join(texts, ", "));
+}
+
+// "1 -> 2, rank 3 or 4 -> 5": a suspect link by its connection, anything else by its text.
+std::string suspectsText(const std::vector<Suspect>& suspects) {
+  std::string out;
+  for (size_t i = 0; i < suspects.size(); ++i) {
+    const Suspect& s = suspects[i];
+    fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ",
+                   s.link ? linkText(*s.link) : s.text);
+  }
+  return out;
 }
 
 // "ranks 5 and 6 did not dump", "rank 5 did not dump, rank 6 has no ring progress".
@@ -103,6 +107,47 @@ std::string gapsSentence(const std::vector<DataGap>& gaps) {
   for (const auto& [verb, ranks] : groups)
     out += (out.empty() ? "" : ", ") + ranksPhrase(ranks) + " " + (ranks.size() == 1 ? verb.first : verb.second);
   return out;
+}
+
+// One sentence of what the profiler's progress shows.
+std::string proxySummary(const ProxyFinding& pf) {
+  auto first = [&](auto pred) -> const ProxyLinkState* {
+    for (const ProxyLinkState& l : pf.links)
+      if (pred(l)) return &l;
+    return nullptr;
+  };
+  if (pf.link) {
+    const ProxyLinkState* l =
+        first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
+    return fmt::format("the connection {} holds steps on the wire{}", linkText(*pf.link),
+                       l ? fmt::format(" (channel {}: {})", l->channel, l->detail) : "");
+  }
+  if (pf.rank && !pf.rank_evidence.empty()) return pf.rank_evidence;
+  if (pf.rank) {
+    return fmt::format(
+        "rank {}'s GPU neither takes the steps that arrived nor fills the buffers it was given, while its "
+        "neighbours' connections wait on it",
+        *pf.rank);
+  }
+  std::vector<std::string> shown;
+  for (const ProxyLinkState& l : pf.links) {
+    if (l.stall == ProxyStall::kIdle || shown.size() >= 4) continue;
+    shown.push_back(fmt::format("{} channel {} {} ({})", linkText(l.link), l.channel, proxyStallText(l.stall), l.detail));
+  }
+  return shown.empty() ? pf.note : fmt::format("{}", fmt::join(shown, "; "));
+}
+
+}  // namespace
+
+std::string describeRank(const JobData& job, int rank) {
+  const RankSummary* s = job.find(rank);
+  std::string out = fmt::format("rank {}", rank);
+  if (!s) return out + " (no dump)";
+  std::vector<std::string> inner;
+  if (!s->host.empty()) inner.push_back("host " + s->host);
+  if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
+  if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
+  return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
 }
 
 std::string missingDataText(MissingData m) {
@@ -155,44 +200,6 @@ Suspect groupSuspect(const OpGroup& g) {
 
 Suspect nodeSuspect(const std::vector<int>& ranks) {
   return Suspect{ranks, std::nullopt, fmt::format("{} (a link or GPU inside their node)", ranksPhrase(ranks))};
-}
-
-std::string describeRank(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  std::string out = fmt::format("rank {}", rank);
-  if (!s) return out + " (no dump)";
-  std::vector<std::string> inner;
-  if (!s->host.empty()) inner.push_back("host " + s->host);
-  if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
-  if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
-  return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
-}
-
-std::string proxySummary(const ProxyFinding& pf) {
-  auto first = [&](auto pred) -> const ProxyLinkState* {
-    for (const ProxyLinkState& l : pf.links)
-      if (pred(l)) return &l;
-    return nullptr;
-  };
-  if (pf.link) {
-    const ProxyLinkState* l =
-        first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
-    return fmt::format("the connection {} holds steps on the wire{}", linkText(*pf.link),
-                       l ? fmt::format(" (channel {}: {})", l->channel, l->detail) : "");
-  }
-  if (pf.rank && !pf.rank_evidence.empty()) return pf.rank_evidence;
-  if (pf.rank) {
-    return fmt::format(
-        "rank {}'s GPU neither takes the steps that arrived nor fills the buffers it was given, while its "
-        "neighbours' connections wait on it",
-        *pf.rank);
-  }
-  std::vector<std::string> shown;
-  for (const ProxyLinkState& l : pf.links) {
-    if (l.stall == ProxyStall::kIdle || shown.size() >= 4) continue;
-    shown.push_back(fmt::format("{} channel {} {} ({})", linkText(l.link), l.channel, proxyStallText(l.stall), l.detail));
-  }
-  return shown.empty() ? pf.note : fmt::format("{}", fmt::join(shown, "; "));
 }
 
 std::string VerdictWording::rankIn(const std::string& comm, int rank) const {

@@ -14,18 +14,6 @@
 
 namespace hangwatch::verdict {
 
-// Phrases the deciding code also needs (suspects, hinges_on).
-std::string ranksText(const std::vector<int>& ranks);   // "1-3,7"
-std::string ranksPhrase(std::vector<int> ranks);        // "rank 5", "ranks 5 and 6"
-std::string seconds(double s);                          // "12.5 s"
-std::string opText(const HangFocus& f);                 // "AllReduce seq 7 on communicator 0x.."
-std::string hostOf(const JobData& job, int rank);       // "" when unknown
-std::string deviceText(const JobData& job, int rank);   // "GPU 2 on host h"
-std::string linkText(const Link& l);                    // "5 -> 6", "the link out of rank 5"
-std::string gapsSentence(const std::vector<DataGap>& gaps);
-// One sentence of what the profiler's progress shows.
-std::string proxySummary(const ProxyFinding& pf);
-
 // Suspects as the report names them: "link 5 -> 6", "rank 3 (no snapshot)",
 // "rank(s) 1-3 in ncclAllReduce", "ranks 4 and 5 (a link or GPU inside their node)".
 enum class SuspectNote { kNone, kNoSnapshot, kDebugger, kProfiler };
