@@ -4,12 +4,7 @@
 #include <set>
 #include <span>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
-#include "hangwatch/verdict/report.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/verdict_wording.h"
 
@@ -20,20 +15,6 @@ namespace {
 // simgpu channels or hangwatch are never where a culprit stands.
 bool isInfrastructureThread(const std::string& name) {
   return name.rfind("simnccl", 0) == 0 || name.rfind("simgpu", 0) == 0 || name.rfind("hangwatch", 0) == 0;
-}
-
-Suspect linkSuspect(const Link& l) {
-  Suspect s;
-  s.link = l;
-  s.ranks = {l.from};
-  if (l.to >= 0 && l.to != l.from) s.ranks.push_back(l.to);
-  std::sort(s.ranks.begin(), s.ranks.end());
-  s.text = l.to < 0 ? linkText(l) : "link " + linkText(l);
-  return s;
-}
-
-Suspect rankSuspect(int rank, const std::string& why = "") {
-  return Suspect{{rank}, std::nullopt, fmt::format("rank {}{}", rank, why)};
 }
 
 void sortSuspects(std::vector<Suspect>& s) {
@@ -73,7 +54,7 @@ Verdict VerdictMaker::decide() const {
   Verdict v = byRule();
   hedgeTooFewAnswered(v);
   addCulpritStacks(v);
-  addDataNotes(v);
+  wording_.dataNotes(v);
   return v;
 }
 
@@ -96,64 +77,43 @@ Verdict VerdictMaker::byRule() const {
 Verdict VerdictMaker::noSnapshots() const {
   Verdict v;
   v.kind = VerdictKind::kInconclusive;
-  v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
-  v.headline = "Inconclusive: " + v.reason + ".";
   v.confident = false;
-  v.hinges_on = "the watchdog snapshots, which no rank left";
   for (const RankSummary& s : job_.ranks) v.lacking_data.push_back({s.rank, s.lacking("")});
-  v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
-                         "are complete; then run forensics report again.");
+  wording_.noSnapshots(v);
   return v;
 }
 
 // Work is pending but no collective: a GEMM, kernel or copy that never finished.
 Verdict VerdictMaker::outsideCollectives() const {
-  Verdict v;
-  std::vector<int> stuck;
+  std::vector<OverdueOp> stuck;
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
       if (s.timeout_s > 0 && op.age_s >= s.timeout_s) {
-        stuck.push_back(s.rank);
-        v.evidence.push_back(fmt::format("{} has {} pending for {} (timeout {}).", describeRank(job_, s.rank), op.op,
-                                         seconds(op.age_s), seconds(s.timeout_s)));
+        stuck.push_back({s.rank, op.op, op.age_s, s.timeout_s});
         break;
       }
     }
   }
-  if (stuck.empty()) {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "operations are pending but none is a collective and none is older than the timeout";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    return v;
-  }
-  v.kind = VerdictKind::kNonCommunicationHang;
-  v.culprit_ranks = stuck;
-  v.headline = fmt::format("Non-communication hang: rank(s) {} wait on a GPU operation outside any collective.",
-                           ranksText(stuck));
-  v.next_steps.push_back(fmt::format(
-      "Check the GPU(s) of rank(s) {} (nvidia-smi, dmesg for Xid errors) and the kernel named above; drain the host "
-      "if the GPU is faulty.",
-      ranksText(stuck)));
+  Verdict v;
+  v.kind = stuck.empty() ? VerdictKind::kInconclusive : VerdictKind::kNonCommunicationHang;
+  for (const OverdueOp& o : stuck) v.culprit_ranks.push_back(o.rank);
+  wording_.outsideCollectives(v, stuck);
   return v;
 }
 
 // Fewer than half the ranks answered: whatever the rules named is only a suspect.
 void VerdictMaker::hedgeTooFewAnswered(Verdict& v) const {
-  int answered = static_cast<int>(job_.ranks.size());
+  const int answered = static_cast<int>(job_.ranks.size());
   if (v.kind == VerdictKind::kNoHang || job_.world_size <= 0 || answered * 2 >= job_.world_size) return;
-  std::string partial = v.culprit_link || !v.culprit_ranks.empty() ? " (the partial data points to: " + v.headline + ")" : "";
+  // Worded first: what the partial data pointed to is the verdict as it stands now.
+  wording_.tooFewAnswered(v, answered, v.culprit_link || !v.culprit_ranks.empty());
   v.kind = VerdictKind::kInconclusive;
-  v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
-  v.evidence.insert(v.evidence.begin(),
-                    fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
-  v.headline = "Inconclusive: " + v.reason + ".";
   if (v.suspects.empty()) {
     if (v.culprit_link) v.suspects.push_back(linkSuspect(*v.culprit_link));
     else
       for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
   }
   v.confident = false;
-  v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
   v.lacking_data.clear();
   for (int r : job_.ranks_missing) v.lacking_data.push_back(gapOf(r, v.communicator));
   v.culprit_ranks.clear();
@@ -162,40 +122,19 @@ void VerdictMaker::hedgeTooFewAnswered(Verdict& v) const {
 
 Verdict VerdictMaker::noDumps() const {
   Verdict v;
-  if (job_.trigger) {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "TRIGGER.json exists but no rank left a usable dump";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.evidence.push_back("TRIGGER.json: reason " + job_.trigger->reason + " on host " + job_.trigger->host + ".");
-    v.next_steps.push_back("Check that every rank can write to the dump directory and look at the ranks' stderr.");
-  } else if (job_.metrics_files > 0 || !job_.trigger_problem.empty()) {
-    v.kind = job_.trigger_problem.empty() ? VerdictKind::kNoHang : VerdictKind::kInconclusive;
-    v.reason = job_.trigger_problem;
-    v.headline = v.kind == VerdictKind::kNoHang ? "No hang: no watchdog detected one (no TRIGGER.json, no rank dumps)."
-                                                : "Inconclusive: " + job_.trigger_problem + " and no rank dumped.";
-    v.evidence.push_back(
-        fmt::format("{} rank(s) wrote metrics windows; no rank wrote a hang snapshot.", job_.metrics_files));
-    v.next_steps.push_back("Nothing to do for a hang. If the job is slow rather than stuck, run forensics analyze on this directory.");
-  } else {
-    v.kind = VerdictKind::kInconclusive;
-    v.reason = "the job directory holds no TRIGGER.json, no rank dumps and no metrics";
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and this HANGWATCH_DUMP_DIR / "
-                           "HANGWATCH_JOB_ID.");
-  }
+  const EmptyJob what = job_.trigger                                                 ? EmptyJob::kTriggeredNoDumps
+                        : job_.metrics_files > 0 || !job_.trigger_problem.empty() ? EmptyJob::kNoSnapshotDumped
+                                                                                    : EmptyJob::kNothing;
+  const bool no_hang = what == EmptyJob::kNoSnapshotDumped && job_.trigger_problem.empty();
+  v.kind = no_hang ? VerdictKind::kNoHang : VerdictKind::kInconclusive;
+  wording_.noDumps(v, what);
   return v;
 }
 
 Verdict VerdictMaker::nothingPending() const {
   Verdict v;
   v.kind = VerdictKind::kNoHang;
-  std::string why = job_.trigger ? fmt::format("TRIGGER.json (reason {}) made {} rank(s) dump, but", job_.trigger->reason,
-                                               job_.ranks.size())
-                                 : fmt::format("{} rank(s) dumped, but", job_.ranks.size());
-  v.headline = "No hang: no rank has an operation pending or a thread blocked in NCCL.";
-  v.evidence.push_back(why + " no rank has a pending operation or a thread blocked in an NCCL call: "
-                       "any stall had cleared when they dumped.");
-  v.next_steps.push_back("Nothing to do. If the job is slow rather than stuck, run forensics analyze on this directory.");
+  wording_.nothingPending(v);
   return v;
 }
 
@@ -225,12 +164,7 @@ void VerdictMaker::hedgeMismatch(Verdict& v, const CommPositions& p, const HangF
   // The ranks without a snapshot could all be in the smaller group: then it is the majority.
   v.confident = false;
   for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
-  for (const OpGroup& g : p.groups) {
-    Suspect s;
-    s.ranks = g.ranks;
-    s.text = "rank(s) " + ranksText(g.ranks) + " in " + g.op;
-    v.suspects.push_back(std::move(s));
-  }
+  for (const OpGroup& g : p.groups) v.suspects.push_back(groupSuspect(g));
   v.culprit_ranks.clear();
   wording_.mismatchUndecided(v, f, p);
 }
@@ -297,7 +231,7 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
   const bool debugger_named = rf.link || rf.rank;
   const bool profiler_named = pf.link || pf.rank;
   const bool same = (rf.link && pf.link && *rf.link == *pf.link) || (rf.rank && pf.rank && *rf.rank == *pf.rank);
-  if (debugger_named && profiler_named && !same) return sourcesDisagree(v, f, rf, pf);
+  if (debugger_named && profiler_named && !same) return sourcesDisagree(std::move(v), rf, pf);
   if (debugger_named) {
     weighProfiler(v, facts, profiler_named);
   } else if (profiler_named) {
@@ -374,16 +308,13 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
     case RingGap::kMembersMissing:
       for (int r : p.members_missing) {
         v.lacking_data.push_back(gapOf(r, facts.focus.comm));
-        v.suspects.push_back(rankSuspect(r, " (no snapshot)"));
+        v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
       }
-      v.hinges_on = "the dumps of " + ranksPhrase(p.members_missing);
       break;
     case RingGap::kNarrowedByProfiler:
-      v.suspects.push_back(Suspect{pf.narrowed, std::nullopt, ranksPhrase(pf.narrowed) + " (a link or GPU inside their node)"});
-      v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
+      v.suspects.push_back(nodeSuspect(pf.narrowed));
       break;
     case RingGap::kNoRecords:
-      v.hinges_on = "ring progress, which no rank has";
       for (int r : facts.waiting) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
       break;
     case RingGap::kNamesNothing:
@@ -408,8 +339,7 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
   v.confident = false;
   v.lacking_data.push_back(gapOf(*rf.rank, facts.focus.comm));
   v.suspects.push_back(rankSuspect(*rf.rank));
-  v.hinges_on = fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it",
-                            *rf.rank);
+  wording_.culpritWithoutSnapshot(v, *rf.rank);
 }
 
 // Inside a node NCCL's profiler sees no link. A rank there whose host thread never came back
@@ -437,33 +367,19 @@ void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& 
   pf.rank = blocked.front();
   pf.channels_agree = in_flight;
   pf.channels_total = total;
-  pf.rank_evidence = fmt::format(
-      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
-      "call, the only rank of {} (where the network connections put the stop) to do so",
-      *pf.rank, in_flight, total, started < 0 ? std::string() : seconds(started) + " ago ", ranksPhrase(pf.narrowed));
+  pf.rank_evidence = stoppedInNodeText(*pf.rank, in_flight, total, started, pf.narrowed);
 }
 
-Verdict VerdictMaker::sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const {
-  auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
-    return l ? "link " + linkText(*l) : fmt::format("rank {}", *r);
-  };
-  const std::string debugger = name(rf.link, rf.rank), profiler = name(pf.link, pf.rank);
+Verdict VerdictMaker::sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const {
   v.kind = VerdictKind::kInconclusive;
   v.source = "debugger and profiler";
   v.confident = false;
   v.channels_agree = rf.channels_agree;
   v.channels_total = rf.channels_total;
-  v.reason = "the two sources of ring progress disagree: the debugger's records name " + debugger +
-             ", NCCL's profiler events name " + profiler;
-  v.headline = "Inconclusive: " + v.reason + ".";
-  v.hinges_on = "which source is right: the debugger reads the ring as it stands, the profiler as NCCL's proxy last saw it";
-  v.suspects.push_back(rf.link ? linkSuspect(*rf.link) : rankSuspect(*rf.rank, " (debugger)"));
-  v.suspects.push_back(pf.link ? linkSuspect(*pf.link) : rankSuspect(*pf.rank, " (profiler)"));
+  v.suspects.push_back(rf.link ? linkSuspect(*rf.link) : rankSuspect(*rf.rank, SuspectNote::kDebugger));
+  v.suspects.push_back(pf.link ? linkSuspect(*pf.link) : rankSuspect(*pf.rank, SuspectNote::kProfiler));
   sortSuspects(v.suspects);
-  v.evidence.push_back("From NCCL's profiler events in the snapshots: " + proxySummary(pf) + ".");
-  v.next_steps.push_back("Test both suspects (nccl-tests between those GPUs; NVLink / InfiniBand error counters) "
-                         "before draining anything.");
-  (void)f;
+  wording_.sourcesDisagree(v, rf, pf);
   return v;
 }
 
@@ -508,7 +424,6 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
   v.kind = VerdictKind::kInconclusive;
   v.confident = false;
   wording_.p2pInconclusive(v, comm, pf);
-  v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
       if (op.comm != comm || op.op != "ncclRecv" || !op.peer) continue;
@@ -528,13 +443,11 @@ DataGap VerdictMaker::gapOf(int rank, const std::string& comm) const {
       const bool unreadable = std::any_of(s->ring_progress.begin(), s->ring_progress.end(), [&](const RingProgress& r) {
         return (r.recv && !r.recv->observed_known) || (r.send && !r.send->observed_known);
       });
-      g.lacks = unreadable ? "no counter for this connection: its debugger could not read it (device memory, "
-                             "readable only by cuda-gdb)"
-                           : "no counter for this connection in its ring progress";
+      g.lacks = missingDataText(unreadable ? MissingData::kUnreadableCounter : MissingData::kNoCounter);
     }
   } else {
     bool collecting = std::find(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), rank) != job_.ranks_collecting.end();
-    g.lacks = collecting ? "its dumps are still being collected" : "no dump";
+    g.lacks = missingDataText(collecting ? MissingData::kStillCollecting : MissingData::kNoDump);
   }
   return g;
 }
@@ -551,53 +464,22 @@ void VerdictMaker::hedgeUnseenLinks(Verdict& v, const RingFinding& rf, const Han
   for (int r : dark) gaps.push_back(gapOf(r, f.comm));
 
   std::vector<Suspect> suspects;
-  std::string seen;
   if (rf.link) {
     suspects.push_back(linkSuspect(*rf.link));
-    seen = "least progress on " + linkText(*rf.link) + " among ranks with data";
   } else if (rf.rank) {
     suspects.push_back(rankSuspect(*rf.rank));
-    seen = fmt::format("rank {}'s connections made the least progress among ranks with data", *rf.rank);
   } else {
     for (const Link& l : rf.least_seen) suspects.push_back(linkSuspect(l));
-    seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
-                                 : "least progress among ranks with data on " + [&] {
-                                     std::string t;
-                                     for (const Link& l : rf.least_seen) t += (t.empty() ? "" : ", ") + linkText(l);
-                                     return t;
-                                   }();
   }
   for (const Link& l : rf.unseen) suspects.push_back(linkSuspect(l));
   sortSuspects(suspects);
-  std::string names;
-  for (size_t i = 0; i < suspects.size(); ++i) {
-    const Suspect& s = suspects[i];
-    std::string t = s.link ? linkText(*s.link) : s.text;
-    names += (i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ") + t;
-  }
-  std::string unseen;
-  for (const Link& l : rf.unseen) unseen += (unseen.empty() ? "" : ", ") + linkText(l);
-
-  std::vector<std::string> lacks;
-  for (const DataGap& g : gaps) lacks.push_back(fmt::format("{}: {}", g.rank, g.lacks));
-  v.evidence.push_back(fmt::format(
-      "No rank reported the connection(s) {}: both ends lack ring progress ({}), so any of them may have made less "
-      "progress than what was seen.",
-      unseen, fmt::join(lacks, "; ")));
   v.kind = VerdictKind::kInconclusive;
   v.culprit_link.reset();
   v.culprit_ranks.clear();
   v.confident = false;
   v.suspects = std::move(suspects);
   v.lacking_data = std::move(gaps);
-  v.hinges_on = "ring progress of " + ranksPhrase(dark) + ", which would show " + unseen;
-  v.reason = seen + "; " + gapsSentence(v.lacking_data) + ": suspect " + names;
-  v.headline = "Inconclusive: " + v.reason + ".";
-  // Advice drawn from one culprit (drain its hosts) would act on a guess.
-  v.next_steps = {"Get the missing data: run forensics report again once " + ranksPhrase(dark) +
-                      " finished collecting (report --wait), or look at them directly (their logs, their hosts).",
-                  "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before "
-                  "draining anything."};
+  wording_.unseenLinks(v, rf, dark);
 }
 
 void VerdictMaker::addCulpritStacks(Verdict& v) const {
@@ -618,37 +500,11 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
       if (isInfrastructureThread(t.name) || frames.empty()) continue;
       bool main_thread = t.tid == s->pid;
       if (!main_thread && (majority || usual.count(job_.stacks->labels(t.stack)))) continue;
-      v.where.push_back({r, t.name.empty() ? fmt::format("tid {}", t.tid) : t.name, whereFrames(frames)});
+      v.where.push_back({r, threadText(t.name, t.tid), whereFrames(frames)});
       if (++shown >= 3) break;
     }
   }
-  std::set<int> said;
-  for (const CulpritStack& c : v.where) {
-    if (c.frames.empty() || !said.insert(c.rank).second) continue;
-    std::string path;
-    for (size_t i = 0; i < c.frames.size() && i < 4; ++i) path += (i ? " <- " : "") + c.frames[i];
-    v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread, path));
-  }
-}
-
-void VerdictMaker::addDataNotes(Verdict& v) const {
-  if (job_.trigger) {
-    const TriggerRecord& t = *job_.trigger;
-    std::string who = t.rank ? fmt::format("rank {}", *t.rank) : std::string("a manual trigger");
-    std::string what = t.stuck_op ? ": " + t.stuck_op->op + (t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "") +
-                                        " pending for " + seconds(t.stuck_op->age_s)
-                                  : "";
-    v.evidence.push_back("First detected by " + who + " on host " + t.host + " (" + t.reason + ")" + what + ".");
-  }
-  if (!job_.ranks_missing.empty()) {
-    v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",
-                                     ranksText(job_.ranks_missing), job_.ranks.size()));
-  }
-  if (!job_.ranks_collecting.empty()) {
-    v.evidence.push_back("Rank(s) " + ranksText(job_.ranks_collecting) +
-                         " were still being collected when this report was made: run it again (forensics report "
-                         "--wait) for their data.");
-  }
+  wording_.whereCulpritsAre(v);
 }
 
 }  // namespace hangwatch::verdict

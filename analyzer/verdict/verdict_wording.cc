@@ -1,6 +1,7 @@
 #include "hangwatch/verdict/verdict_wording.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,8 +28,7 @@ std::string opShape(const OpGroup& g) {
   return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
 }
 
-}  // namespace
-
+// "1-3,7".
 std::string ranksText(const std::vector<int>& ranks) {
   stackmerge::RankSet set;
   std::vector<int> sorted = ranks;
@@ -37,17 +37,21 @@ std::string ranksText(const std::vector<int>& ranks) {
   return set.toString();
 }
 
+// "12.5 s".
 std::string seconds(double s) { return fmt::format("{:.1f} s", s); }
 
+// "AllReduce seq 7 on communicator 0x..".
 std::string opText(const HangFocus& f) {
   return fmt::format("{} seq {} on communicator {}", f.op.empty() ? std::string("collective") : f.op, f.seq, f.comm);
 }
 
+// "" when unknown.
 std::string hostOf(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   return s && !s->host.empty() ? s->host : "";
 }
 
+// "GPU 2 on host h".
 std::string deviceText(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   std::string host = s && !s->host.empty() ? s->host : "unknown host";
@@ -67,8 +71,27 @@ std::string ranksPhrase(std::vector<int> ranks) {
   return out;
 }
 
+// "5 -> 6", "the link out of rank 5".
 std::string linkText(const Link& l) {
   return l.to < 0 ? fmt::format("the link out of rank {}", l.from) : fmt::format("{} -> {}", l.from, l.to);
+}
+
+// "1 -> 2, 3 -> 4".
+std::string linksText(const std::vector<Link>& links) {
+  std::vector<std::string> texts;
+  for (const Link& l : links) texts.push_back(linkText(l));
+  return fmt::format("{}", fmt::join(texts, ", "));
+}
+
+// "1 -> 2, rank 3 or 4 -> 5": a suspect link by its connection, anything else by its text.
+std::string suspectsText(const std::vector<Suspect>& suspects) {
+  std::string out;
+  for (size_t i = 0; i < suspects.size(); ++i) {
+    const Suspect& s = suspects[i];
+    fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : i + 1 == suspects.size() ? " or " : ", ",
+                   s.link ? linkText(*s.link) : s.text);
+  }
+  return out;
 }
 
 // "ranks 5 and 6 did not dump", "rank 5 did not dump, rank 6 has no ring progress".
@@ -86,17 +109,7 @@ std::string gapsSentence(const std::vector<DataGap>& gaps) {
   return out;
 }
 
-std::string describeRank(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  std::string out = fmt::format("rank {}", rank);
-  if (!s) return out + " (no dump)";
-  std::vector<std::string> inner;
-  if (!s->host.empty()) inner.push_back("host " + s->host);
-  if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
-  if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
-  return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
-}
-
+// One sentence of what the profiler's progress shows.
 std::string proxySummary(const ProxyFinding& pf) {
   auto first = [&](auto pred) -> const ProxyLinkState* {
     for (const ProxyLinkState& l : pf.links)
@@ -122,6 +135,71 @@ std::string proxySummary(const ProxyFinding& pf) {
     shown.push_back(fmt::format("{} channel {} {} ({})", linkText(l.link), l.channel, proxyStallText(l.stall), l.detail));
   }
   return shown.empty() ? pf.note : fmt::format("{}", fmt::join(shown, "; "));
+}
+
+}  // namespace
+
+std::string describeRank(const JobData& job, int rank) {
+  const RankSummary* s = job.find(rank);
+  std::string out = fmt::format("rank {}", rank);
+  if (!s) return out + " (no dump)";
+  std::vector<std::string> inner;
+  if (!s->host.empty()) inner.push_back("host " + s->host);
+  if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
+  if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
+  return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
+}
+
+std::string missingDataText(MissingData m) {
+  switch (m) {
+    case MissingData::kNoDump: return "no dump";
+    case MissingData::kStillCollecting: return "its dumps are still being collected";
+    case MissingData::kNoCounter: return "no counter for this connection in its ring progress";
+    case MissingData::kUnreadableCounter:
+      return "no counter for this connection: its debugger could not read it (device memory, readable only by "
+             "cuda-gdb)";
+  }
+  return "";
+}
+
+std::string stoppedInNodeText(int rank, int in_flight, int total, float started_s_ago, const std::vector<int>& node) {
+  return fmt::format(
+      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
+      "call, the only rank of {} (where the network connections put the stop) to do so",
+      rank, in_flight, total, started_s_ago < 0 ? std::string() : seconds(started_s_ago) + " ago ", ranksPhrase(node));
+}
+
+std::string threadText(const std::string& name, int64_t tid) {
+  return name.empty() ? fmt::format("tid {}", tid) : name;
+}
+
+Suspect linkSuspect(const Link& l) {
+  Suspect s;
+  s.link = l;
+  s.ranks = {l.from};
+  if (l.to >= 0 && l.to != l.from) s.ranks.push_back(l.to);
+  std::sort(s.ranks.begin(), s.ranks.end());
+  s.text = l.to < 0 ? linkText(l) : fmt::format("link {}", linkText(l));
+  return s;
+}
+
+Suspect rankSuspect(int rank, SuspectNote note) {
+  const char* why = "";
+  switch (note) {
+    case SuspectNote::kNone: break;
+    case SuspectNote::kNoSnapshot: why = " (no snapshot)"; break;
+    case SuspectNote::kDebugger: why = " (debugger)"; break;
+    case SuspectNote::kProfiler: why = " (profiler)"; break;
+  }
+  return Suspect{{rank}, std::nullopt, fmt::format("rank {}{}", rank, why)};
+}
+
+Suspect groupSuspect(const OpGroup& g) {
+  return Suspect{g.ranks, std::nullopt, fmt::format("rank(s) {} in {}", ranksText(g.ranks), g.op)};
+}
+
+Suspect nodeSuspect(const std::vector<int>& ranks) {
+  return Suspect{ranks, std::nullopt, fmt::format("{} (a link or GPU inside their node)", ranksPhrase(ranks))};
 }
 
 std::string VerdictWording::rankIn(const std::string& comm, int rank) const {
@@ -244,6 +322,7 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
           "every rank that answered waits in the collective, and rank(s) {} of the communicator left no snapshot: the "
           "culprit is most likely among them",
           ranksText(missing));
+      v.hinges_on = fmt::format("the dumps of {}", ranksPhrase(missing));
       v.next_steps.push_back(
           fmt::format("Look at rank(s) {} directly (their logs, their hosts); they did not dump.", ranksText(missing)));
       break;
@@ -252,6 +331,7 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       v.reason = "every rank waits in the same collective; NCCL's profiler has no per-link data for links inside a "
                  "node (P2P, SHM, NVLink), and its network connections narrow the fault to " +
                  ranksPhrase(pf.narrowed) + " on host(s) " + hosts;
+      v.hinges_on = "per-link ring progress inside the node, which only the debugger phase reads";
       v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
       if (!pf.ring_order_evidence.empty()) {
         v.evidence.push_back(
@@ -266,6 +346,7 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       v.reason = "every rank waits in the same collective and no rank has ring progress records "
                  "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
       if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
+      v.hinges_on = "ring progress, which no rank has";
       v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
                              "forensics collect by hand on two neighbouring ranks while the job still hangs.");
       break;
@@ -277,6 +358,159 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       break;
   }
   v.headline = "Inconclusive: " + v.reason + ".";
+}
+
+void VerdictWording::noDumps(Verdict& v, EmptyJob what) const {
+  switch (what) {
+    case EmptyJob::kTriggeredNoDumps:
+      v.reason = "TRIGGER.json exists but no rank left a usable dump";
+      v.headline = fmt::format("Inconclusive: {}.", v.reason);
+      v.evidence.push_back(fmt::format("TRIGGER.json: reason {} on host {}.", job_.trigger->reason, job_.trigger->host));
+      v.next_steps.push_back("Check that every rank can write to the dump directory and look at the ranks' stderr.");
+      return;
+    case EmptyJob::kNoSnapshotDumped:
+      v.reason = job_.trigger_problem;
+      v.headline = v.kind == VerdictKind::kNoHang
+                       ? "No hang: no watchdog detected one (no TRIGGER.json, no rank dumps)."
+                       : fmt::format("Inconclusive: {} and no rank dumped.", job_.trigger_problem);
+      v.evidence.push_back(
+          fmt::format("{} rank(s) wrote metrics windows; no rank wrote a hang snapshot.", job_.metrics_files));
+      v.next_steps.push_back(
+          "Nothing to do for a hang. If the job is slow rather than stuck, run forensics analyze on this directory.");
+      return;
+    case EmptyJob::kNothing:
+      v.reason = "the job directory holds no TRIGGER.json, no rank dumps and no metrics";
+      v.headline = fmt::format("Inconclusive: {}.", v.reason);
+      v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and this HANGWATCH_DUMP_DIR / "
+                             "HANGWATCH_JOB_ID.");
+      return;
+  }
+}
+
+void VerdictWording::noSnapshots(Verdict& v) const {
+  v.reason = "no rank's watchdog snapshot could be read, so sequence numbers and pending operations are unknown";
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.hinges_on = "the watchdog snapshots, which no rank left";
+  v.next_steps.push_back("Check that the job ran with LD_PRELOAD=libhangwatch.so and that ranks/*.watchdog.json "
+                         "are complete; then run forensics report again.");
+}
+
+void VerdictWording::nothingPending(Verdict& v) const {
+  const std::string why = job_.trigger ? fmt::format("TRIGGER.json (reason {}) made {} rank(s) dump, but",
+                                                     job_.trigger->reason, job_.ranks.size())
+                                       : fmt::format("{} rank(s) dumped, but", job_.ranks.size());
+  v.headline = "No hang: no rank has an operation pending or a thread blocked in NCCL.";
+  v.evidence.push_back(fmt::format("{} no rank has a pending operation or a thread blocked in an NCCL call: any stall "
+                                   "had cleared when they dumped.",
+                                   why));
+  v.next_steps.push_back("Nothing to do. If the job is slow rather than stuck, run forensics analyze on this directory.");
+}
+
+void VerdictWording::outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const {
+  for (const OverdueOp& o : stuck) {
+    v.evidence.push_back(fmt::format("{} has {} pending for {} (timeout {}).", describeRank(job_, o.rank), o.op,
+                                     seconds(o.age_s), seconds(o.timeout_s)));
+  }
+  if (stuck.empty()) {
+    v.reason = "operations are pending but none is a collective and none is older than the timeout";
+    v.headline = fmt::format("Inconclusive: {}.", v.reason);
+    return;
+  }
+  const std::string ranks = ranksText(v.culprit_ranks);
+  v.headline =
+      fmt::format("Non-communication hang: rank(s) {} wait on a GPU operation outside any collective.", ranks);
+  v.next_steps.push_back(fmt::format(
+      "Check the GPU(s) of rank(s) {} (nvidia-smi, dmesg for Xid errors) and the kernel named above; drain the host "
+      "if the GPU is faulty.",
+      ranks));
+}
+
+void VerdictWording::tooFewAnswered(Verdict& v, int answered, bool named) const {
+  const std::string partial = named ? fmt::format(" (the partial data points to: {})", v.headline) : "";
+  v.reason = fmt::format("too few ranks answered: {} of {}", answered, job_.world_size);
+  v.evidence.insert(v.evidence.begin(),
+                    fmt::format("Only {} of {} ranks left a usable dump{}.", answered, job_.world_size, partial));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.hinges_on = fmt::format("the dumps of the {} rank(s) that left none", job_.world_size - answered);
+}
+
+void VerdictWording::dataNotes(Verdict& v) const {
+  if (job_.trigger) {
+    const TriggerRecord& t = *job_.trigger;
+    const std::string who = t.rank ? fmt::format("rank {}", *t.rank) : std::string("a manual trigger");
+    const std::string what =
+        t.stuck_op ? fmt::format(": {}{} pending for {}", t.stuck_op->op,
+                                 t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "",
+                                 seconds(t.stuck_op->age_s))
+                   : "";
+    v.evidence.push_back(fmt::format("First detected by {} on host {} ({}){}.", who, t.host, t.reason, what));
+  }
+  if (!job_.ranks_missing.empty()) {
+    v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",
+                                     ranksText(job_.ranks_missing), job_.ranks.size()));
+  }
+  if (!job_.ranks_collecting.empty()) {
+    v.evidence.push_back(fmt::format("Rank(s) {} were still being collected when this report was made: run it again "
+                                     "(forensics report --wait) for their data.",
+                                     ranksText(job_.ranks_collecting)));
+  }
+}
+
+void VerdictWording::sourcesDisagree(Verdict& v, const RingFinding& rf, const ProxyFinding& pf) const {
+  auto name = [](const std::optional<Link>& l, const std::optional<int>& r) {
+    return l ? fmt::format("link {}", linkText(*l)) : fmt::format("rank {}", *r);
+  };
+  v.reason = fmt::format(
+      "the two sources of ring progress disagree: the debugger's records name {}, NCCL's profiler events name {}",
+      name(rf.link, rf.rank), name(pf.link, pf.rank));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.hinges_on = "which source is right: the debugger reads the ring as it stands, the profiler as NCCL's proxy last saw it";
+  v.evidence.push_back(fmt::format("From NCCL's profiler events in the snapshots: {}.", proxySummary(pf)));
+  v.next_steps.push_back("Test both suspects (nccl-tests between those GPUs; NVLink / InfiniBand error counters) "
+                         "before draining anything.");
+}
+
+void VerdictWording::unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const {
+  std::string seen;
+  if (rf.link) {
+    seen = fmt::format("least progress on {} among ranks with data", linkText(*rf.link));
+  } else if (rf.rank) {
+    seen = fmt::format("rank {}'s connections made the least progress among ranks with data", *rf.rank);
+  } else {
+    seen = rf.least_seen.empty() ? "no connection reported by ranks with data stands out"
+                                 : fmt::format("least progress among ranks with data on {}", linksText(rf.least_seen));
+  }
+  const std::string unseen = linksText(rf.unseen);
+  std::vector<std::string> lacks;
+  for (const DataGap& g : v.lacking_data) lacks.push_back(fmt::format("{}: {}", g.rank, g.lacks));
+  v.evidence.push_back(fmt::format(
+      "No rank reported the connection(s) {}: both ends lack ring progress ({}), so any of them may have made less "
+      "progress than what was seen.",
+      unseen, fmt::join(lacks, "; ")));
+  v.hinges_on = fmt::format("ring progress of {}, which would show {}", ranksPhrase(dark), unseen);
+  v.reason = fmt::format("{}; {}: suspect {}", seen, gapsSentence(v.lacking_data), suspectsText(v.suspects));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  // Advice drawn from one culprit (drain its hosts) would act on a guess.
+  v.next_steps = {fmt::format("Get the missing data: run forensics report again once {} finished collecting (report "
+                              "--wait), or look at them directly (their logs, their hosts).",
+                              ranksPhrase(dark)),
+                  "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before "
+                  "draining anything."};
+}
+
+void VerdictWording::culpritWithoutSnapshot(Verdict& v, int rank) const {
+  v.hinges_on =
+      fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it", rank);
+}
+
+void VerdictWording::whereCulpritsAre(Verdict& v) const {
+  std::set<int> said;
+  for (const CulpritStack& c : v.where) {
+    if (c.frames.empty() || !said.insert(c.rank).second) continue;
+    const size_t shown = std::min<size_t>(c.frames.size(), 4);
+    v.evidence.push_back(fmt::format("Rank {} thread {} is in {}.", c.rank, c.thread,
+                                     fmt::join(c.frames.begin(), c.frames.begin() + shown, " <- ")));
+  }
 }
 
 void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {
@@ -410,6 +644,7 @@ void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const 
       "never sent{}",
       comm, pf.note.empty() ? "" : " (" + pf.note + ")");
   v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
                          "ranks named above with nccl-tests.");
 }

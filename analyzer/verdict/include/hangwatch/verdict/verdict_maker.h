@@ -41,7 +41,6 @@ class VerdictMaker {
   void ringUndecided(Verdict& v, RingFacts& facts) const;
   void hedgeRing(Verdict& v, const RingFacts& facts) const;
   void addCulpritStacks(Verdict& v) const;
-  void addDataNotes(Verdict& v) const;
   // What `rank` lacks for a decision on communicator `comm`.
   DataGap gapOf(int rank, const std::string& comm) const;
   // Ring connections neither end reported: the culprit may be one of them.
@@ -54,7 +53,7 @@ class VerdictMaker {
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.
-  Verdict sourcesDisagree(Verdict& v, const HangFocus& f, const RingFinding& rf, const ProxyFinding& pf) const;
+  Verdict sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const;
   void nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& p) const;
   // Ranks without a snapshot could outvote the group named odd one out.
   void hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const;

@@ -1,6 +1,7 @@
 #pragma once
 // Turns what VerdictMaker decided into the sentences of a verdict: headline, evidence,
 // next steps, the reason of an inconclusive one. Deciding stays in verdict_maker.cc.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,17 +14,21 @@
 
 namespace hangwatch::verdict {
 
-// Phrases the deciding code also needs (suspects, hinges_on).
-std::string ranksText(const std::vector<int>& ranks);   // "1-3,7"
-std::string ranksPhrase(std::vector<int> ranks);        // "rank 5", "ranks 5 and 6"
-std::string seconds(double s);                          // "12.5 s"
-std::string opText(const HangFocus& f);                 // "AllReduce seq 7 on communicator 0x.."
-std::string hostOf(const JobData& job, int rank);       // "" when unknown
-std::string deviceText(const JobData& job, int rank);   // "GPU 2 on host h"
-std::string linkText(const Link& l);                    // "5 -> 6", "the link out of rank 5"
-std::string gapsSentence(const std::vector<DataGap>& gaps);
-// One sentence of what the profiler's progress shows.
-std::string proxySummary(const ProxyFinding& pf);
+// Suspects as the report names them: "link 5 -> 6", "rank 3 (no snapshot)",
+// "rank(s) 1-3 in ncclAllReduce", "ranks 4 and 5 (a link or GPU inside their node)".
+enum class SuspectNote { kNone, kNoSnapshot, kDebugger, kProfiler };
+Suspect linkSuspect(const Link& l);
+Suspect rankSuspect(int rank, SuspectNote note = SuspectNote::kNone);
+Suspect groupSuspect(const OpGroup& g);
+Suspect nodeSuspect(const std::vector<int>& ranks);
+
+// What a rank lacks beyond what its own summary says (RankSummary::lacking).
+enum class MissingData { kNoDump, kStillCollecting, kNoCounter, kUnreadableCounter };
+std::string missingDataText(MissingData m);  // DataGap::lacks
+// Why a rank of the node the profiler narrowed the stop to is named: its kernel channels
+// (`in_flight` of `total`, the latest started `started_s_ago`, < 0 unknown) never stopped.
+std::string stoppedInNodeText(int rank, int in_flight, int total, float started_s_ago, const std::vector<int>& node);
+std::string threadText(const std::string& name, int64_t tid);  // its name, else "tid 123"
 
 // Why a ring-progress decision named no culprit.
 enum class RingGap {
@@ -32,6 +37,21 @@ enum class RingGap {
   kNarrowedByProfiler, // no ring records; the profiler's network connections narrow it to a node
   kNoRecords,          // no ring records at all
   kNamesNothing,       // records everywhere, and they name no single link or rank
+};
+
+// What a job directory without a usable rank dump holds.
+enum class EmptyJob {
+  kTriggeredNoDumps,  // TRIGGER.json, yet no rank dumped
+  kNoSnapshotDumped,  // metrics windows or an unreadable TRIGGER.json, no rank dump
+  kNothing,           // no trigger, no dumps, no metrics
+};
+
+// A GPU operation pending longer than its rank's watchdog timeout.
+struct OverdueOp {
+  int rank = -1;
+  std::string op;
+  double age_s = 0;
+  double timeout_s = 0;
 };
 
 // How NCCL's profiler events stand to the culprit the debugger's records name.
@@ -60,6 +80,17 @@ class VerdictWording {
   // "rank 2 (GPU 2 of pid 7 on host h)" with the communicator rank.
   std::string rankIn(const std::string& comm, int rank) const;
 
+  // No decision from the dumps: why, and what to check.
+  void noDumps(Verdict& v, EmptyJob what) const;
+  void noSnapshots(Verdict& v) const;
+  void nothingPending(Verdict& v) const;
+  // Work pending outside any collective: the ranks whose operation outlived the timeout, if any.
+  void outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const;
+  // Fewer than half the ranks answered; `named` when the verdict as it stands names a culprit.
+  void tooFewAnswered(Verdict& v, int answered, bool named) const;
+  // What every verdict notes about the data: who first detected the hang, who is missing.
+  void dataNotes(Verdict& v) const;
+
   // Collective mismatch: who is in which collective; when missing ranks could turn the
   // majority, what it hinges on.
   void mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const;
@@ -79,6 +110,14 @@ class VerdictWording {
   void ringLinkCulprit(Verdict& v, const RingFacts& facts) const;
   void ringRankCulprit(Verdict& v, const RingFacts& facts) const;
   void ringInconclusive(Verdict& v, const RingFacts& facts) const;
+  // The debugger's records (rf) and NCCL's profiler events (pf) name different culprits.
+  void sourcesDisagree(Verdict& v, const RingFinding& rf, const ProxyFinding& pf) const;
+  // Hedges on a named ring culprit: connections no rank reported, whose end ranks (`dark`)
+  // are v.lacking_data and whose suspects are v.suspects; a culprit rank without a snapshot.
+  void unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const;
+  void culpritWithoutSnapshot(Verdict& v, int rank) const;
+  // One sentence per culprit rank in v.where: the thread it stands in and its innermost frames.
+  void whereCulpritsAre(Verdict& v) const;
 
  private:
   // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
