@@ -165,7 +165,11 @@ struct Schema<RingConnection> {
       field("proxy", &RingConnection::proxy, "proxy", Empty::kOmit),
   };
   // What a record does not say, the reader did not see.
-  static RingConnection initial() { return RingConnection{.target_known = false, .observed_known = false}; }
+  static RingConnection initial() {
+    RingConnection c;
+    c.target_known = c.observed_known = false;
+    return c;
+  }
 };
 
 template <>
@@ -212,7 +216,12 @@ struct Schema<RingProgress> {
       field("waiting_threads", &RingProgress::waiting_threads, "waiting_threads"),
       field("nccl_op_count", &RingProgress::nccl_op_count, "nccl_op_count", Empty::kOmit),
   };
-  static RingProgress initial() { return RingProgress{.seq_known = false, .channel = -1, .rank = -1}; }
+  static RingProgress initial() {
+    RingProgress r;
+    r.seq_known = false;
+    r.channel = r.rank = -1;
+    return r;
+  }
 };
 
 template <>

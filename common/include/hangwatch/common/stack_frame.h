@@ -71,7 +71,11 @@ template <>
 struct Schema<StackFrame> {
   static constexpr const char* what = "frame";
   static constexpr auto fields = frameFields<StackFrame>();
-  static StackFrame initial() { return StackFrame{.function = "??"}; }
+  static StackFrame initial() {
+    StackFrame f;
+    f.function = "??";
+    return f;
+  }
 };
 
 template <>
