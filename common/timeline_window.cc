@@ -1,5 +1,6 @@
 #include "hangwatch/common/timeline_window.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -46,72 +47,108 @@ const std::string& tableAt(const std::vector<std::string>& table, const json& in
   return table[static_cast<size_t>(i)];
 }
 
+// The rows' keys and an op row's columns, for the writer and the reader alike.
+constexpr const char* kBase = "base";
+constexpr const char* kNames = "names";
+constexpr const char* kStreams = "streams";
+constexpr const char* kComms = "comms";
+constexpr const char* kOps = "ops";
+constexpr const char* kSyncs = "syncs";
+enum OpColumn : size_t {
+  kCls, kName, kStream, kComm, kCommRank, kCommSize, kPeer, kSeq, kBytes, kFlops, kIssue, kStart, kEnd,
+  kShape,  // added later: a 13-column row has no shape
+  kColumns
+};
+enum SyncColumn : size_t { kSyncName, kSyncStart, kSyncEnd, kSyncColumns };
+
+json opRow(const TimelineOp& o, int64_t base, StringTable& names, StringTable& streams, StringTable& comms) {
+  json row = json::array();
+  row.get_ref<json::array_t&>().resize(kColumns);
+  row[kCls] = o.cls;
+  row[kName] = names.indexOf(o.name);
+  row[kStream] = streams.indexOf(o.stream);
+  row[kComm] = o.comm.empty() ? -1 : comms.indexOf(o.comm);
+  row[kCommRank] = o.comm_rank;
+  row[kCommSize] = o.comm_size;
+  row[kPeer] = o.peer;
+  row[kSeq] = o.seq;
+  row[kBytes] = o.bytes;
+  row[kFlops] = o.flops;
+  row[kIssue] = o.issue_ns > 0 ? o.issue_ns - base : -1;
+  row[kStart] = o.start_ns - base;
+  row[kEnd] = o.end_ns - base;
+  row[kShape] = o.shape.empty() ? -1 : names.indexOf(o.shape);
+  return row;
+}
+
+TimelineOp opFromRow(const json& row, int64_t base, const std::vector<std::string>& names,
+                     const std::vector<std::string>& streams, const std::vector<std::string>& comms) {
+  if (!row.is_array() || row.size() < kShape) throw std::runtime_error("op is not a 13- or 14-field array");
+  TimelineOp o;
+  o.cls = row[kCls].get<std::string>();
+  o.name = tableAt(names, row[kName], "name");
+  o.stream = tableAt(streams, row[kStream], "stream");
+  if (checkedGet<int64_t>(row[kComm], "comm") >= 0) o.comm = tableAt(comms, row[kComm], "comm");
+  o.comm_rank = checkedGet<int>(row[kCommRank], "comm rank");
+  o.comm_size = checkedGet<int>(row[kCommSize], "comm size");
+  o.peer = checkedGet<int>(row[kPeer], "peer");
+  o.seq = checkedGet<uint64_t>(row[kSeq], "seq");
+  o.bytes = checkedGet<uint64_t>(row[kBytes], "bytes");
+  o.flops = row[kFlops].get<double>();
+  o.issue_ns = checkedGet<int64_t>(row[kIssue], "issue") >= 0 ? rebase(base, row[kIssue]) : 0;
+  o.start_ns = rebase(base, row[kStart]);
+  o.end_ns = rebase(base, row[kEnd]);
+  if (row.size() > kShape && checkedGet<int64_t>(row[kShape], "shape") >= 0) o.shape = tableAt(names, row[kShape], "shape");
+  return o;
+}
+
 }  // namespace
 
-nlohmann::json toJson(const TimelineWindow& w) {
+namespace timeline_codec {
+
+void Rows::write(nlohmann::json& object, const TimelineWindow& w) {
   int64_t base = w.clock_mono_ns;
   for (const TimelineOp& o : w.ops) base = std::min(base, o.issue_ns > 0 ? o.issue_ns : o.start_ns);
   for (const TimelineSync& s : w.syncs) base = std::min(base, s.start_ns);
   StringTable names, streams, comms;
   json ops = json::array();
-  for (const TimelineOp& o : w.ops) {
-    json row = {o.cls, names.indexOf(o.name), streams.indexOf(o.stream), o.comm.empty() ? -1 : comms.indexOf(o.comm),
-                o.comm_rank, o.comm_size, o.peer, o.seq, o.bytes, o.flops,
-                o.issue_ns > 0 ? o.issue_ns - base : -1, o.start_ns - base, o.end_ns - base,
-                o.shape.empty() ? -1 : names.indexOf(o.shape)};
-    ops.push_back(std::move(row));
-  }
+  for (const TimelineOp& o : w.ops) ops.push_back(opRow(o, base, names, streams, comms));
   json syncs = json::array();
-  for (const TimelineSync& s : w.syncs) syncs.push_back({names.indexOf(s.call), s.start_ns - base, s.end_ns - base});
-  return {{"v", w.schema_version}, {"rank", w.rank}, {"host", w.host}, {"pid", w.pid},
-          {"cm", w.clock_mono_ns}, {"cu", w.clock_unix_s}, {"lost", w.overwritten}, {"base", base},
-          {"names", names.toJson()}, {"streams", streams.toJson()}, {"comms", comms.toJson()},
-          {"ops", std::move(ops)}, {"syncs", std::move(syncs)}};
+  for (const TimelineSync& s : w.syncs) {
+    json row = json::array();
+    row.get_ref<json::array_t&>().resize(kSyncColumns);
+    row[kSyncName] = names.indexOf(s.call);
+    row[kSyncStart] = s.start_ns - base;
+    row[kSyncEnd] = s.end_ns - base;
+    syncs.push_back(std::move(row));
+  }
+  object[kBase] = base;
+  object[kNames] = names.toJson();
+  object[kStreams] = streams.toJson();
+  object[kComms] = comms.toJson();
+  object[kOps] = std::move(ops);
+  object[kSyncs] = std::move(syncs);
 }
 
-Expected<TimelineWindow> timelineWindowFromJson(const nlohmann::json& j) {
-  try {
-    if (!j.is_object()) throw std::runtime_error("not a JSON object");
-    TimelineWindow w;
-    w.schema_version = getOr(j, "v", 1);
-    w.rank = getOr(j, "rank", -1);
-    w.host = getOr<std::string>(j, "host", "");
-    w.pid = getOr<int64_t>(j, "pid", 0);
-    w.clock_mono_ns = getOr<int64_t>(j, "cm", 0);
-    w.clock_unix_s = getOr(j, "cu", 0.0);
-    w.overwritten = getOr<uint64_t>(j, "lost", 0);
-    const int64_t base = getOr<int64_t>(j, "base", 0);
-    const auto names = arrayOrEmpty(j, "names").get<std::vector<std::string>>();
-    const auto streams = arrayOrEmpty(j, "streams").get<std::vector<std::string>>();
-    const auto comms = arrayOrEmpty(j, "comms").get<std::vector<std::string>>();
-    for (const json& row : arrayOrEmpty(j, "ops")) {
-      if (!row.is_array() || row.size() < 13) throw std::runtime_error("op is not a 13- or 14-field array");
-      TimelineOp o;
-      o.cls = row[0].get<std::string>();
-      o.name = tableAt(names, row[1], "name");
-      o.stream = tableAt(streams, row[2], "stream");
-      if (checkedGet<int64_t>(row[3], "comm") >= 0) o.comm = tableAt(comms, row[3], "comm");
-      o.comm_rank = checkedGet<int>(row[4], "comm rank");
-      o.comm_size = checkedGet<int>(row[5], "comm size");
-      o.peer = checkedGet<int>(row[6], "peer");
-      o.seq = checkedGet<uint64_t>(row[7], "seq");
-      o.bytes = checkedGet<uint64_t>(row[8], "bytes");
-      o.flops = row[9].get<double>();
-      o.issue_ns = checkedGet<int64_t>(row[10], "issue") >= 0 ? rebase(base, row[10]) : 0;
-      o.start_ns = rebase(base, row[11]);
-      o.end_ns = rebase(base, row[12]);
-      if (row.size() > 13 && checkedGet<int64_t>(row[13], "shape") >= 0) o.shape = tableAt(names, row[13], "shape");
-      w.ops.push_back(std::move(o));
-    }
-    for (const json& row : arrayOrEmpty(j, "syncs")) {
-      if (!row.is_array() || row.size() < 3) throw std::runtime_error("sync is not a 3-field array");
-      w.syncs.push_back({tableAt(names, row[0], "name"), rebase(base, row[1]), rebase(base, row[2])});
-    }
-    return w;
-  } catch (const std::exception& e) {
-    return Error{std::string("timeline: ") + e.what()};
+void Rows::read(const nlohmann::json& object, TimelineWindow& w, const char*) {
+  const int64_t base = getOr<int64_t>(object, kBase, 0);
+  const auto names = arrayOrEmpty(object, kNames).get<std::vector<std::string>>();
+  const auto streams = arrayOrEmpty(object, kStreams).get<std::vector<std::string>>();
+  const auto comms = arrayOrEmpty(object, kComms).get<std::vector<std::string>>();
+  w.ops.clear();
+  for (const json& row : arrayOrEmpty(object, kOps)) w.ops.push_back(opFromRow(row, base, names, streams, comms));
+  w.syncs.clear();
+  for (const json& row : arrayOrEmpty(object, kSyncs)) {
+    if (!row.is_array() || row.size() < kSyncColumns) throw std::runtime_error("sync is not a 3-field array");
+    w.syncs.push_back({tableAt(names, row[kSyncName], "name"), rebase(base, row[kSyncStart]), rebase(base, row[kSyncEnd])});
   }
 }
+
+}  // namespace timeline_codec
+
+nlohmann::json toJson(const TimelineWindow& w) { return schema::toJson(w); }
+
+Expected<TimelineWindow> timelineWindowFromJson(const nlohmann::json& j) { return schema::fromJson<TimelineWindow>(j); }
 
 Expected<TimelineWindow> readTimelineFile(const std::string& path) {
   std::ifstream in(path);

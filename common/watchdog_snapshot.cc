@@ -41,9 +41,9 @@ void ProxyStepsCodec::write(nlohmann::json& out, const SnapshotProxyConnection& 
   for (int i = 0; i < kSnapshotProxyStages; ++i) out[names[i]] = c.steps[i];
 }
 
-void ProxyStepsCodec::read(const nlohmann::json& v, SnapshotProxyConnection& c) {
-  readStages(v, "steps", [&](int i, const nlohmann::json& x) {
-    detail::readValue(x, c.steps[i], "steps");
+void ProxyStepsCodec::read(const nlohmann::json& v, SnapshotProxyConnection& c, const char* what) {
+  readStages(v, what, [&](int i, const nlohmann::json& x) {
+    detail::readValue(x, c.steps[i], what);
   });
 }
 
@@ -54,9 +54,9 @@ void ProxyMovedCodec::write(nlohmann::json& out, const SnapshotProxyConnection& 
     out[names[i]] = c.moved_s_ago[i] ? nlohmann::json(*c.moved_s_ago[i]) : nlohmann::json(nullptr);
 }
 
-void ProxyMovedCodec::read(const nlohmann::json& v, SnapshotProxyConnection& c) {
-  readStages(v, "moved_s_ago", [&](int i, const nlohmann::json& x) {
-    detail::readValue(x, c.moved_s_ago[i], "moved_s_ago");
+void ProxyMovedCodec::read(const nlohmann::json& v, SnapshotProxyConnection& c, const char* what) {
+  readStages(v, what, [&](int i, const nlohmann::json& x) {
+    detail::readValue(x, c.moved_s_ago[i], what);
   });
 }
 

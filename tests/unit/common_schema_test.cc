@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/common/metrics_window.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/common/schema/json_codec.h"
 #include "hangwatch/common/watchdog_snapshot.h"
@@ -33,6 +34,44 @@ TEST_CASE("schema.EmptyValuesAreWrittenAsNullOrLeftOutAsTheirFieldSays") {
   CHECK(hangwatch::schema::toJson(w).at("direction").is_null());  // Empty::kNull
   w.direction = "recv";
   CHECK(hangwatch::schema::toJson(w).at("direction") == "recv");
+}
+
+TEST_CASE("schema.AZeroNumberCountsAsEmptyOnlyWhereItsFieldSays") {
+  hangwatch::OpWindowStats op;  // "b" is Empty::kOmit, "cnt" is written as itself
+  json j = hangwatch::schema::toJson(op);
+  CHECK_FALSE(j.contains("b"));
+  CHECK(j.at("cnt") == 0);
+  op.bytes = 4096;
+  CHECK(hangwatch::schema::toJson(op).at("b") == 4096);
+}
+
+TEST_CASE("schema.AMapIsAnObjectAndASelfCodedValueWritesItself") {
+  hangwatch::MetricsWindow w;
+  w.issue_latency["gemm"].add(3000, 2);
+  json j = hangwatch::schema::toJson(w);
+  CHECK(j.at("il").at("gemm") == w.issue_latency["gemm"].toJson());
+  auto back = hangwatch::schema::fromJson<hangwatch::MetricsWindow>(j);
+  REQUIRE(back.ok());
+  CHECK(back->issue_latency.at("gemm").count() == 2);
+  auto notObject = hangwatch::schema::fromJson<hangwatch::MetricsWindow>(json::parse(R"({"il": [1]})"));
+  REQUIRE_FALSE(notObject.ok());
+  CHECK(notObject.error() == "metrics window: il is not an object");
+  auto badHistogram = hangwatch::schema::fromJson<hangwatch::MetricsWindow>(json::parse(R"({"il": {"gemm": "x"}})"));
+  REQUIRE_FALSE(badHistogram.ok());
+  CHECK(badHistogram.error().rfind("metrics window: il: ", 0) == 0);
+}
+
+TEST_CASE("schema.ACodecThatOmitsLeavesItsKeyOut") {
+  hangwatch::OpWindowStats op;  // "np" and "cr" belong to an op on a communicator
+  op.comm_size = 4;
+  op.comm_rank = 1;
+  CHECK_FALSE(hangwatch::schema::toJson(op).contains("np"));
+  op.comm = "0xabc";
+  json j = hangwatch::schema::toJson(op);
+  CHECK(j.at("np") == 4);
+  CHECK(j.at("cr") == 1);
+  op.comm_rank.reset();
+  CHECK_FALSE(hangwatch::schema::toJson(op).contains("cr"));
 }
 
 TEST_CASE("schema.AReaderStartsFromWhatARecordDoesNotSay") {

@@ -127,3 +127,46 @@ TEST_CASE("TimelineNumbersNoIntegerHoldsAreErrorsNotCasts") {
   CHECK_FALSE(parse(R"({"base": 9223372036854775000, "names": ["k"], "syncs": [[0, 1000, 2000]]})").ok());
   CHECK_FALSE(parse(R"({"names": ["k"], "syncs": [[5e20, 1, 2]]})").ok());
 }
+
+TEST_CASE("TheTimelineFileKeepsItsLayout") {
+  // What the hand-written writer produced before the timeline got a field list: ops are
+  // rows indexing the name, stream and communicator tables, times offsets from "base".
+  hangwatch::TimelineWindow t;
+  t.rank = 2;
+  t.host = "h";
+  t.pid = 9;
+  t.clock_mono_ns = 5000;
+  t.clock_unix_s = 17.25;
+  t.overwritten = 3;
+  hangwatch::TimelineOp coll;
+  coll.cls = "coll";
+  coll.name = "ncclAllReduce";
+  coll.stream = "0x1";
+  coll.comm = "0xc";
+  coll.comm_rank = 1;
+  coll.comm_size = 2;
+  coll.seq = 4;
+  coll.bytes = 64;
+  coll.issue_ns = 4000;
+  coll.start_ns = 4500;
+  coll.end_ns = 6000;
+  hangwatch::TimelineOp gemm = coll;
+  gemm.cls = "gemm";
+  gemm.name = "cublasGemmEx";
+  gemm.comm = "";
+  gemm.shape = "1x2x3";
+  gemm.issue_ns = 0;
+  gemm.flops = 12.5;
+  t.ops = {coll, gemm};
+  t.syncs = {{"cudaStreamSynchronize", 3000, 3500}};
+  const std::string line = hangwatch::toJson(t).dump();
+  CHECK(line == R"({"base":3000,"cm":5000,"comms":["0xc"],"cu":17.25,"host":"h","lost":3,"names":["ncclAllReduce","cublasGemmEx","1x2x3","cudaStreamSynchronize"],"ops":[["coll",0,0,0,1,2,-1,4,64,0.0,1000,1500,3000,-1],["gemm",1,0,-1,1,2,-1,4,64,12.5,-1,1500,3000,2]],"pid":9,"rank":2,"streams":["0x1"],"syncs":[[3,0,500]],"v":1})");
+  auto back = hangwatch::timelineWindowFromJson(nlohmann::json::parse(line));
+  REQUIRE(back.ok());
+  CHECK(hangwatch::toJson(*back).dump() == line);
+  CHECK(back->ops[1].shape == "1x2x3");
+  CHECK(back->ops[1].issue_ns == 0);
+  CHECK(back->ops[0].issue_ns == 4000);
+  CHECK(back->syncs[0].start_ns == 3000);
+  CHECK(back->overwritten == 3);
+}

@@ -4,7 +4,9 @@
 // `forensics timeline` turns every rank's file into one Chrome trace; the slowdown
 // analyzer lines collectives up across ranks by communicator and sequence number.
 // Ops are arrays, not objects, and names/streams/communicators are tables: a file
-// holds thousands of ops. Times are CLOCK_MONOTONIC ns relative to `base_mono_ns`.
+// holds thousands of ops. Times are CLOCK_MONOTONIC ns relative to "base". The keys are
+// listed once, in `Schema<TimelineWindow>` below; the rows and their tables are one
+// codec (`timeline_codec::Rows`).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/expected.h"
+#include "hangwatch/common/schema/json_codec.h"
 
 namespace hangwatch {
 
@@ -40,20 +43,21 @@ struct TimelineSync {
 };
 
 struct TimelineWindow {
-  int schema_version = 1;        // "v"
-  int rank = -1;                 // "rank"
-  std::string host;              // "host"
-  int64_t pid = 0;               // "pid"
+  int schema_version = 1;
+  int rank = -1;
+  std::string host;
+  int64_t pid = 0;
   // One (monotonic, wall) clock pair taken together: maps ops onto wall time across hosts.
-  int64_t clock_mono_ns = 0;     // "cm"
-  double clock_unix_s = 0;       // "cu"
-  uint64_t overwritten = 0;      // "lost": ops the ring overwrote since the process started
-  std::vector<TimelineOp> ops;   // "ops", oldest first
-  std::vector<TimelineSync> syncs;  // "syncs"
+  int64_t clock_mono_ns = 0;
+  double clock_unix_s = 0;
+  uint64_t overwritten = 0;      // ops the ring overwrote since the process started
+  std::vector<TimelineOp> ops;   // oldest first
+  std::vector<TimelineSync> syncs;
 };
 
 nlohmann::json toJson(const TimelineWindow& w);
-// Tolerant like the other readers: missing fields keep defaults; malformed input is an error.
+// Tolerant like the other readers (schema/json_codec.h): missing fields keep defaults;
+// malformed input is an error.
 Expected<TimelineWindow> timelineWindowFromJson(const nlohmann::json& j);
 Expected<TimelineWindow> readTimelineFile(const std::string& path);
 
@@ -61,3 +65,34 @@ Expected<TimelineWindow> readTimelineFile(const std::string& path);
 double timelineUnixUs(const TimelineWindow& w, int64_t mono_ns);
 
 }  // namespace hangwatch
+
+namespace hangwatch::timeline_codec {
+
+// "base", the tables "names", "streams" and "comms", "ops" (one array per op, its
+// columns in `OpColumn` order) and "syncs" ([name, start, end]).
+struct Rows {
+  using Struct = TimelineWindow;
+  static void write(nlohmann::json& object, const TimelineWindow& w);
+  static void read(const nlohmann::json& object, TimelineWindow& w, const char* what);
+};
+
+}  // namespace hangwatch::timeline_codec
+
+namespace hangwatch::schema {
+
+template <>
+struct Schema<TimelineWindow> {
+  static constexpr const char* what = "timeline";
+  static constexpr auto fields = std::tuple{
+      field("v", &TimelineWindow::schema_version, "v"),
+      field("rank", &TimelineWindow::rank, "rank"),
+      field("host", &TimelineWindow::host, "host"),
+      field("pid", &TimelineWindow::pid, "pid"),
+      field("cm", &TimelineWindow::clock_mono_ns, "cm"),
+      field("cu", &TimelineWindow::clock_unix_s, "cu"),
+      field("lost", &TimelineWindow::overwritten, "lost"),
+      inlineField<timeline_codec::Rows>("ops"),
+  };
+};
+
+}  // namespace hangwatch::schema

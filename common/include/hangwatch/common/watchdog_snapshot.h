@@ -180,11 +180,11 @@ struct Schema<SnapshotComm> {
 // A connection's steps and last-moved times, keyed by the stage names of its direction.
 struct ProxyStepsCodec {
   static void write(nlohmann::json& out, const SnapshotProxyConnection& c);
-  static void read(const nlohmann::json& v, SnapshotProxyConnection& c);
+  static void read(const nlohmann::json& v, SnapshotProxyConnection& c, const char* what);
 };
 struct ProxyMovedCodec {
   static void write(nlohmann::json& out, const SnapshotProxyConnection& c);
-  static void read(const nlohmann::json& v, SnapshotProxyConnection& c);
+  static void read(const nlohmann::json& v, SnapshotProxyConnection& c, const char* what);
 };
 
 template <>

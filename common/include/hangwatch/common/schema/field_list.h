@@ -4,6 +4,7 @@
 // readers (json_codec.h here, dumpio's simdjson one) are generic over these lists, so a
 // field is added, renamed or retyped in one place.
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,12 +15,14 @@
 
 namespace hangwatch::schema {
 
-// How a field holding nothing (an empty optional or string) is written: as itself (an
-// empty optional is null), as null, or not at all. Readers take all three.
+// How a field holding nothing (an empty optional, string, vector or map, or a zero number)
+// is written: as itself (an empty optional is null), as null, or not at all. Readers take
+// all three.
 enum class Empty { kAsValue, kNull, kOmit };
 
 // A plain member: a number, bool, string, an enum with `EnumNames`, a record with a
-// `Schema`, or an optional or vector of those.
+// `Schema`, a value that codes itself (`SelfCoded`), or an optional, vector or
+// string-keyed map of those.
 template <typename S, typename M>
 struct Field {
   using Struct = S;
@@ -51,11 +54,24 @@ struct KnownField {
 };
 
 // A field with its own encoding. `Codec` has static `write(nlohmann::json&, const S&)`
-// and `read(const nlohmann::json&, S&)`; dumpio has its simdjson reader.
+// and `read(const nlohmann::json& value, S&, const char* what)` (`value` may be null); an
+// optional `omit(const S&)` leaves the key out. dumpio has its simdjson reader.
 template <typename S, typename Codec>
 struct CustomField {
   using Struct = S;
   std::string_view key;
+  const char* what;
+};
+
+// Keys that share one encoding (tables and the rows that index them): `Codec` writes
+// them into the record's own object and reads them from it, with static
+// `write(nlohmann::json& object, const S&)` and `read(const nlohmann::json& object, S&,
+// const char* what)`. Only the nlohmann codec takes them.
+template <typename S, typename C>
+struct InlineField {
+  using Struct = S;
+  using Codec = C;
+  std::string_view key;  // none: the codec names its own keys
   const char* what;
 };
 
@@ -74,6 +90,17 @@ constexpr KnownField<S, M> knownField(std::string_view key, M S::*member, bool S
 template <typename Codec, typename S>
 constexpr CustomField<S, Codec> customField(std::string_view key, const char* what) {
   return {key, what};
+}
+// For a codec that names its struct (`using Struct = S`).
+template <typename Codec>
+  requires requires { typename Codec::Struct; }
+constexpr CustomField<typename Codec::Struct, Codec> customField(std::string_view key, const char* what) {
+  return {key, what};
+}
+
+template <typename Codec>
+constexpr InlineField<typename Codec::Struct, Codec> inlineField(const char* what) {
+  return {{}, what};
 }
 
 // Specialised for each record: `what` names it in errors, `fields` lists its fields and an
@@ -98,6 +125,31 @@ template <typename T>
 struct IsVector : std::false_type {};
 template <typename T>
 struct IsVector<std::vector<T>> : std::true_type {};
+template <typename F>
+struct IsInline : std::false_type {};
+template <typename S, typename C>
+struct IsInline<InlineField<S, C>> : std::true_type {};
+template <typename T>
+struct IsStringMap : std::false_type {};
+template <typename T>
+struct IsStringMap<std::map<std::string, T>> : std::true_type {};
+
+// A value type with its own JSON form: `toJson()` and `static fromJson(json)` returning an
+// Expected (a histogram).
+template <typename T>
+concept SelfCoded = requires(const T& t) {
+  t.toJson();
+  T::fromJson(t.toJson());
+};
+
+// The struct and type of a member pointer, for codecs written over one member.
+template <typename P>
+struct MemberPointer;
+template <typename S, typename M>
+struct MemberPointer<M S::*> {
+  using Struct = S;
+  using Type = M;
+};
 
 template <Record T>
 T initialOf() {

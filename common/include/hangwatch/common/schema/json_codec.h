@@ -25,12 +25,12 @@ namespace detail {
 
 template <typename M>
 bool isEmpty(const M& v) {
-  if constexpr (IsOptional<M>::value || IsVector<M>::value || std::is_same_v<M, std::string>) {
-    if constexpr (IsOptional<M>::value) {
-      return !v.has_value();
-    } else {
-      return v.empty();
-    }
+  if constexpr (IsOptional<M>::value) {
+    return !v.has_value();
+  } else if constexpr (IsVector<M>::value || IsStringMap<M>::value || std::is_same_v<M, std::string>) {
+    return v.empty();
+  } else if constexpr (std::is_arithmetic_v<M> && !std::is_same_v<M, bool>) {
+    return v == M{};
   } else {
     return false;
   }
@@ -42,12 +42,18 @@ nlohmann::json valueJson(const M& v) {
     return schema::toJson(v);
   } else if constexpr (NamedEnum<M>) {
     return std::string(enumName(v));
+  } else if constexpr (SelfCoded<M>) {
+    return v.toJson();
   } else if constexpr (IsOptional<M>::value) {
     return v ? valueJson(*v) : nlohmann::json(nullptr);
   } else if constexpr (IsVector<M>::value) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : v) a.push_back(valueJson(e));
     return a;
+  } else if constexpr (IsStringMap<M>::value) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [k, e] : v) o[k] = valueJson(e);
+    return o;
   } else {
     return nlohmann::json(v);
   }
@@ -76,7 +82,15 @@ void write(nlohmann::json& j, const S& s, const KnownField<S, M>& f) {
 
 template <typename S, typename Codec>
 void write(nlohmann::json& j, const S& s, const CustomField<S, Codec>& f) {
+  if constexpr (requires { Codec::omit(s); }) {
+    if (Codec::omit(s)) return;
+  }
   Codec::write(j[std::string(f.key)], s);
+}
+
+template <typename S, typename Codec>
+void write(nlohmann::json& j, const S& s, const InlineField<S, Codec>&) {
+  Codec::write(j, s);
 }
 
 [[noreturn]] inline void wrongType(const char* what, const char* expected) {
@@ -96,6 +110,10 @@ void readValue(const nlohmann::json& v, M& out, const char* what) {
     if (!v.is_string()) wrongType(what, "a string");
     const auto& name = v.get_ref<const std::string&>();
     if (!enumFromName(name, out)) throw std::runtime_error(fmt::format("unknown {} '{}'", what, name));
+  } else if constexpr (SelfCoded<M>) {
+    auto value = M::fromJson(v);
+    if (!value) throw std::runtime_error(fmt::format("{}: {}", what, value.error()));
+    out = std::move(*value);
   } else if constexpr (IsOptional<M>::value) {
     typename M::value_type value{};
     if constexpr (Record<typename M::value_type>) value = initialOf<typename M::value_type>();
@@ -115,6 +133,14 @@ void readValue(const nlohmann::json& v, M& out, const char* what) {
       }
       out.push_back(std::move(value));
     }
+  } else if constexpr (IsStringMap<M>::value) {
+    if (!v.is_object()) wrongType(what, "an object");
+    out.clear();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      typename M::mapped_type value{};
+      if (!it->is_null()) readValue(*it, value, what);
+      out.emplace(it.key(), std::move(value));
+    }
   } else if constexpr (std::is_same_v<M, std::string>) {
     if (!v.is_string()) wrongType(what, "a string");
     out = v.get<std::string>();
@@ -133,7 +159,7 @@ void read(const nlohmann::json& v, S& s, const Field<S, M>& f) {
     readValue(v, s.*f.member, f.what);
   } else if constexpr (IsOptional<M>::value) {
     (s.*f.member).reset();
-  } else if constexpr (IsVector<M>::value) {
+  } else if constexpr (IsVector<M>::value || IsStringMap<M>::value) {
     (s.*f.member).clear();
   }
 }
@@ -154,8 +180,8 @@ void read(const nlohmann::json& v, S& s, const KnownField<S, M>& f) {
 }
 
 template <typename S, typename Codec>
-void read(const nlohmann::json& v, S& s, const CustomField<S, Codec>&) {
-  Codec::read(v, s);
+void read(const nlohmann::json& v, S& s, const CustomField<S, Codec>& f) {
+  Codec::read(v, s, f.what);
 }
 
 template <Record T>
@@ -165,7 +191,11 @@ void readRecord(const nlohmann::json& j, T& out, const char* what) {
       [&](const auto&... f) {
         (
             [&] {
-              if (auto it = j.find(f.key); it != j.end()) read(*it, out, f);
+              if constexpr (IsInline<std::decay_t<decltype(f)>>::value) {
+                std::decay_t<decltype(f)>::Codec::read(j, out, f.what);
+              } else if (auto it = j.find(f.key); it != j.end()) {
+                read(*it, out, f);
+              }
             }(),
             ...);
       },
