@@ -17,6 +17,7 @@
 #include "hangwatch/common/expected.h"
 #include "hangwatch/common/log_histogram.h"
 #include "hangwatch/common/schema/json_codec.h"
+#include "hangwatch/common/schema/window_fields.h"
 
 namespace hangwatch {
 
@@ -301,11 +302,7 @@ struct Schema<metrics_codec::SyncTotals> {
 template <>
 struct Schema<MetricsWindow> {
   static constexpr const char* what = "metrics window";
-  static constexpr auto fields = std::tuple{
-      field("v", &MetricsWindow::schema_version, "v"),
-      field("rank", &MetricsWindow::rank, "rank"),
-      field("host", &MetricsWindow::host, "host"),
-      field("pid", &MetricsWindow::pid, "pid"),
+  static constexpr auto fields = std::tuple_cat(windowIdentityFields<MetricsWindow>(), std::tuple{
       customField<metrics_codec::Millis<&MetricsWindow::start_unix_s>>("t0", "t0"),
       customField<metrics_codec::Millis<&MetricsWindow::end_unix_s>>("t1", "t1"),
       field("m0", &MetricsWindow::start_mono_ns, "m0"),
@@ -321,7 +318,7 @@ struct Schema<MetricsWindow> {
       field("step", &MetricsWindow::step, "step"),
       field("drop", &MetricsWindow::dropped, "drop"),
       field("lk", &MetricsWindow::links, "lk", Empty::kOmit),
-  };
+  });
 };
 
 }  // namespace hangwatch::schema

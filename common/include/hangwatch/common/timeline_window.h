@@ -16,6 +16,7 @@
 
 #include "hangwatch/common/expected.h"
 #include "hangwatch/common/schema/json_codec.h"
+#include "hangwatch/common/schema/window_fields.h"
 
 namespace hangwatch {
 
@@ -83,16 +84,12 @@ namespace hangwatch::schema {
 template <>
 struct Schema<TimelineWindow> {
   static constexpr const char* what = "timeline";
-  static constexpr auto fields = std::tuple{
-      field("v", &TimelineWindow::schema_version, "v"),
-      field("rank", &TimelineWindow::rank, "rank"),
-      field("host", &TimelineWindow::host, "host"),
-      field("pid", &TimelineWindow::pid, "pid"),
+  static constexpr auto fields = std::tuple_cat(windowIdentityFields<TimelineWindow>(), std::tuple{
       field("cm", &TimelineWindow::clock_mono_ns, "cm"),
       field("cu", &TimelineWindow::clock_unix_s, "cu"),
       field("lost", &TimelineWindow::overwritten, "lost"),
       inlineField<timeline_codec::Rows>("ops"),
-  };
+  });
 };
 
 }  // namespace hangwatch::schema
