@@ -53,11 +53,6 @@ T getOr(const nlohmann::json& j, const char* key, T fallback) {
   return v ? *v : fallback;
 }
 
-template <typename T>
-void putOptional(nlohmann::json& j, const char* key, const std::optional<T>& v) {
-  if (v) j[key] = *v;
-}
-
 // An optional array field; a present non-array is an error.
 inline const nlohmann::json& arrayOrEmpty(const nlohmann::json& j, const char* key) {
   static const nlohmann::json empty = nlohmann::json::array();
