@@ -7,6 +7,7 @@
 //                               metrics/r00007.jsonl
 //                               timeline/r00007.json
 //                               report/
+//                               ATTEMPT.json, attempts/<name>/... (a restarted job: attempt.h)
 #include <sys/types.h>
 
 #include <optional>

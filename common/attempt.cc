@@ -1,0 +1,264 @@
+#include "hangwatch/common/attempt.h"
+
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/schema/json_codec.h"
+#include "hangwatch/common/trigger_record.h"
+
+namespace hangwatch {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kMaxNamesPerKey = 1000;
+
+const char* lookup(const EnvLookup& env, const char* name) {
+  const char* v = env ? env(name) : std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+std::optional<int> count(const char* text) {
+  if (text == nullptr) return std::nullopt;
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (*end != '\0' || v < 0 || v > 1'000'000) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+// A key becomes a folder name: one safe path component.
+std::string safeName(std::string s) {
+  for (char& c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.';
+    if (!ok) c = '_';
+  }
+  if (s.empty() || s[0] == '.') s.insert(0, "_");
+  return s;
+}
+
+std::optional<std::string> readText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<AttemptRecord> readRecord(const std::string& dir) {
+  std::optional<std::string> text = readText(attemptRecordPath(dir));
+  if (!text) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  Expected<AttemptRecord> r = attemptFromJson(j);
+  if (!r) return std::nullopt;
+  return std::move(*r);
+}
+
+// When the folder's TRIGGER.json was written: its own time, else the file's (a corrupt one).
+std::optional<double> triggerTime(const std::string& dir) {
+  const std::string path = triggerPath(dir);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (std::optional<std::string> text = readText(path)) {
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_discarded()) {
+      if (Expected<TriggerRecord> t = triggerFromJson(j); t && t->time_unix_s > 0) return t->time_unix_s;
+    }
+  }
+  return static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
+}
+
+// A folder that triggered before this process started belongs to an earlier launch.
+bool triggeredBefore(const std::string& dir, double started_unix_s) {
+  std::optional<double> t = triggerTime(dir);
+  return t && *t < started_unix_s;
+}
+
+enum class Verdict { kMine, kNotMine, kClaimedMeanwhile };
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+Expected<Verdict> tryFolder(const AttemptClaim& c, const std::string& dir, const std::string& name,
+                            AttemptRecord& out) {
+  if (std::optional<AttemptRecord> rec = readRecord(dir)) {
+    if (rec->key != c.launch.key || triggeredBefore(dir, c.started_unix_s)) return Verdict::kNotMine;
+    out = std::move(*rec);
+    return Verdict::kMine;
+  }
+  // A record nobody can read names no launch: the folder is left to whoever made it.
+  if (exists(attemptRecordPath(dir)) || triggeredBefore(dir, c.started_unix_s)) return Verdict::kNotMine;
+  AttemptRecord mine;
+  mine.job_id = c.job_id;
+  mine.name = name;
+  mine.key = c.launch.key;
+  mine.restart = c.launch.restart;
+  mine.started_unix_s = c.started_unix_s;
+  mine.host = c.host;
+  mine.pid = c.pid;
+  mine.rank = c.rank;
+  Expected<bool> created = createFileExclusively(attemptRecordPath(dir), toJson(mine).dump(1) + "\n");
+  if (!created) return Error{created.error()};
+  if (!*created) return Verdict::kClaimedMeanwhile;
+  out = std::move(mine);
+  return Verdict::kMine;
+}
+
+double wallNow() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+bool isAttemptFolder(const fs::path& dir) {
+  return dir.parent_path().filename() == "attempts" && fs::exists(attemptRecordPath(dir.string()));
+}
+
+}  // namespace
+
+LaunchKey launchKeyFromEnv(const EnvLookup& env) {
+  LaunchKey k;
+  std::vector<std::string> parts;
+  // Slurm: each srun of an allocation is a step; a requeued job keeps its id and counts restarts.
+  if (const char* step = lookup(env, "SLURM_STEP_ID")) parts.push_back(fmt::format("step-{}", step));
+  if (std::optional<int> requeue = count(lookup(env, "SLURM_RESTART_COUNT")); requeue && *requeue > 0) {
+    parts.push_back(fmt::format("requeue-{}", *requeue));
+    k.restart = *requeue;
+  }
+  // torchrun: every agent counts the restarts of its workers (TORCHELASTIC_RUN_ID stays).
+  if (std::optional<int> restart = count(lookup(env, "TORCHELASTIC_RESTART_COUNT"))) {
+    parts.push_back(fmt::format("restart-{}", *restart));
+    k.restart = *restart;
+  }
+  // An MPI launcher names each launch (PMIx namespace: Open MPI 4/5, PRRTE, Slurm's pmix).
+  const char* launch = lookup(env, "PMIX_NAMESPACE");
+  if (launch == nullptr) launch = lookup(env, "OMPI_MCA_ess_base_jobid");
+  if (launch != nullptr && parts.empty()) parts.push_back(fmt::format("mpi-{}", launch));
+  for (const std::string& p : parts) k.key += (k.key.empty() ? "" : ".") + p;
+  return k;
+}
+
+double processStartUnixS() {
+  // starttime (field 22) counts clock ticks since boot; CLOCK_BOOTTIME is the same clock.
+  std::optional<std::string> stat = readText("/proc/self/stat");
+  const double now = wallNow();
+  if (!stat) return now;
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return now;
+  std::istringstream fields(stat->substr(close + 2));
+  std::string field;
+  unsigned long long start_ticks = 0;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+  timespec boot{};
+  long hz = ::sysconf(_SC_CLK_TCK);
+  if (start_ticks == 0 || hz <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return now;
+  double since_boot = static_cast<double>(boot.tv_sec) + boot.tv_nsec / 1e9;
+  return now - (since_boot - static_cast<double>(start_ticks) / static_cast<double>(hz));
+}
+
+nlohmann::json toJson(const AttemptRecord& a) { return schema::toJson(a); }
+Expected<AttemptRecord> attemptFromJson(const nlohmann::json& j) { return schema::fromJson<AttemptRecord>(j); }
+
+std::string attemptRecordPath(const std::string& attempt_dir) { return attempt_dir + "/ATTEMPT.json"; }
+std::string attemptsDir(const std::string& job_dir) { return job_dir + "/attempts"; }
+
+Expected<ClaimedAttempt> claimAttempt(const AttemptClaim& c) {
+  const std::string base = safeName(c.launch.key.empty() ? "run" : c.launch.key);
+  // Decided from the flat folder's record as it stands; a race lost there decides again.
+  for (int round = 0; round < 8; ++round) {
+    std::optional<AttemptRecord> flat = readRecord(c.job_dir);
+    const bool flat_possible = flat ? flat->key == c.launch.key : !exists(attemptRecordPath(c.job_dir));
+    bool lost_race = false;
+    for (int i = flat_possible ? 0 : 1; i <= kMaxNamesPerKey && !lost_race; ++i) {
+      const bool in_flat = flat_possible && i == 0;
+      const std::string name = i <= 1 ? base : fmt::format("{}.{}", base, i);
+      const std::string dir = in_flat ? c.job_dir : attemptsDir(c.job_dir) + "/" + name;
+      AttemptRecord record;
+      Expected<Verdict> v = tryFolder(c, dir, name, record);
+      if (!v) return Error{v.error()};
+      if (*v == Verdict::kClaimedMeanwhile && in_flat) lost_race = true;
+      if (*v == Verdict::kClaimedMeanwhile && !in_flat) v = tryFolder(c, dir, name, record);
+      if (v && *v == Verdict::kMine) return ClaimedAttempt{dir, std::move(record)};
+      if (i == 0) ++i;  // the flat folder held `base`: later names start at .2
+    }
+    if (!lost_race) break;
+  }
+  return Error{fmt::format("no attempt folder left under {} for launch '{}'", attemptsDir(c.job_dir), base)};
+}
+
+std::string AttemptEntry::name() const {
+  if (record && !record->name.empty()) return record->name;
+  return fs::path(dir).filename() == "attempts" ? "" : fs::path(dir).lexically_normal().filename().string();
+}
+
+std::vector<AttemptEntry> listAttempts(const std::string& job_dir) {
+  std::vector<AttemptEntry> out;
+  std::error_code ec;
+  std::optional<AttemptRecord> flat = readRecord(job_dir);
+  bool flat_used = flat.has_value();
+  if (!flat_used) {
+    for (const auto& e : fs::directory_iterator(job_dir, ec)) {
+      if (e.path().filename() != "attempts") {
+        flat_used = true;
+        break;
+      }
+    }
+  }
+  if (flat_used) out.push_back({job_dir, std::move(flat)});
+  for (const auto& e : fs::directory_iterator(attemptsDir(job_dir), ec)) {
+    if (!e.is_directory(ec)) continue;
+    out.push_back({e.path().string(), readRecord(e.path().string())});
+  }
+  // Oldest first; the flat folder is the first attempt when nothing says otherwise.
+  std::stable_sort(out.begin(), out.end(), [&](const AttemptEntry& a, const AttemptEntry& b) {
+    double ta = a.record ? a.record->started_unix_s : (a.dir == job_dir ? 0 : 1e18);
+    double tb = b.record ? b.record->started_unix_s : (b.dir == job_dir ? 0 : 1e18);
+    return ta < tb;
+  });
+  return out;
+}
+
+Expected<ChosenAttempt> chooseAttempt(const std::string& job_dir, const std::string& selector) {
+  fs::path given = fs::path(job_dir).lexically_normal();
+  if (given.filename().empty()) given = given.parent_path();
+  std::string listed = job_dir;
+  std::string wanted = selector;
+  if (isAttemptFolder(given)) {
+    if (!selector.empty()) return Error{fmt::format("{} is one attempt's folder: --attempt needs the job folder", job_dir)};
+    listed = given.parent_path().parent_path().string();
+    wanted = given.string();
+  }
+  std::vector<AttemptEntry> all = listAttempts(listed);
+  if (all.empty()) return ChosenAttempt{{job_dir, std::nullopt}, 1, 1};
+  const int n = static_cast<int>(all.size());
+  auto pick = [&](int index) { return ChosenAttempt{all[static_cast<size_t>(index)], index + 1, n}; };
+  if (wanted.empty()) return pick(n - 1);
+  if (std::all_of(wanted.begin(), wanted.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+    int number = std::atoi(wanted.c_str());
+    if (number < 1 || number > n) return Error{fmt::format("attempt {} does not exist: {} holds {} attempt(s)", wanted, job_dir, n)};
+    return pick(number - 1);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (all[static_cast<size_t>(i)].name() == wanted || all[static_cast<size_t>(i)].dir == wanted) return pick(i);
+  }
+  std::string names;
+  for (const AttemptEntry& a : all) names += (names.empty() ? "" : ", ") + a.name();
+  return Error{fmt::format("no attempt '{}' in {}; it holds: {}", wanted, job_dir, names)};
+}
+
+}  // namespace hangwatch
