@@ -45,7 +45,7 @@ CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths&
   c.binary = CollectorLauncher::findForensicsBinary(config.forensics_binary);
   c.pid = dump.pid;
   c.rank = dump.rank.value_or(-1);
-  c.job_dir = config.job_dir;
+  c.job_dir = paths.job_dir.empty() ? config.job_dir : paths.job_dir;
   c.log_path = paths.collect_log;
   c.wait_s = config.collect_wait_s;
   c.debugger = config.debugger;
@@ -56,8 +56,8 @@ CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths&
 }  // namespace
 
 DumpPaths dumpPaths(const std::string& job_dir, std::optional<int> rank, pid_t pid) {
-  if (!rank) return {watchdogSnapshotPathForPid(job_dir, pid), "", collectLogPathForPid(job_dir, pid)};
-  return {watchdogSnapshotPath(job_dir, *rank), rankStatePath(job_dir, *rank), collectLogPath(job_dir, *rank)};
+  if (!rank) return {job_dir, watchdogSnapshotPathForPid(job_dir, pid), "", collectLogPathForPid(job_dir, pid)};
+  return {job_dir, watchdogSnapshotPath(job_dir, *rank), rankStatePath(job_dir, *rank), collectLogPath(job_dir, *rank)};
 }
 
 HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump,

@@ -10,6 +10,8 @@
 #include <dirent.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <new>
@@ -22,7 +24,7 @@ namespace hangwatch::watchdog {
 namespace {
 
 constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr int kMaxMembers = 256;
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -35,6 +37,7 @@ struct NodeShare::Layout {
   uint32_t version;
   pthread_mutex_t members_lock;  // robust and process-shared: a member may die holding it
   int32_t members[kMaxMembers];  // pids, 0 = free slot
+  uint64_t member_starts[kMaxMembers];  // their start times (clock ticks since boot): pids are reused
   std::atomic<int64_t> next_lookup_ns[2];
   std::atomic<uint32_t> triggered;
   std::atomic<uint32_t> complete;
@@ -56,6 +59,7 @@ void initLayout(NodeShare::Layout* l, bool process_shared) {
   pthread_mutex_init(&l->members_lock, &attr);
   pthread_mutexattr_destroy(&attr);
   for (int32_t& m : l->members) m = 0;
+  for (uint64_t& s : l->member_starts) s = 0;
   for (auto& n : l->next_lookup_ns) n.store(0, std::memory_order_relaxed);
   l->triggered.store(0, std::memory_order_relaxed);
   l->complete.store(0, std::memory_order_relaxed);
@@ -77,15 +81,41 @@ class MembersLock {
   NodeShare::Layout* l_;
 };
 
-bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+// Field 22 of /proc/<pid>/stat; 0 when the process is gone or a zombie (or /proc cannot tell).
+uint64_t startTicks(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  ScopedFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return 0;
+  char buf[1024];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  // A zombie stays in /proc until reaped, and in a container nobody may ever reap it.
+  if (p == nullptr || p[1] == '\0' || p[2] == 'Z' || p[2] == 'X') return 0;
+  for (int field = 2; p != nullptr && field < 22; ++field) p = std::strchr(p + 1, ' ');
+  return p != nullptr ? std::strtoull(p + 1, nullptr, 10) : 0;
+}
+
+// A member is alive when its pid runs and started when the member did: a restarted job on a
+// busy node (or in a container) easily gets an old member's pid.
+bool alive(pid_t pid, uint64_t started) {
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
+  return started == 0 || startTicks(pid) == started;  // 0: /proc could not tell when it joined
+}
 
 // Under the lock: drops dead members; returns how many live ones are left.
 int pruneDeadMembers(NodeShare::Layout* l) {
   int live = 0;
-  for (int32_t& m : l->members) {
-    if (m == 0) continue;
-    if (alive(m)) ++live;
-    else m = 0;
+  for (int i = 0; i < kMaxMembers; ++i) {
+    if (l->members[i] == 0) continue;
+    if (alive(l->members[i], l->member_starts[i])) {
+      ++live;
+    } else {
+      l->members[i] = 0;
+      l->member_starts[i] = 0;
+    }
   }
   return live;
 }
@@ -146,10 +176,11 @@ void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
 
 }  // namespace
 
-std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir) {
+std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir, const std::string& attempt) {
   std::error_code ec;
   std::string absolute = std::filesystem::absolute(job_dir, ec).lexically_normal().string();
   if (ec) absolute = job_dir;
+  if (!attempt.empty()) absolute += "\n" + attempt;
   return fmt::format("{}/hangwatch-{}-{:016x}", shm_dir, ::getuid(), fnv1a(absolute));
 }
 
@@ -222,10 +253,10 @@ void join(NodeShare::Layout* layout, pid_t self) {
   for (int32_t& m : layout->members) {
     if (m == self) registered = true;
   }
-  for (int32_t& m : layout->members) {
-    if (registered) break;
-    if (m == 0) {
-      m = self;
+  for (int i = 0; i < kMaxMembers && !registered; ++i) {
+    if (layout->members[i] == 0) {
+      layout->members[i] = self;
+      layout->member_starts[i] = startTicks(self);
       registered = true;
     }
   }
@@ -233,8 +264,9 @@ void join(NodeShare::Layout* layout, pid_t self) {
 
 }  // namespace
 
-Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir) {
-  std::string path = nodeSharePath(job_dir, shm_dir);
+Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir,
+                                                       const std::string& attempt) {
+  std::string path = nodeSharePath(job_dir, shm_dir, attempt);
   const pid_t self = ::getpid();
   Expected<MappedBoard> board = openBoard(path, self);
   if (!board) return Error{board.error()};
@@ -285,8 +317,11 @@ void NodeShare::leave() {
   left_ = true;
   const pid_t self = ::getpid();
   MembersLock lock(layout_);
-  for (int32_t& m : layout_->members) {
-    if (m == self) m = 0;
+  for (int i = 0; i < kMaxMembers; ++i) {
+    if (layout_->members[i] == self) {
+      layout_->members[i] = 0;
+      layout_->member_starts[i] = 0;
+    }
   }
   if (pruneDeadMembers(layout_) > 0) return;
   // Last one out removes the file, unless it was already replaced by a newer board.

@@ -3,18 +3,22 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/watchdog/watchdog_log.h"
 
 namespace hangwatch::watchdog {
 
-TriggerWatcher::TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node)
+TriggerWatcher::TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node,
+                               double not_before_unix_s)
     : path_(triggerPath(job_dir)),
       interval_ns_(check_interval_ns),
       own_node_(node ? nullptr : NodeShare::unshared()),
       node_(node ? node : own_node_.get()),
-      beacon_(std::move(job_dir)) {}
+      beacon_(std::move(job_dir)),
+      not_before_unix_s_(not_before_unix_s) {}
 
 std::optional<BeaconState> TriggerWatcher::lookAtBeacon() {
   int64_t base = node_->beaconBase();
@@ -51,8 +55,22 @@ bool TriggerWatcher::triggered(int64_t now_ns) {
     node_->countLookup();
     seen = beacon_.triggerFileExists();
   }
+  if (seen && !triggerIsThisLaunchs()) seen = false;
   if (seen) node_->markTriggered();
   return seen;
+}
+
+bool TriggerWatcher::triggerIsThisLaunchs() {
+  if (earlier_trigger_) return false;
+  if (not_before_unix_s_ <= 0) return true;
+  node_->countLookup();
+  std::optional<TriggerRecord> t = read();
+  if (!t || t->time_unix_s <= 0 || t->time_unix_s >= not_before_unix_s_) return true;
+  earlier_trigger_ = true;
+  WatchdogLog::instance().failureOnce(
+      "earlier-trigger", fmt::format("ignoring {}: written {:.0f} s before this process started, by an earlier launch",
+                                     path_, not_before_unix_s_ - t->time_unix_s));
+  return false;
 }
 
 Expected<bool> TriggerWatcher::fire(const TriggerRecord& record) {

@@ -276,12 +276,17 @@ void Watchdog::abortCommunicators() {
 // The poller thread's own state: no other thread touches it.
 struct Watchdog::PollState {
   explicit PollState(Watchdog& w)
-      : poller(w.event_api_, w.timers_, w.comms_, [this, &w](const CompletedOp& op) { w.recordCompleted(*this, op); },
+      : started_unix_s(processStartUnixS()),
+        attempt(w.claimAttemptFolder(started_unix_s)),
+        poller(w.event_api_, w.timers_, w.comms_, [this, &w](const CompletedOp& op) { w.recordCompleted(*this, op); },
                &kernelName),
         detector(w.config_.timeoutNs()),
-        trigger(w.config_.job_dir, kTriggerCheckNs, w.attachNodeShare()) {}
+        trigger(attempt.dir, kTriggerCheckNs, w.attachNodeShare(attempt), started_unix_s) {}
 
   WatchdogLog& log = WatchdogLog::instance();
+  double started_unix_s;
+  // Every file of this launch goes here: the job folder, or attempts/<name>/ after an earlier launch.
+  ClaimedAttempt attempt;
   std::unique_ptr<MetricsWindows> metrics;  // once this rank is known
   bool late_exit_hook = false;
   OpPoller poller;
@@ -345,8 +350,25 @@ void Watchdog::finishPolling(PollState& p) {
   p.metrics.reset();
 }
 
-NodeShare* Watchdog::attachNodeShare() {
-  if (auto share = NodeShare::attach(config_.job_dir)) {
+ClaimedAttempt Watchdog::claimAttemptFolder(double started_unix_s) {
+  AttemptClaim claim{config_.job_dir, jobIdFromEnv(), launchKeyFromEnv(), started_unix_s, hostName(), ::getpid(),
+                     launcher_.rank};
+  Expected<ClaimedAttempt> attempt = claimAttempt(claim);
+  if (!attempt) {
+    // Still safe: the trigger watcher ignores a TRIGGER.json older than this process.
+    WatchdogLog::instance().failureOnce("attempt", "dumps go to " + config_.job_dir + ": " + attempt.error());
+    return ClaimedAttempt{config_.job_dir, AttemptRecord{}};
+  }
+  if (attempt->dir != config_.job_dir)
+    WatchdogLog::instance().info(fmt::format("the job folder holds an earlier launch: this one's files go to {}",
+                                             attempt->dir));
+  return std::move(*attempt);
+}
+
+NodeShare* Watchdog::attachNodeShare(const ClaimedAttempt& attempt) {
+  const AttemptRecord& r = attempt.record;
+  std::string identity = r.host.empty() ? "" : fmt::format("{}:{}:{:.3f}", r.host, r.pid, r.started_unix_s);
+  if (auto share = NodeShare::attach(attempt.dir, "/dev/shm", identity)) {
     node_ = std::move(*share);
   } else {
     WatchdogLog::instance().failureOnce(
@@ -361,9 +383,10 @@ void Watchdog::startMetrics(PollState& p) {
   if (p.metrics || !rank) return;
   MetricsConfig mc;
   mc.rank = *rank;
-  mc.path = metricsPath(config_.job_dir, *rank);
+  mc.path = metricsPath(p.attempt.dir, *rank);
   mc.interval_s = config_.metrics_interval_s;
-  mc.timeline_path = timelinePath(config_.job_dir, *rank);
+  mc.timeline_path = timelinePath(p.attempt.dir, *rank);
+  mc.attempt = p.attempt.record.name;
   mc.host = hostName();
   mc.links = &linkMeter();
   if (!config_.prometheus_dir.empty()) mc.prometheus_path = PrometheusTextfile::pathFor(config_.prometheus_dir, *rank);
@@ -424,7 +447,7 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   start.rank = snapshot.identity.rank;
   start.host = snapshot.identity.host;
   start.pid = ::getpid();
-  DumpPaths paths = dumpPaths(config_.job_dir, start.rank, start.pid);
+  DumpPaths paths = dumpPaths(p.attempt.dir, start.rank, start.pid);
   auto written = writeFileAtomically(paths.snapshot, toJson(snapshot).dump(2) + "\n");
   if (!written)
     p.log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
@@ -445,7 +468,7 @@ void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
   if (!p.completion && rank == 0) {
     int world = launcher_.world_size.value_or(0);
     for (const CommView& c : comms_.view()) world = std::max(world, c.size);
-    if (world > 0) p.completion.emplace(config_.job_dir, world);
+    if (world > 0) p.completion.emplace(p.attempt.dir, world);
   }
   if (p.completion && p.completion->poll(wallClockSeconds())) {
     p.completion_announced = true;

@@ -209,6 +209,66 @@ TEST_CASE("ABoardWhoseMembersAllExitedBelongsToAnEarlierRunAndIsReset") {
   CHECK((*again)->triggered());
 }
 
+TEST_CASE("AMemberThatIsAZombieCountsAsExited") {
+  // Nobody reaps in some containers: a killed rank's pid stays in /proc as a zombie.
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto b = NodeShare::attach(job, dir.path);
+    if (!b.ok()) ::_exit(1);
+    (*b)->markTriggered();
+    ::_exit(0);
+  }
+  // Not reaped until the board was looked at: the child is a zombie meanwhile.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    if (text.find(") Z ") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto b = NodeShare::attach(job, dir.path);
+  REQUIRE(b.ok());
+  CHECK_FALSE((*b)->triggered());
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("EachAttemptOfAJobFolderHasABoardOfItsOwn") {
+  // A restarted job on the same node never meets the board of the launch before it, even
+  // while that launch's ranks still live (wait mode keeps a hung job as it is).
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  auto first = NodeShare::attach(job, dir.path, "node0:100:1.000");
+  REQUIRE(first.ok());
+  (*first)->markTriggered();
+  auto second = NodeShare::attach(job, dir.path, "node0:200:2.000");
+  REQUIRE(second.ok());
+  CHECK((*second)->path() != (*first)->path());
+  CHECK_FALSE((*second)->triggered());
+}
+
+TEST_CASE("ATriggerWrittenBeforeThisProcessStartedIsAnEarlierLaunchsAndIgnored") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  TriggerRecord old = record(3);
+  old.time_unix_s = 1000;
+  REQUIRE(createFileExclusively(triggerPath(job), toJson(old).dump()).ok());
+  REQUIRE(TriggerBeacon(job).append(beaconTriggerLine(3, "node0", 1, 1000)).ok());
+  auto board = NodeShare::attach(job, dir.path);
+  REQUIRE(board.ok());
+  TriggerWatcher started_later(job, kInterval, board->get(), 2000);
+  for (int64_t now = 0; now < 20 * kInterval; now += kInterval) CHECK_FALSE(started_later.triggered(now));
+  CHECK_FALSE((*board)->triggered());
+  TempDir other;
+  auto board2 = NodeShare::attach(job, other.path);
+  REQUIRE(board2.ok());
+  TriggerWatcher started_before(job, kInterval, board2->get(), 999);
+  CHECK(started_before.triggered(0));
+}
+
 TEST_CASE("TheLastRankToLeaveRemovesTheBoard") {
   TempDir dir;
   std::string job = dir.path + "/job";

@@ -32,6 +32,7 @@ struct HangResponse {
 
 // Where one rank's dump goes (job_layout): named by rank, or by pid while no rank is known.
 struct DumpPaths {
+  std::string job_dir;  // this launch's folder (attempt.h), where the collector writes too
   std::string snapshot;
   std::string state;  // empty without a rank: nobody waits for a rank it cannot name
   std::string collect_log;

@@ -22,11 +22,13 @@ class NodeShare {
   // Each kind of look-up has its own schedule.
   enum class Lookup : int { kTrigger = 0, kCompletion = 1 };
 
-  // Attaches to (or creates) the board of `job_dir` under `shm_dir`. A board whose members
-  // have all exited belongs to an earlier run of the same job directory: it is reset. Boards
-  // of other jobs whose members have all exited (killed jobs never leave) are removed.
+  // Attaches to (or creates) the board of `job_dir`'s attempt `attempt` (attempt.h: who made
+  // the attempt's ATTEMPT.json, so a later launch of the same folder never meets this board)
+  // under `shm_dir`. A board whose members have all exited belongs to an earlier run: it is
+  // reset. Boards of other jobs whose members have all exited (killed jobs never leave) are removed.
   static Expected<std::unique_ptr<NodeShare>> attach(const std::string& job_dir,
-                                                     const std::string& shm_dir = "/dev/shm");
+                                                     const std::string& shm_dir = "/dev/shm",
+                                                     const std::string& attempt = "");
   // A board only this process sees: the fallback when shared memory cannot be used.
   static std::unique_ptr<NodeShare> unshared();
 
@@ -65,7 +67,8 @@ class NodeShare {
   bool left_ = false;
 };
 
-// "/dev/shm/hangwatch-<uid>-<hash of the absolute job dir>".
-std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir = "/dev/shm");
+// "/dev/shm/hangwatch-<uid>-<hash of the absolute job dir and the attempt>".
+std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir = "/dev/shm",
+                          const std::string& attempt = "");
 
 }  // namespace hangwatch::watchdog

@@ -23,8 +23,11 @@ class TriggerWatcher {
   // Every this many trigger look-ups, TRIGGER.json is also stat()ed.
   static constexpr int kStatEvery = 8;
 
-  // `node` is the board this node's ranks share (not owned); nullptr: one of our own.
-  TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node = nullptr);
+  // `node` is the board this node's ranks share (not owned); nullptr: one of our own. A
+  // TRIGGER.json written before `not_before_unix_s` (this process's start) is an earlier
+  // launch's and never triggers this one (0: any counts).
+  TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node = nullptr,
+                 double not_before_unix_s = 0);
 
   // True once the job triggered.
   bool triggered(int64_t now_ns);
@@ -42,6 +45,8 @@ class TriggerWatcher {
  private:
   // Reads the beacon; learns first which of its bytes predate this run (stale lines).
   std::optional<BeaconState> lookAtBeacon();
+  // False for a TRIGGER.json older than this process: it stays ignored from then on.
+  bool triggerIsThisLaunchs();
 
   std::string path_;
   int64_t interval_ns_;
@@ -50,6 +55,8 @@ class TriggerWatcher {
   TriggerBeacon beacon_;
   int trigger_lookups_ = 0;
   bool beacon_failed_ = false;
+  double not_before_unix_s_ = 0;
+  bool earlier_trigger_ = false;
 };
 
 }  // namespace hangwatch::watchdog

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "hangwatch/common/attempt.h"
 #include "hangwatch/watchdog/bounded_queue.h"
 #include "hangwatch/watchdog/comm_table.h"
 #include "hangwatch/watchdog/cuda_event_api.h"
@@ -96,7 +97,9 @@ class Watchdog {
   void pollLoop();
   void pollOnce(PollState& p);
   void finishPolling(PollState& p);
-  NodeShare* attachNodeShare();
+  // This launch's folder in the job folder (attempt.h), claimed when this rank is its first.
+  ClaimedAttempt claimAttemptFolder(double started_unix_s);
+  NodeShare* attachNodeShare(const ClaimedAttempt& attempt);
   void startMetrics(PollState& p);
   void recordCompleted(PollState& p, const CompletedOp& op);
   void watchForHang(PollState& p, int64_t now_ns);
