@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hangwatch/verdict/text_report_writer.h"
+#include "hangwatch/verdict/verdict_wording.h"
 
 namespace hangwatch::verdict {
 namespace {
@@ -192,6 +193,7 @@ void writeHead(Out o, const Report& r) {
                  "margin-top:8px}}.gap ul{{font-size:15px;font-weight:normal}}</style></head><body>\n",
                  esc(r.job.job_id));
   fmt::format_to(o, "<h1>hangwatch report: job {}</h1>\n", esc(r.job.job_id));
+  if (r.job.attempt.count > 1) fmt::format_to(o, "<p id=\"attempt\">{}</p>\n", esc(attemptText(r.job.attempt)));
   fmt::format_to(o, "<div class=\"verdict\"><span class=\"kind\">{}</span><br>{}</div>\n", esc(verdictKindName(v.kind)),
                  esc(v.headline));
 }

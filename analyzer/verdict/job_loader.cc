@@ -74,8 +74,11 @@ void dropForeignRanks(JobData& job, std::vector<RankSummary>& read) {
   for (const RankSummary& s : read) {
     if (s.has_snapshot && !s.job_id.empty()) ++votes[s.job_id];
   }
-  std::string base = fs::path(job.job_dir).lexically_normal().filename().string();
-  if (base.empty()) base = fs::path(job.job_dir).lexically_normal().parent_path().filename().string();
+  fs::path dir = fs::path(job.job_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  // A later attempt's folder is <job-dir>/attempts/<name>.
+  if (dir.parent_path().filename() == "attempts") dir = dir.parent_path().parent_path();
+  std::string base = dir.filename().string();
   job.job_id = base;
   int best = 0;
   for (const auto& [id, n] : votes) {

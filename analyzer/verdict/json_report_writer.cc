@@ -46,6 +46,12 @@ nlohmann::json JsonReportWriter::toJson(const Report& r) {
   j["job_dir"] = r.job.job_dir;
   j["job_id"] = r.job.job_id;
   j["world_size"] = r.job.world_size;
+  const AttemptInfo& a = r.job.attempt;
+  j["attempt"] = {{"name", a.name},
+                  {"number", a.number},
+                  {"count", a.count},
+                  {"restart", a.restart ? nlohmann::json(*a.restart) : nlohmann::json(nullptr)},
+                  {"started_unix_s", a.started_unix_s > 0 ? nlohmann::json(a.started_unix_s) : nlohmann::json(nullptr)}};
   j["verdict"] = verdictJson(r.verdict);
   j["ranks_answered"] = r.job.ranks.size();
   j["ranks_missing"] = r.job.ranks_missing;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/verdict/verdict_wording.h"
+
 namespace hangwatch::verdict {
 namespace {
 
@@ -101,6 +103,8 @@ void writeActions(Out o, const Verdict& v) {
 void writeJob(Out o, const Report& r) {
   fmt::format_to(o, "\nJob {} in {}: {} of {} rank(s) answered{}\n", r.job.job_id, r.job.job_dir, r.job.ranks.size(),
                  r.job.world_size, r.job.world_size_known ? "" : " (world size guessed from the files)");
+  if (r.job.attempt.count > 1)
+    fmt::format_to(o, "  {}\n", attemptText(r.job.attempt));
   if (!r.job.ranks_missing.empty()) {
     stackmerge::RankSet missing;
     for (int m : r.job.ranks_missing) missing.insert(m);

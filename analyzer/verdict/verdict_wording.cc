@@ -4,7 +4,9 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/chrono.h>
 #include <fmt/ranges.h>
+#include <ctime>
 
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/report.h"
@@ -647,6 +649,19 @@ void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const 
   v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
                          "ranks named above with nccl-tests.");
+}
+
+std::string attemptText(const AttemptInfo& a) {
+  std::string started;
+  if (a.started_unix_s > 0) {
+    std::time_t t = static_cast<std::time_t>(a.started_unix_s);
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    started = fmt::format(", started {:%Y-%m-%d %H:%M:%S} UTC", utc);
+  }
+  std::string newest = a.number == a.count ? "the newest" : "not the newest";
+  return fmt::format("attempt {} of {} ({}{}), {}; --attempt N reports another one", a.number, a.count,
+                     a.name.empty() ? "unnamed" : a.name, started, newest);
 }
 
 }  // namespace hangwatch::verdict

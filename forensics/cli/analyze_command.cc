@@ -10,14 +10,15 @@
 namespace hangwatch::forensics {
 
 std::string AnalyzeCommand::usage() const {
-  return "usage: forensics analyze <job-dir> [--baseline DIR] [--format text|json] [-o FILE]\n"
+  return std::string("usage: forensics analyze <job-dir> [--baseline DIR] [--format text|json] [-o FILE] [--attempt A]\n"
          "\n"
          "Reads every rank's metrics/rNNNNN.jsonl (and timeline/rNNNNN.json where present) and\n"
          "compares ranks with each other: GEMM TFLOPS per shape (slow-gpu), communicator bus\n"
          "bandwidth (slow-link), kernel issue latency (issue-stall), idle time between steps\n"
          "(dataloader-stall, host-stall) and inside steps (void). --baseline DIR compares with\n"
-         "a saved healthy run of the same job as well (issue latency, void, bandwidth).\n"
-         "\n"
+         "a saved healthy run of the same job as well (issue latency, void, bandwidth; its\n"
+         "newest attempt).\n"
+         "\n") + kAttemptOptionHelp + "\n"
          "Exit 0 when the analysis ran (whatever it found), 1 when no metrics could be read,\n"
          "2 on usage errors.\n";
 }
@@ -27,13 +28,13 @@ int AnalyzeCommand::run(const std::vector<std::string>& args) {
     std::cout << usage();
     return 0;
   }
-  std::string job_dir, baseline_dir, format = "text", out_path;
+  std::string job_dir, baseline_dir, format = "text", out_path, attempt;
   OptionCursor cursor{args};
   while (!cursor.done()) {
     std::string value;
     bool taken = false;
     for (auto [flag, target] : {std::pair{"--baseline", &baseline_dir}, std::pair{"--format", &format},
-                                std::pair{"-o", &out_path}}) {
+                                std::pair{"-o", &out_path}, std::pair{"--attempt", &attempt}}) {
       Expected<bool> t = cursor.take(flag, value);
       if (!t) return usageError(t.error());
       if (*t) {
@@ -52,6 +53,12 @@ int AnalyzeCommand::run(const std::vector<std::string>& args) {
   if (job_dir.empty()) return usageError("missing <job-dir>");
   if (format != "text" && format != "json") return usageError("--format must be text or json, not '" + format + "'");
 
+  Expected<ChosenAttempt> chosen = chooseAttemptFor(name(), job_dir, attempt);
+  if (!chosen) {
+    std::cerr << "forensics analyze: " << chosen.error() << "\n";
+    return attempt.empty() ? 1 : 2;
+  }
+  job_dir = chosen->entry.dir;
   Expected<slowdown::JobProfile> job = slowdown::JobProfile::load(job_dir);
   if (!job) {
     std::cerr << "forensics analyze: " << job.error() << "\n";
@@ -59,7 +66,8 @@ int AnalyzeCommand::run(const std::vector<std::string>& args) {
   }
   std::optional<slowdown::JobProfile> baseline;
   if (!baseline_dir.empty()) {
-    Expected<slowdown::JobProfile> b = slowdown::JobProfile::load(baseline_dir);
+    Expected<ChosenAttempt> base = chooseAttempt(baseline_dir);
+    Expected<slowdown::JobProfile> b = slowdown::JobProfile::load(base ? base->entry.dir : baseline_dir);
     if (!b) {
       std::cerr << "forensics analyze: baseline: " << b.error() << "\n";
       return 1;

@@ -55,4 +55,19 @@ Expected<double> parseSeconds(const std::string& flag, const std::string& text) 
   return v;
 }
 
+const char* const kAttemptOptionHelp =
+    "  --attempt A  which launch of a restarted job to read: N (1 = the first) or its name;\n"
+    "               default: the newest. A restarted job keeps each launch's files apart:\n"
+    "               the first in <job-dir>, later ones in <job-dir>/attempts/<name>/\n";
+
+Expected<ChosenAttempt> chooseAttemptFor(const std::string& command, const std::string& job_dir,
+                                         const std::string& selector) {
+  Expected<ChosenAttempt> chosen = chooseAttempt(job_dir, selector);
+  if (!chosen) return chosen;
+  if (chosen->count > 1)
+    std::cerr << "forensics " << command << ": " << job_dir << " holds " << chosen->count << " attempts; reading attempt "
+              << chosen->number << " (" << chosen->entry.name() << ") in " << chosen->entry.dir << "\n";
+  return chosen;
+}
+
 }  // namespace hangwatch::forensics

@@ -52,10 +52,23 @@ void waitForCollectors(const std::string& job_dir, double wait_s) {
   }
 }
 
+verdict::AttemptInfo attemptInfo(const ChosenAttempt& c) {
+  verdict::AttemptInfo a;
+  a.name = c.entry.name();
+  a.number = c.number;
+  a.count = c.count;
+  if (c.entry.record) {
+    a.restart = c.entry.record->restart;
+    a.started_unix_s = c.entry.record->started_unix_s;
+  }
+  return a;
+}
+
 }  // namespace
 
 std::string ReportCommand::usage() const {
-  return "usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--wait S] [--no-save] [--threads N]\n"
+  return std::string("usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--wait S] [--attempt A]\n"
+         "                        [--no-save] [--threads N]\n"
          "\n"
          "Reads every rank's dumps under <job-dir> (TRIGGER.json, ranks/*.watchdog.json,\n"
          "ranks/*.forensics.json) and says what hung and who is at fault: communication-hang\n"
@@ -69,7 +82,8 @@ std::string ReportCommand::usage() const {
          "               collectors are still at work (ranks/rNNNNN.state.json says collecting),\n"
          "               never past the deadlines they announced; those still collecting after\n"
          "               that are listed as ranks_collecting and the verdict says what it lacks\n"
-         "  --no-save    do not also write <job-dir>/report/report.{txt,json,html}\n"
+         "  --no-save    do not also write report/report.{txt,json,html} in the attempt's folder\n") +
+         kAttemptOptionHelp +
          "  --threads N  ranks read in parallel (default: one per core)\n"
          "\n"
          "Unless --no-save is given, all three formats are also written to <job-dir>/report/\n"
@@ -85,7 +99,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     std::cout << usage();
     return 0;
   }
-  std::string job_dir, format = "text", out_file, threads_text, wait_text;
+  std::string job_dir, format = "text", out_file, threads_text, wait_text, attempt;
   bool save = true;
   OptionCursor cur{args};
   while (!cur.done()) {
@@ -93,6 +107,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     if (took && !*took) took = cur.take("-o", out_file);
     if (took && !*took) took = cur.take("--threads", threads_text);
     if (took && !*took) took = cur.take("--wait", wait_text);
+    if (took && !*took) took = cur.take("--attempt", attempt);
     if (!took) return usageError(took.error());
     if (*took) continue;
     const std::string& a = args[cur.i++];
@@ -121,6 +136,12 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     wait_s = std::strtod(wait_text.c_str(), &end);
     if (*end != '\0' || !(wait_s >= 0) || wait_s > 86400) return usageError("--wait wants seconds >= 0, got '" + wait_text + "'");
   }
+  Expected<ChosenAttempt> which = chooseAttemptFor(name(), job_dir, attempt);
+  if (!which) {
+    std::cerr << "forensics report: " << which.error() << "\n";
+    return attempt.empty() ? 1 : 2;
+  }
+  job_dir = which->entry.dir;
   if (wait_s > 0) waitForCollectors(job_dir, wait_s);
 
   Expected<verdict::JobData> job = verdict::JobLoader(threads).load(job_dir);
@@ -128,6 +149,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     std::cerr << "forensics report: " << job.error() << "\n";
     return 1;
   }
+  job->attempt = attemptInfo(*which);
   verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
   std::string text = verdict::TextReportWriter::write(report);
   std::string json = verdict::JsonReportWriter::toJson(report).dump(1) + "\n";

@@ -12,14 +12,14 @@
 namespace hangwatch::forensics {
 
 std::string TimelineCommand::usage() const {
-  return "usage: forensics timeline <job-dir> -o trace.json [--last SECONDS]\n"
+  return std::string("usage: forensics timeline <job-dir> -o trace.json [--last SECONDS] [--attempt A]\n"
          "\n"
          "Joins every rank's timeline/rNNNNN.json (the last ops the watchdog kept, rewritten\n"
          "every HANGWATCH_METRICS_INTERVAL) into one Chrome trace: a process per rank, a thread\n"
          "per stream and one for the host (launch points, synchronizations); arrows join a\n"
          "collective's instances across ranks (communicator + sequence number). Open it in\n"
          "https://ui.perfetto.dev or chrome://tracing. --last keeps the final SECONDS only.\n"
-         "\n"
+         "\n") + kAttemptOptionHelp + "\n"
          "Exit 0 when the trace was written, 1 when no timeline could be read, 2 on usage errors.\n";
 }
 
@@ -28,7 +28,7 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
     std::cout << usage();
     return 0;
   }
-  std::string job_dir, out_path, last_text;
+  std::string job_dir, out_path, last_text, attempt;
   OptionCursor cursor{args};
   while (!cursor.done()) {
     std::string value;
@@ -42,6 +42,12 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
     if (!l) return usageError(l.error());
     if (*l) {
       last_text = value;
+      continue;
+    }
+    Expected<bool> at = cursor.take("--attempt", value);
+    if (!at) return usageError(at.error());
+    if (*at) {
+      attempt = value;
       continue;
     }
     const std::string& a = args[cursor.i];
@@ -59,6 +65,12 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
     last_s = *s;
   }
 
+  Expected<ChosenAttempt> chosen = chooseAttemptFor(name(), job_dir, attempt);
+  if (!chosen) {
+    std::cerr << "forensics timeline: " << chosen.error() << "\n";
+    return attempt.empty() ? 1 : 2;
+  }
+  job_dir = chosen->entry.dir;
   namespace fs = std::filesystem;
   slowdown::ChromeTrace trace(last_s);
   int read = 0;

@@ -18,8 +18,18 @@ struct PartialRank {
   std::string reason;   // "no file", "truncated or corrupt JSON: ...", "collector reported: ..."
 };
 
+// Which launch of the job the report is about (common/attempt.h); 1 of 1 for a job that never restarted.
+struct AttemptInfo {
+  std::string name;
+  int number = 1;  // oldest first
+  int count = 1;
+  std::optional<int> restart;  // the launcher's restart or requeue count
+  double started_unix_s = 0;   // 0: unknown (a folder without ATTEMPT.json)
+};
+
 struct JobData {
-  std::string job_dir;
+  std::string job_dir;         // the attempt's folder
+  AttemptInfo attempt;
   std::string job_id;          // the job most snapshots belong to
   int world_size = 0;          // from the snapshots; else highest rank seen + 1
   bool world_size_known = false;

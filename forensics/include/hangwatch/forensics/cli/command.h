@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hangwatch/common/attempt.h"
 #include "hangwatch/common/expected.h"
 
 namespace hangwatch::forensics {
@@ -40,5 +41,12 @@ struct OptionCursor {
 
 Expected<int> parseInt(const std::string& flag, const std::string& text, long min, long max);
 Expected<double> parseSeconds(const std::string& flag, const std::string& text);
+
+// The attempt of `job_dir` a command reads (common/attempt.h): the newest, or the one `selector`
+// names (--attempt N|NAME). When the job holds several, says on stderr which one it reads.
+Expected<ChosenAttempt> chooseAttemptFor(const std::string& command, const std::string& job_dir,
+                                         const std::string& selector);
+// The usage lines of --attempt, shared by the commands that take it.
+extern const char* const kAttemptOptionHelp;
 
 }  // namespace hangwatch::forensics
