@@ -295,6 +295,23 @@ TEST_CASE("PrometheusTextfileStaysAfterAHangWithTheGaugeAtOne") {
   CHECK(readFile(path).find("hangwatch_hang{rank=\"0\",host=\"\"} 1") != std::string::npos);
 }
 
+TEST_CASE("PrometheusSeriesCarryTheAttempt") {
+  // A restarted job's series are told apart from its earlier launch's (the file name is the same).
+  TempDir dir;
+  std::string path = PrometheusTextfile::pathFor(dir.path, 2);
+  MetricsConfig c;
+  c.rank = 2;
+  c.host = "node-1";
+  c.path = dir.path + "/metrics/r00002.jsonl";
+  c.prometheus_path = path;
+  c.attempt = "restart-1";
+  c.start_ns = 100 * kS;
+  MetricsWindows windows(c);
+  windows.flush(101 * kS);
+  CHECK(readFile(path).find("hangwatch_hang{rank=\"2\",host=\"node-1\",attempt=\"restart-1\"} 0") !=
+        std::string::npos);
+}
+
 TEST_CASE("UnwritablePrometheusDirectoryIsLoggedOnceAndTriedAgainNextWindow") {
   TempDir dir;
   std::string blocker = dir.path + "/not-a-directory";

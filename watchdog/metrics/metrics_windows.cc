@@ -48,7 +48,7 @@ MetricsWindows::MetricsWindows(MetricsConfig config)
       timeline_(config_.start_ns),
       ring_(config_.timeline_path.empty() ? 1 : config_.timeline_ops,
             config_.timeline_path.empty() ? 1 : config_.timeline_syncs),
-      prometheus_(config_.prometheus_path, config_.log_failure) {}
+      prometheus_(config_.prometheus_path, config_.log_failure, config_.attempt) {}
 
 void MetricsWindows::record(const CompletedOp& op) {
   if (op.gpu_start_ns <= 0 || op.gpu_end_ns < op.gpu_start_ns) {

@@ -136,7 +136,8 @@ std::string PrometheusTextfile::pathFor(const std::string& dir, int rank) {
   return dir + "/hangwatch_" + rankTag(rank) + ".prom";
 }
 
-PrometheusTextfile::PrometheusTextfile(std::string path, FailureLog log) : path_(std::move(path)), log_(std::move(log)) {}
+PrometheusTextfile::PrometheusTextfile(std::string path, FailureLog log, std::string attempt)
+    : attempt_(std::move(attempt)), path_(std::move(path)), log_(std::move(log)) {}
 
 PrometheusTextfile::~PrometheusTextfile() {
   if (written_ && !hang_) ::unlink(path_.c_str());
@@ -174,7 +175,9 @@ std::string PrometheusTextfile::text(const MetricsWindow& w) const {
 }
 
 std::string PrometheusTextfile::render(const MetricsWindow& w, const OpGroups& groups, const Caps& caps) const {
-  Exposition e(fmt::format("rank=\"{}\",host=\"{}\"", w.rank, escapePrometheusLabelValue(w.host)));
+  std::string base = fmt::format("rank=\"{}\",host=\"{}\"", w.rank, escapePrometheusLabelValue(w.host));
+  if (!attempt_.empty()) base += fmt::format(",attempt=\"{}\"", escapePrometheusLabelValue(attempt_));
+  Exposition e(std::move(base));
 
   e.family("hangwatch_hang", "gauge", "1 after the hang trigger fired.");
   e.sample("hangwatch_hang", "", hang_ ? 1 : 0);

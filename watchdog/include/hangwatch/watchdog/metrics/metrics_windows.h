@@ -41,6 +41,7 @@ struct MetricsConfig {
   LinkMeter* links = nullptr;
   // node_exporter textfile rewritten at every flush (PrometheusTextfile::pathFor); "" = none.
   std::string prometheus_path;
+  std::string attempt;  // this launch's name (attempt.h), a label of every Prometheus series
   // Called once when writing fails (then metrics stop); default: a line on stderr.
   std::function<void(const std::string&)> log_failure;
 };

@@ -29,8 +29,9 @@ class PrometheusTextfile {
 
   static std::string pathFor(const std::string& dir, int rank);
 
-  // An empty `path` makes every call a no-op.
-  PrometheusTextfile(std::string path, FailureLog log);
+  // An empty `path` makes every call a no-op. `attempt` labels every series (attempt.h: a
+  // restarted job's series are told apart from its earlier launch's).
+  PrometheusTextfile(std::string path, FailureLog log, std::string attempt = "");
   // A rank that ends without a hang takes its file away, so a finished job stops being
   // scraped; after a hang it stays, with hangwatch_hang 1.
   ~PrometheusTextfile();
@@ -49,6 +50,7 @@ class PrometheusTextfile {
   std::string text(const MetricsWindow& w) const;
 
  private:
+  std::string attempt_;
   struct Caps {
     size_t collectives;
     size_t gemm_shapes;
