@@ -30,10 +30,11 @@ def mpirun(nranks):
     return [str(MPIRUN), "-np", str(nranks)]
 
 
-def torchrun_like(nranks, kill_grace=30, run_id="e2e-torchrun"):
-    """launchers/fake_torchrun.py: workers in sessions of their own, SIGTERM then SIGKILL on failure."""
+def torchrun_like(nranks, kill_grace=30, run_id="e2e-torchrun", max_restarts=0):
+    """launchers/fake_torchrun.py: workers in sessions of their own, SIGTERM then SIGKILL on failure,
+    then (with max_restarts) every worker started again with TORCHELASTIC_RESTART_COUNT + 1."""
     return [sys.executable, str(LAUNCHERS / "fake_torchrun.py"), "--nproc-per-node", str(nranks),
-            "--kill-grace", str(kill_grace), "--run-id", run_id, "--"]
+            "--kill-grace", str(kill_grace), "--run-id", run_id, "--max-restarts", str(max_restarts), "--"]
 
 
 def srun_like(nranks, kill_wait=30, job_id="4242"):

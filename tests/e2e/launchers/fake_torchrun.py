@@ -3,10 +3,12 @@
 local agent does on one node: start --nproc-per-node workers, each in a session of its own,
 with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 TORCHELASTIC_RUN_ID set; when a worker fails, SIGTERM every other worker and SIGKILL those
-still alive after --kill-grace seconds (torchrun: 30). A SIGTERM to the launcher itself is
-passed on the same way. Exits 0 when every worker did, else 1.
+still alive after --kill-grace seconds (torchrun: 30). With --max-restarts N it then starts
+all workers again, up to N times, with TORCHELASTIC_RESTART_COUNT counting the restarts and a
+new MASTER_PORT, as torchrun's agent does. A SIGTERM to the launcher itself is passed on the
+same way. Exits 0 when every worker of the last round did, else 1.
 
-    fake_torchrun.py --nproc-per-node 4 [--kill-grace S] [--run-id ID] -- program args...
+    fake_torchrun.py --nproc-per-node 4 [--kill-grace S] [--run-id ID] [--max-restarts N] -- program args...
 """
 import argparse
 import os
@@ -52,19 +54,31 @@ def main():
     ap.add_argument("--nproc-per-node", type=int, required=True)
     ap.add_argument("--kill-grace", type=float, default=30.0)
     ap.add_argument("--run-id", default="fake-torchrun")
+    ap.add_argument("--max-restarts", type=int, default=0)
     ap.add_argument("program", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    terminated = []
+    signal.signal(signal.SIGTERM, lambda *_: terminated.append(True))
+    for restart in range(args.max_restarts + 1):
+        if restart:
+            log(f"restarting the workers (restart {restart} of {args.max_restarts})")
+        ok = run_round(args, program, restart, terminated)
+        if ok or terminated:
+            break
+    sys.exit(0 if ok else 1)
+
+
+def run_round(args, program, restart, terminated):
+    """Starts every worker, waits until all exit or one fails; True when all exited 0."""
     n = args.nproc_per_node
     port = free_port()
     procs = []
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
                    GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_RUN_ID=args.run_id,
-                   TORCHELASTIC_RESTART_COUNT="0")
+                   TORCHELASTIC_RESTART_COUNT=str(restart))
         procs.append(subprocess.Popen(program, env=env, start_new_session=True))
-    terminated = []
-    signal.signal(signal.SIGTERM, lambda *_: terminated.append(True))
     failed = None
     while failed is None and not terminated:
         codes = [p.poll() for p in procs]
@@ -80,7 +94,7 @@ def main():
         stop_workers(procs, args.kill_grace)
     for rank, p in enumerate(procs):
         log(f"worker rank {rank} {describe(p.returncode)}")
-    sys.exit(0 if all(p.returncode == 0 for p in procs) else 1)
+    return all(p.returncode == 0 for p in procs)
 
 
 if __name__ == "__main__":
