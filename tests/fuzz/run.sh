@@ -11,7 +11,7 @@ root=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 shift || true
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_reader trigger rank_state metrics_line timeline rank_set)
+all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_reader trigger attempt rank_state metrics_line timeline rank_set)
 [ $# -gt 0 ] && targets=("$@") || targets=("${all_targets[@]}")
 
 cxx=${CXX_FUZZ:-clang++}
@@ -23,7 +23,8 @@ build=$(cd "$build" && pwd)  # the fuzzers run from inside it
 
 # The readers under test, compiled once with the sanitizers; an object is rebuilt when its
 # source or a header of its part changed (common/ sources see only common/ headers).
-common_sources=(forensics_dump dump_json watchdog_snapshot metrics_window timeline_window log_histogram nccl_bandwidth rank_state)
+common_sources=(forensics_dump dump_json watchdog_snapshot metrics_window timeline_window log_histogram nccl_bandwidth rank_state
+                attempt job_layout atomic_file dump_mode scoped_fd)
 stackmerge_sources=(rank_set stack_table frame_label label_interner)
 dumpio_sources=(forensics_dump_fast_reader watchdog_snapshot_fast_reader)
 objects=()
@@ -68,6 +69,7 @@ for t in "${targets[@]}"; do
       forensics_dump | fast_dump_reader) cp -n "$dir"/ranks/*.forensics.json "$corpus/" 2>/dev/null || true ;;
       watchdog_snapshot | fast_snapshot_reader) cp -n "$dir"/ranks/*.watchdog.json "$corpus/" 2>/dev/null || true ;;
       trigger) [ -e "$dir/TRIGGER.json" ] && cp -n "$dir/TRIGGER.json" "$corpus/trigger-$(basename "$dir").json" || true ;;
+      attempt) [ -e "$dir/ATTEMPT.json" ] && cp -n "$dir/ATTEMPT.json" "$corpus/attempt-$(basename "$dir").json" || true ;;
       rank_state) cp -n "$dir"/ranks/*.state.json "$corpus/" 2>/dev/null || true ;;
       metrics_line) for m in "$dir"/metrics/*.jsonl; do [ -e "$m" ] && split -l 1 -a 3 "$m" "$corpus/$(basename "$m" .jsonl)-"; done ;;
       timeline) for m in "$dir"/timeline/*.json; do [ -e "$m" ] && cp -n "$m" "$corpus/timeline-$(basename "$dir")-$(basename "$m")"; done ;;
