@@ -1,5 +1,6 @@
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/scoped_fd.h"
+#include "hangwatch/common/dump_mode.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -31,23 +32,22 @@ bool writeAll(int fd, std::string_view data) {
 }
 
 Expected<bool> ensureParent(const std::string& path) {
-  std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) return Error{"cannot create directory " + parent.string() + ": " + ec.message()};
-  return true;
+  if (parent.empty()) return true;
+  return makeDumpDirs(parent.string());
 }
 
 // Creates the temporary file, making the parent directories only when they are missing: on
 // shared storage every stat() of an existing directory is one more metadata round trip.
 Expected<int> createTemporary(const std::string& path, std::string& tmp) {
   tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), std::random_device{}());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dumpFileMode());
   if (fd < 0 && errno == ENOENT) {
     if (auto p = ensureParent(path); !p) return Error{p.error()};
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dumpFileMode());
   }
   if (fd < 0) return Error{errnoText("cannot create", tmp)};
+  applyDumpMode(fd);
   return fd;
 }
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/dump_mode.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/scoped_fd.h"
 
@@ -27,11 +28,10 @@ TriggerBeacon::TriggerBeacon(std::string job_dir)
 
 Expected<BeaconState> TriggerBeacon::read(int64_t base) {
   int flags = O_RDONLY | O_CLOEXEC | (exists_ ? 0 : O_CREAT);
-  ScopedFd fd(::open(path_.c_str(), flags, 0644));
+  ScopedFd fd(::open(path_.c_str(), flags, dumpFileMode()));
   if (!fd.valid() && errno == ENOENT) {
-    std::error_code ec;
-    std::filesystem::create_directories(job_dir_, ec);
-    fd = ScopedFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, 0644));
+    (void)makeDumpDirs(job_dir_);
+    fd = ScopedFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, dumpFileMode()));
   }
   if (!fd.valid()) {
     exists_ = false;
@@ -50,9 +50,8 @@ Expected<BeaconState> TriggerBeacon::read(int64_t base) {
 }
 
 Expected<bool> TriggerBeacon::append(const std::string& line) {
-  std::error_code ec;
-  std::filesystem::create_directories(job_dir_, ec);
-  const ScopedFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  (void)makeDumpDirs(job_dir_);
+  const ScopedFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, dumpFileMode()));
   if (!fd.valid()) return Error{errnoText("cannot open " + path_)};
   std::string data = line + "\n";
   const char* p = data.data();

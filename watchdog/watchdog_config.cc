@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "hangwatch/common/dump_mode.h"
 #include "hangwatch/common/job_layout.h"
 
 namespace hangwatch::watchdog {
@@ -51,6 +52,9 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
   if (const char* v = env("HANGWATCH_ABORT_GRACE"); v && !parsePositive(v, &c.abort_grace_s))
     warn(std::string("HANGWATCH_ABORT_GRACE=") + v + " is not a positive number of seconds");
   if (const char* v = env("HANGWATCH_PROMETHEUS_DIR")) c.prometheus_dir = v;
+  std::string mode_warning;
+  setDumpModeFromEnv(env, &mode_warning);
+  if (!mode_warning.empty()) warn(mode_warning);
   c.job_dir = jobDirFromEnv(env);
   return c;
 }

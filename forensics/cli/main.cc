@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hangwatch/common/dump_mode.h"
 #include "hangwatch/forensics/cli/analyze_command.h"
 #include "hangwatch/forensics/cli/collect_command.h"
 #include "hangwatch/forensics/cli/report_command.h"
@@ -44,7 +45,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const auto& c : commands) {
-    if (c->name() == name) return c->run(std::vector<std::string>(argv + 2, argv + argc));
+    if (c->name() != name) continue;
+    std::string warning;
+    hangwatch::dumpFileMode(&warning);
+    if (!warning.empty()) std::cerr << "forensics: " << warning << "\n";
+    return c->run(std::vector<std::string>(argv + 2, argv + argc));
   }
   std::cerr << "forensics: unknown command '" << name << "'\n\n";
   printHelp(commands, std::cerr);

@@ -8,23 +8,26 @@
 #include <filesystem>
 #include <system_error>
 
+#include "hangwatch/common/dump_mode.h"
+
 namespace hangwatch::watchdog {
 
 MetricsFileWriter::MetricsFileWriter(std::string path, FailureLog log) : path_(std::move(path)), log_(std::move(log)) {}
 
 bool MetricsFileWriter::open() {
-  std::error_code ec;
   auto parent = std::filesystem::path(path_).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) {
-    fail("cannot create " + parent.string() + ": " + ec.message());
-    return false;
+  if (!parent.empty()) {
+    if (Expected<bool> made = makeDumpDirs(parent.string()); !made) {
+      fail(made.error());
+      return false;
+    }
   }
-  fd_ = ScopedFd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  fd_ = ScopedFd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, dumpFileMode()));
   if (!fd_.valid()) {
     fail("cannot open " + path_ + ": " + std::strerror(errno));
     return false;
   }
+  applyDumpMode(fd_.get());
   return true;
 }
 
