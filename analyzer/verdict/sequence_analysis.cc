@@ -107,14 +107,12 @@ CommPositions SequenceAnalysis::positions(const HangFocus& focus) const {
     const SnapshotPendingOp* op = oldestOn(s, focus.comm);
     if (op && *op->seq == focus.seq) {
       shapes[{op->op, op->count, op->dtype}].push_back(s.rank);
-    } else if (op && *op->seq > focus.seq) {
-      p.ahead.push_back(s.rank);
     } else if (blockedInCall(s, focus)) {
       p.in_host_call.push_back(s.rank);
     } else if (!c->last_issued_seq || *c->last_issued_seq < focus.seq) {
       p.behind.push_back(s.rank);
     } else {
-      p.idle.push_back(s.rank);
+      p.finished.push_back(s.rank);
     }
   }
   for (auto& [shape, ranks] : shapes) p.groups.push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), ranks});

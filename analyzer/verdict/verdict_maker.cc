@@ -65,7 +65,7 @@ Verdict VerdictMaker::byRule() const {
   if (!any_snapshot) return noSnapshots();
   if (std::optional<HangFocus> f = sequences_.focus()) {
     CommPositions p = sequences_.positions(*f);
-    if (p.groups.size() > 1 || !p.ahead.empty()) return mismatch(*f, p);
+    if (p.groups.size() > 1) return mismatch(*f, p);
     if (!p.behind.empty()) return notInCollective(*f, p, p.behind);
     return fromRingProgress(*f, p);
   }
@@ -145,7 +145,6 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
   v.op = OpRef{p.groups.empty() ? f.op : p.groups.front().op, f.seq};
   std::vector<int> odd;
   for (size_t i = 1; i < p.groups.size(); ++i) odd.insert(odd.end(), p.groups[i].ranks.begin(), p.groups[i].ranks.end());
-  odd.insert(odd.end(), p.ahead.begin(), p.ahead.end());
   // With two equal groups there is no majority: every rank of both is named.
   if (p.groups.size() > 1 && p.groups[0].ranks.size() == p.groups[1].ranks.size()) {
     odd.insert(odd.end(), p.groups[0].ranks.begin(), p.groups[0].ranks.end());
@@ -212,7 +211,7 @@ RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) co
   std::sort(facts.waiting.begin(), facts.waiting.end());
   // The second source: NCCL's own profiler events in the snapshots (no debugger).
   std::vector<int> members = facts.waiting;
-  members.insert(members.end(), p.idle.begin(), p.idle.end());
+  members.insert(members.end(), p.finished.begin(), p.finished.end());
   members.insert(members.end(), p.members_missing.begin(), p.members_missing.end());
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
   facts.proxy = proxy.analyze(f.comm, members);

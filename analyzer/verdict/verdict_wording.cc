@@ -237,9 +237,17 @@ void VerdictWording::ringWaiting(Verdict& v, const RingFacts& facts) const {
   const HangFocus& f = facts.focus;
   const CommPositions& p = facts.positions;
   const OpGroup* g = p.groups.empty() || !p.groups.front().count ? nullptr : &p.groups.front();
-  v.evidence.push_back(fmt::format("Rank(s) {} all wait in {}{}; none is behind or in another collective.",
-                                   ranksText(facts.waiting), opText(f),
+  v.evidence.push_back(fmt::format("Rank(s) {} {}wait in {}{}; none is behind or in another collective.",
+                                   ranksText(facts.waiting), p.finished.empty() ? "all " : "", opText(f),
                                    g ? fmt::format(" ({} {})", g->count, g->dtype) : ""));
+  for (int r : p.finished) {
+    auto it = p.last_issued.find(r);
+    const bool later = it != p.last_issued.end() && it->second && *it->second > f.seq;
+    v.evidence.push_back(fmt::format(
+        "{} finished it{}: a rank whose sends fit in its peer's buffers completes a collective its peers still "
+        "wait in, so it is no culprit by itself.",
+        describeRank(job_, r), later ? fmt::format(" and went on (last issued seq {})", *it->second) : ""));
+  }
   for (int r : p.in_host_call) {
     v.evidence.push_back(fmt::format("{} has a host thread still blocked inside the {} call itself.",
                                      describeRank(job_, r), f.op.empty() ? std::string("collective") : f.op));
@@ -525,12 +533,6 @@ void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPosition
       who += g.ranks.size() == 1 ? " is" : " are";
     }
     v.evidence.push_back(fmt::format("At seq {} on communicator {}, {} in {}.", f.seq, f.comm, who, opShape(g)));
-  }
-  for (int r : p.ahead) {
-    auto it = p.last_issued.find(r);
-    v.evidence.push_back(fmt::format(
-        "{} is already in a later collective (last issued seq {}) while the others wait at seq {}: it skipped one.",
-        describeRank(job_, r), it != p.last_issued.end() && it->second ? fmt::format("{}", *it->second) : "?", f.seq));
   }
   if (!p.groups.empty()) {
     v.headline = fmt::format(

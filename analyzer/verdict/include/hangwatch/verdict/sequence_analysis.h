@@ -33,9 +33,11 @@ struct OpGroup {
 struct CommPositions {
   std::vector<OpGroup> groups;  // largest first; more than one is a mismatch
   std::vector<int> behind;      // never issued the focus collective: last issued < focus seq
-  std::vector<int> ahead;       // already waiting in a later collective on this communicator
   std::vector<int> in_host_call;  // a host thread blocked inside the focus collective's NCCL call
-  std::vector<int> idle;        // issued and completed it, nothing pending here
+  // Issued the focus collective and it no longer pends: completed, perhaps with later ones
+  // queued behind. On a GPU as here, a rank whose sends fit in its peer's buffers finishes a
+  // collective its peers still wait in and runs ahead: that is no skipped collective.
+  std::vector<int> finished;
   std::map<int, std::optional<uint64_t>> last_issued;  // global rank -> last issued seq
   std::map<int, std::optional<uint64_t>> last_completed;
   std::vector<int> members_missing;  // members with no snapshot (global ranks where known)
