@@ -3,6 +3,7 @@
 #include "hangwatch/common/dump_mode.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,23 +40,27 @@ Expected<bool> ensureParent(const std::string& path) {
 
 // Creates the temporary file, making the parent directories only when they are missing: on
 // shared storage every stat() of an existing directory is one more metadata round trip.
-Expected<int> createTemporary(const std::string& path, std::string& tmp) {
+Expected<int> createTemporary(const std::string& path, std::string& tmp, mode_t mode) {
   tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), std::random_device{}());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dumpFileMode());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0 && errno == ENOENT) {
     if (auto p = ensureParent(path); !p) return Error{p.error()};
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, dumpFileMode());
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   }
   if (fd < 0) return Error{errnoText("cannot create", tmp)};
-  applyDumpMode(fd);
+  ::fchmod(fd, mode);  // whatever the umask took away
   return fd;
 }
 
 }  // namespace
 
 Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents) {
+  return writeFileAtomically(path, contents, dumpFileMode());
+}
+
+Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode) {
   std::string tmp;
-  Expected<int> created = createTemporary(path, tmp);
+  Expected<int> created = createTemporary(path, tmp, mode);
   if (!created) return Error{created.error()};
   ScopedFd fd(*created);
   bool ok = writeAll(fd.get(), contents) && ::fsync(fd.get()) == 0;
@@ -79,7 +84,7 @@ Expected<bool> createFileExclusively(const std::string& path, std::string_view c
   // Write the content under a private name first, then link() it into place:
   // link fails with EEXIST if someone else won, and the winner's file is never partial.
   std::string tmp;
-  Expected<int> created = createTemporary(path, tmp);
+  Expected<int> created = createTemporary(path, tmp, dumpFileMode());
   if (!created) return Error{created.error()};
   ScopedFd fd(*created);
   bool ok = writeAll(fd.get(), contents) && ::fsync(fd.get()) == 0;

@@ -45,12 +45,20 @@ std::string triggerPath(const std::string& job_dir) { return job_dir + "/TRIGGER
 
 std::string triggerBeaconPath(const std::string& job_dir) { return job_dir + "/TRIGGER.beacon"; }
 
+std::string suspectPath(const std::string& job_dir, int episode) {
+  return episode <= 1 ? job_dir + "/SUSPECT.json" : fmt::format("{}/SUSPECT.{}.json", job_dir, episode);
+}
+
 std::string rankTag(int rank) {
   return fmt::format("r{:05d}", rank);
 }
 
 std::string watchdogSnapshotPath(const std::string& job_dir, int rank) {
   return fmt::format("{}/ranks/{}.watchdog.json", job_dir, rankTag(rank));
+}
+
+std::string suspectSnapshotPath(const std::string& job_dir, int rank) {
+  return fmt::format("{}/ranks/{}.suspect.json", job_dir, rankTag(rank));
 }
 
 std::string forensicsDumpPath(const std::string& job_dir, int rank) {
@@ -93,6 +101,7 @@ std::string timelineDir(const std::string& job_dir) { return job_dir + "/timelin
 std::optional<RankFile> parseRankFileName(std::string_view name) {
   static constexpr std::pair<std::string_view, RankFileKind> kSuffixes[] = {
       {".watchdog.json", RankFileKind::kWatchdogSnapshot}, {".forensics.json", RankFileKind::kForensicsDump},
+      {".suspect.json", RankFileKind::kSuspectSnapshot},
       {".state.json", RankFileKind::kRankState},           {".jsonl", RankFileKind::kMetrics},
       {".json", RankFileKind::kTimeline}};
   if (name.size() < 2 || name[0] != 'r') return std::nullopt;

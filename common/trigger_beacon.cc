@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -78,6 +80,10 @@ std::string beaconTriggerLine(int rank, const std::string& host, int64_t pid, do
   return fmt::format("triggered rank={} host={} pid={} time={:.3f}", rank, host, pid, time_unix_s);
 }
 
+std::string beaconSuspectLine(int episode, int rank, const std::string& host, int64_t pid, double time_unix_s) {
+  return fmt::format("suspected episode={} rank={} host={} pid={} time={:.3f}", episode, rank, host, pid, time_unix_s);
+}
+
 std::string beaconCompleteLine(int ranks_done, int ranks_given_up, double time_unix_s) {
   return fmt::format("complete ranks_done={} ranks_given_up={} time={:.3f}", ranks_done, ranks_given_up, time_unix_s);
 }
@@ -92,6 +98,10 @@ BeaconState parseBeacon(const std::string& text, int64_t base) {
     std::string_view line(text.data() + pos, end - pos);
     if (line.rfind("triggered", 0) == 0) s.triggered = true;
     if (line.rfind("complete", 0) == 0) s.complete = true;
+    if (line.rfind("suspected episode=", 0) == 0) {
+      int episode = std::atoi(std::string(line.substr(18, line.find(' ', 18) - 18)).c_str());
+      s.suspected_episode = std::max(s.suspected_episode, episode);
+    }
     pos = end + 1;
   }
   return s;

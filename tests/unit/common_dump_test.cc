@@ -56,8 +56,9 @@ TEST_CASE("RankFileNamesAreRecognisedFromTheNameTheWriterGives") {
       {hangwatch::forensicsDumpPath(job, 123456), RankFileKind::kForensicsDump},
       {hangwatch::rankStatePath(job, 0), RankFileKind::kRankState},
       {hangwatch::metricsPath(job, 42), RankFileKind::kMetrics},
-      {hangwatch::timelinePath(job, 9), RankFileKind::kTimeline}};
-  const int ranks[] = {7, 123456, 0, 42, 9};
+      {hangwatch::timelinePath(job, 9), RankFileKind::kTimeline},
+      {hangwatch::suspectSnapshotPath(job, 3), RankFileKind::kSuspectSnapshot}};
+  const int ranks[] = {7, 123456, 0, 42, 9, 3};
   for (size_t i = 0; i < std::size(written); ++i) {
     const std::string name = std::filesystem::path(written[i].first).filename().string();
     auto f = hangwatch::parseRankFileName(name);
@@ -69,6 +70,8 @@ TEST_CASE("RankFileNamesAreRecognisedFromTheNameTheWriterGives") {
   for (const char* other : {"r.watchdog.json", "p42.forensics.json", "r00007.watchdog.json.tmp.1.2", "r1234567890.jsonl",
                             "x00007.jsonl", "r00007.watchdog", "r00007", "r", ""})
     CHECK_FALSE(hangwatch::parseRankFileName(other));
+  CHECK(hangwatch::suspectPath(job) == "/j/SUSPECT.json");
+  CHECK(hangwatch::suspectPath(job, 3) == "/j/SUSPECT.3.json");
   CHECK(hangwatch::isDumpByHandName("p4242.forensics.json"));
   CHECK_FALSE(hangwatch::isDumpByHandName("r00001.forensics.json"));
 }

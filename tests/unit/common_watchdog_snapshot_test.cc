@@ -25,6 +25,21 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->trigger->stuck_op->seq == std::optional<uint64_t>(10));
 }
 
+TEST_CASE("ASuspectSnapshotRoundTripsWithItsWarningAndWhenItResumed") {
+  WatchdogSnapshot s = test::richSnapshot();
+  CHECK_FALSE(toJson(s).contains("suspect"));  // only suspect snapshots carry it
+  s.suspect = SuspectState{2, 7.5};
+  auto back = watchdogSnapshotFromJson(toJson(s));
+  REQUIRE(back.ok());
+  REQUIRE(back->suspect);
+  CHECK(back->suspect->episode == 2);
+  CHECK(back->suspect->resumed_after_s == std::optional<double>(7.5));
+  CHECK(toJson(*back) == toJson(s));
+  s.suspect->resumed_after_s.reset();
+  CHECK(toJson(s)["suspect"]["resumed_after_s"].is_null());
+  CHECK_FALSE(watchdogSnapshotFromJson(nlohmann::json{{"suspect", {{"episode", "one"}}}}).ok());
+}
+
 TEST_CASE("WatchdogSnapshotReaderToleratesMissingFieldsAndRejectsWrongTypes") {
   auto sparse = watchdogSnapshotFromJson(nlohmann::json{{"identity", {{"rank", 5}}}});
   REQUIRE(sparse.ok());

@@ -11,13 +11,17 @@ using hangwatch::dumpio::watchdogSnapshotFromTextFast;
 using hangwatch::test::richSnapshot;
 
 TEST_CASE("FastSnapshotReaderGivesTheSameSnapshotAsTheCommonReader") {
+  hangwatch::WatchdogSnapshot suspect = richSnapshot();
+  suspect.suspect = hangwatch::SuspectState{3, 4.25};
   for (int indent : {-1, 2}) {
-    const nlohmann::json written = hangwatch::toJson(richSnapshot());
+   for (const hangwatch::WatchdogSnapshot& snapshot : {richSnapshot(), suspect}) {
+    const nlohmann::json written = hangwatch::toJson(snapshot);
     auto slow = hangwatch::watchdogSnapshotFromJson(written);
     auto fast = watchdogSnapshotFromTextFast(written.dump(indent));
     REQUIRE(slow.ok());
     REQUIRE(fast.ok());
     CHECK(hangwatch::toJson(*fast) == hangwatch::toJson(*slow));
+   }
   }
 }
 

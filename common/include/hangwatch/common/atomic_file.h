@@ -1,6 +1,8 @@
 #pragma once
 // Every dump file is written to a temporary name in the same directory and
 // renamed into place, so a reader never sees half a file (DESIGN.md §4).
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -12,8 +14,10 @@ struct Written {
   std::string path;
 };
 
-// Creates missing parent directories.
+// Creates missing parent directories. Files and folders get the dump mode (dump_mode.h)
+// unless `mode` says otherwise (a file others must read, e.g. a Prometheus textfile).
 Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents);
+Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode);
 
 // Creates `path` only if it does not exist yet (O_EXCL); false when another writer won.
 Expected<bool> createFileExclusively(const std::string& path, std::string_view contents);

@@ -26,12 +26,16 @@ std::string jobIdFromEnv(const EnvLookup& env = nullptr);
 std::string jobDirFromEnv(const EnvLookup& env = nullptr);
 
 std::string triggerPath(const std::string& job_dir);
+// The early warning's record: SUSPECT.json for the first one, SUSPECT.<n>.json for the n-th.
+std::string suspectPath(const std::string& job_dir, int episode = 1);
 // Exists from the job's start and grows a line when the job triggers and when every rank's
 // dumps are done: a file whose content changes is what NFS close-to-open keeps fresh.
 std::string triggerBeaconPath(const std::string& job_dir);
 // "r00007": five digits, more when the rank needs them.
 std::string rankTag(int rank);
 std::string watchdogSnapshotPath(const std::string& job_dir, int rank);
+// ranks/rNNNNN.suspect.json: the rank's snapshot at the early warning (watchdog snapshot schema).
+std::string suspectSnapshotPath(const std::string& job_dir, int rank);
 std::string forensicsDumpPath(const std::string& job_dir, int rank);
 std::string rankStatePath(const std::string& job_dir, int rank);
 // A collection by hand without a rank: ranks/p<PID>.forensics.json.
@@ -50,7 +54,7 @@ std::string metricsDir(const std::string& job_dir);
 std::string timelineDir(const std::string& job_dir);
 
 // The files above named after a rank, recognised from their name alone.
-enum class RankFileKind { kWatchdogSnapshot, kForensicsDump, kRankState, kMetrics, kTimeline };
+enum class RankFileKind { kWatchdogSnapshot, kForensicsDump, kRankState, kMetrics, kTimeline, kSuspectSnapshot };
 struct RankFile {
   int rank = -1;
   RankFileKind kind = RankFileKind::kWatchdogSnapshot;

@@ -17,6 +17,7 @@ namespace hangwatch {
 struct BeaconState {
   bool triggered = false;
   bool complete = false;
+  int suspected_episode = 0;  // the latest early warning announced (0: none)
   int64_t size = 0;  // bytes in the file
 };
 
@@ -43,6 +44,7 @@ class TriggerBeacon {
 // The lines the beacon holds.
 std::string beaconTriggerLine(int rank, const std::string& host, int64_t pid, double time_unix_s);
 std::string beaconCompleteLine(int ranks_done, int ranks_given_up, double time_unix_s);
+std::string beaconSuspectLine(int episode, int rank, const std::string& host, int64_t pid, double time_unix_s);
 // Parses the complete lines of `text` from offset `base` on.
 BeaconState parseBeacon(const std::string& text, int64_t base);
 

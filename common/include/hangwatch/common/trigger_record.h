@@ -36,6 +36,8 @@ struct TriggerRecord {
 nlohmann::json toJson(const TriggerRecord& t);
 // Tolerant reader: a missing optional field stays unset; wrong types are an error.
 Expected<TriggerRecord> triggerFromJson(const nlohmann::json& j);
+// TRIGGER.json or SUSPECT.json as a file; an error says why it is missing or unreadable.
+Expected<TriggerRecord> readTriggerFile(const std::string& path);
 
 }  // namespace hangwatch
 

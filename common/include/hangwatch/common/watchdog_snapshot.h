@@ -123,6 +123,13 @@ struct WatchdogHealth {
   uint64_t ops_dropped = 0;          // operations left untimed because the issue queue was full
 };
 
+// A snapshot taken at an early warning (ranks/rNNNNN.suspect.json): which warning, and
+// whether this rank moved again since.
+struct SuspectState {
+  int episode = 1;                         // 1: SUSPECT.json, n: SUSPECT.<n>.json
+  std::optional<double> resumed_after_s;   // seconds from the warning until this rank's GPU work moved again
+};
+
 struct WatchdogSnapshot {
   int schema_version = 1;
   double time_unix_s = 0;
@@ -135,6 +142,7 @@ struct WatchdogSnapshot {
   std::vector<SnapshotHostCall> host_calls;
   WatchdogHealth health;
   std::optional<SnapshotProgress> progress;  // none when the profiler plugin never ran here
+  std::optional<SuspectState> suspect;       // only in a suspect snapshot
 };
 
 nlohmann::json toJson(const WatchdogSnapshot& s);
@@ -284,6 +292,15 @@ struct Schema<WatchdogHealth> {
 };
 
 template <>
+struct Schema<SuspectState> {
+  static constexpr const char* what = "suspect";
+  static constexpr auto fields = std::tuple{
+      field("episode", &SuspectState::episode, "suspect episode"),
+      field("resumed_after_s", &SuspectState::resumed_after_s, "suspect resumed_after_s"),
+  };
+};
+
+template <>
 struct Schema<WatchdogSnapshot> {
   static constexpr const char* what = "watchdog snapshot";
   static constexpr auto fields = std::tuple{
@@ -298,6 +315,7 @@ struct Schema<WatchdogSnapshot> {
       field("host_calls", &WatchdogSnapshot::host_calls, "host_calls"),
       field("health", &WatchdogSnapshot::health, "health"),
       field("progress", &WatchdogSnapshot::progress, "progress"),
+      field("suspect", &WatchdogSnapshot::suspect, "suspect", Empty::kOmit),
   };
 };
 
