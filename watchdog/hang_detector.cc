@@ -35,6 +35,48 @@ std::string describeHang(const HangFinding& finding) {
   return text;
 }
 
+namespace {
+
+StuckOp stuckOpOf(uint64_t stream, const PendingOp& op, int64_t age_ns) {
+  StuckOp s;
+  s.op = op.op.name;
+  s.bytes = op.op.bytes;
+  s.stream = hexId(stream);
+  s.age_s = static_cast<double>(age_ns) * 1e-9;
+  const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
+  if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {
+    s.comm = CommTable::hashHex(op.op.comm_hash);
+    if (op.op.cls != OpClass::kP2P) s.seq = op.op.seq;
+    if (op.op.peer >= 0) s.peer = op.op.peer;
+  }
+  return s;
+}
+
+bool communicates(const PendingOp& op) {
+  return op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P ||
+         (op.op.cls == OpClass::kGraph && op.op.comm_hash != 0);
+}
+
+}  // namespace
+
+std::optional<HangFinding> StallDetector::check(const StreamQueues& queues, int64_t now_ns) const {
+  std::optional<HangFinding> worst;
+  int64_t worst_age = -1;
+  for (const auto& [stream, q] : queues.streams()) {
+    if (q.empty()) continue;
+    const PendingOp& op = q.front();
+    const int64_t age = now_ns - op.front_since_ns;
+    if (age < warn_after_ns_ || age <= worst_age) continue;
+    if (!communicates(op) && op.op.cls != OpClass::kGemm) continue;
+    // Steps still moving on the wire or kernel channels still cycling: slow, not stalled.
+    if (communicates(op) && op.comm != 0 && last_movement_ && now_ns - last_movement_(op.comm) < warn_after_ns_)
+      continue;
+    worst_age = age;
+    worst = HangFinding{"no-progress", stuckOpOf(stream, op, age), op.device, op.op.comm_rank};
+  }
+  return worst;
+}
+
 std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const HostCallSlots& host_calls,
                                                CommTable& comms, int64_t now_ns) const {
   std::optional<HangFinding> worst;
@@ -45,18 +87,7 @@ std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const
     int64_t age = now_ns - op.front_since_ns;
     if (age <= timeout_ns_ || age <= worst_age) continue;
     worst_age = age;
-    StuckOp s;
-    s.op = op.op.name;
-    s.bytes = op.op.bytes;
-    s.stream = hexId(stream);
-    s.age_s = static_cast<double>(age) * 1e-9;
-    const bool graph_with_collective = op.op.cls == OpClass::kGraph && op.op.comm_hash != 0;
-    if (op.op.cls == OpClass::kCollective || op.op.cls == OpClass::kP2P || graph_with_collective) {
-      s.comm = CommTable::hashHex(op.op.comm_hash);
-      if (op.op.cls != OpClass::kP2P) s.seq = op.op.seq;
-      if (op.op.peer >= 0) s.peer = op.op.peer;
-    }
-    worst = HangFinding{"timeout", s, op.device, op.op.comm_rank};
+    worst = HangFinding{"timeout", stuckOpOf(stream, op, age), op.device, op.op.comm_rank};
   }
   host_calls.forEachBusy([&](const BusyHostCall& call) {
     int64_t age = now_ns - call.enter_ns;

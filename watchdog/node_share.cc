@@ -24,7 +24,7 @@ namespace hangwatch::watchdog {
 namespace {
 
 constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr int kMaxMembers = 256;
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -41,6 +41,7 @@ struct NodeShare::Layout {
   std::atomic<int64_t> next_lookup_ns[2];
   std::atomic<uint32_t> triggered;
   std::atomic<uint32_t> complete;
+  std::atomic<int32_t> suspected_episode;
   std::atomic<uint64_t> lookups;
   std::atomic<int64_t> beacon_base;
 };
@@ -63,6 +64,7 @@ void initLayout(NodeShare::Layout* l, bool process_shared) {
   for (auto& n : l->next_lookup_ns) n.store(0, std::memory_order_relaxed);
   l->triggered.store(0, std::memory_order_relaxed);
   l->complete.store(0, std::memory_order_relaxed);
+  l->suspected_episode.store(0, std::memory_order_relaxed);
   l->lookups.store(0, std::memory_order_relaxed);
   l->beacon_base.store(-1, std::memory_order_relaxed);
   l->magic.store(kMagic, std::memory_order_release);
@@ -246,6 +248,7 @@ void join(NodeShare::Layout* layout, pid_t self) {
     // Everyone who wrote these flags has exited: an earlier run of this job directory.
     layout->triggered.store(0, std::memory_order_relaxed);
     layout->complete.store(0, std::memory_order_relaxed);
+    layout->suspected_episode.store(0, std::memory_order_relaxed);
     layout->beacon_base.store(-1, std::memory_order_relaxed);
     for (auto& n : layout->next_lookup_ns) n.store(0, std::memory_order_relaxed);
   }
@@ -302,6 +305,14 @@ bool NodeShare::triggered() const { return layout_->triggered.load(std::memory_o
 void NodeShare::markTriggered() { layout_->triggered.store(1, std::memory_order_release); }
 bool NodeShare::complete() const { return layout_->complete.load(std::memory_order_acquire) != 0; }
 void NodeShare::markComplete() { layout_->complete.store(1, std::memory_order_release); }
+int NodeShare::suspectedEpisode() const { return layout_->suspected_episode.load(std::memory_order_acquire); }
+
+void NodeShare::noteSuspected(int episode) {
+  int seen = layout_->suspected_episode.load(std::memory_order_acquire);
+  while (episode > seen && !layout_->suspected_episode.compare_exchange_weak(seen, episode, std::memory_order_acq_rel)) {
+  }
+}
+
 void NodeShare::countLookup() { layout_->lookups.fetch_add(1, std::memory_order_relaxed); }
 uint64_t NodeShare::lookups() const { return layout_->lookups.load(std::memory_order_relaxed); }
 int64_t NodeShare::beaconBase() const { return layout_->beacon_base.load(std::memory_order_acquire); }

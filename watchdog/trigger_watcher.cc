@@ -14,6 +14,7 @@ namespace hangwatch::watchdog {
 TriggerWatcher::TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node,
                                double not_before_unix_s)
     : path_(triggerPath(job_dir)),
+      job_dir_(job_dir),
       interval_ns_(check_interval_ns),
       own_node_(node ? nullptr : NodeShare::unshared()),
       node_(node ? node : own_node_.get()),
@@ -32,6 +33,8 @@ std::optional<BeaconState> TriggerWatcher::lookAtBeacon() {
     return std::nullopt;
   }
   beacon_failed_ = false;
+  // Early warnings ride on the same read: no look-up of their own.
+  if (state->suspected_episode > 0) node_->noteSuspected(state->suspected_episode);
   if (base < 0) {
     // A beacon that says "triggered" while TRIGGER.json is gone is left from an earlier run
     // of this job directory (someone removed the trigger to re-arm it): its lines do not count.
@@ -93,21 +96,28 @@ bool TriggerWatcher::jobComplete(int64_t now_ns) {
   return node_->complete();
 }
 
+Expected<bool> TriggerWatcher::fireSuspect(const TriggerRecord& record, int episode) {
+  auto created = createFileExclusively(suspectPath(job_dir_, episode), toJson(record).dump(2) + "\n");
+  if (!created.ok()) return created;
+  node_->noteSuspected(episode);
+  if (*created) {
+    auto said = beacon_.append(
+        beaconSuspectLine(episode, record.rank.value_or(-1), record.host, record.pid, record.time_unix_s));
+    if (!said)
+      WatchdogLog::instance().failureOnce("beacon-suspect", "SUSPECT.json written but not the beacon: " + said.error());
+  }
+  return created;
+}
+
 Expected<bool> TriggerWatcher::announceComplete(int ranks_done, int ranks_given_up, double now_unix_s) {
   node_->markComplete();
   return beacon_.append(beaconCompleteLine(ranks_done, ranks_given_up, now_unix_s));
 }
 
 std::optional<TriggerRecord> TriggerWatcher::read() const {
-  std::ifstream in(path_);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
-  auto t = triggerFromJson(j);
+  Expected<TriggerRecord> t = readTriggerFile(path_);
   if (!t) return std::nullopt;
-  return *t;
+  return std::move(*t);
 }
 
 }  // namespace hangwatch::watchdog

@@ -281,7 +281,10 @@ struct Watchdog::PollState {
         poller(w.event_api_, w.timers_, w.comms_, [this, &w](const CompletedOp& op) { w.recordCompleted(*this, op); },
                &kernelName),
         detector(w.config_.timeoutNs()),
-        trigger(attempt.dir, kTriggerCheckNs, w.attachNodeShare(attempt), started_unix_s) {}
+        trigger(attempt.dir, kTriggerCheckNs, w.attachNodeShare(attempt), started_unix_s) {
+    if (w.config_.warn_after_s > 0)
+      stall.emplace(w.config_.warnAfterNs(), [&w](uintptr_t comm) { return w.lastNcclMovementNs(comm); });
+  }
 
   WatchdogLog& log = WatchdogLog::instance();
   double started_unix_s;
@@ -293,6 +296,14 @@ struct Watchdog::PollState {
   HangDetector detector;
   TriggerWatcher trigger;
   bool dumped = false;
+  // The early warning: the last episode this rank took a suspect snapshot of, and whether its
+  // GPU work has moved again since.
+  std::optional<StallDetector> stall;
+  int suspect_episode = 0;
+  bool awaiting_resume = false;
+  int64_t suspected_at_ns = 0;
+  uint64_t completed_at_suspect = 0;
+  WatchdogSnapshot suspect_snapshot;
   // Launcher rank 0 tells the job, through the beacon, when every rank's dumps are done.
   std::optional<JobCompletion> completion;
   bool completion_announced = false;
@@ -328,8 +339,9 @@ void Watchdog::pollOnce(PollState& p) {
   timers_.keepCalibrated(now);
   p.poller.poll(now);
   ops_completed_.store(p.poller.completed(), std::memory_order_relaxed);
+  if (!p.dumped) watchForHang(p, now);
   if (!p.dumped)
-    watchForHang(p, now);
+    watchForStall(p, now);
   else if (!p.completion_announced && now >= p.next_completion_poll_ns)
     followCompletion(p, now);
   if (p.metrics) p.metrics->maybeFlush(now);
@@ -416,6 +428,75 @@ void Watchdog::watchForHang(PollState& p, int64_t now_ns) {
   } else if (p.trigger.triggered(now_ns)) {
     dump(p, false, now_ns);
   }
+}
+
+void Watchdog::watchForStall(PollState& p, int64_t now_ns) {
+  if (!p.stall) return;
+  const int announced = p.trigger.suspectedEpisode();
+  // A rank that saw every warning so far and moved on since may start the next one.
+  if (!p.awaiting_resume && announced <= p.suspect_episode) {
+    if (auto finding = p.stall->check(p.poller.queues(), now_ns)) {
+      const int episode = p.suspect_episode + 1;
+      TriggerRecord record = triggerRecordFor(*finding, snapshotRank(launcher_, comms_));
+      auto won = p.trigger.fireSuspect(record, episode);
+      if (!won) p.log.failureOnce("suspect-write", "SUSPECT.json not written: " + won.error());
+      p.log.info(fmt::format("early warning: {}{}", describeHang(*finding),
+                             won.ok() && *won ? "; SUSPECT.json written, the job runs on" : ""));
+    }
+  }
+  const int now_announced = p.trigger.suspectedEpisode();
+  if (now_announced > p.suspect_episode) takeSuspectSnapshot(p, now_announced, now_ns);
+  if (p.awaiting_resume && p.poller.completed() > p.completed_at_suspect && !p.stall->check(p.poller.queues(), now_ns))
+    recordResumed(p, now_ns);
+}
+
+void Watchdog::takeSuspectSnapshot(PollState& p, int episode, int64_t now_ns) {
+  p.suspect_episode = episode;
+  p.awaiting_resume = true;
+  p.suspected_at_ns = now_ns;
+  p.completed_at_suspect = p.poller.completed();
+  WatchdogSnapshot snapshot = takeSnapshot(p, false, now_ns);
+  if (Expected<TriggerRecord> warning = readTriggerFile(suspectPath(p.attempt.dir, episode))) snapshot.trigger = *warning;
+  snapshot.suspect = SuspectState{episode, std::nullopt};
+  if (!snapshot.identity.rank) return;  // nobody can place a rank without a number
+  const std::string path = suspectSnapshotPath(p.attempt.dir, *snapshot.identity.rank);
+  if (auto w = writeFileAtomically(path, toJson(snapshot).dump(1) + "\n"); !w)
+    p.log.failureOnce("suspect-snapshot", "suspect snapshot not written: " + w.error());
+  else
+    p.log.info(fmt::format("early warning {} seen; snapshot {}", episode, path));
+  p.suspect_snapshot = std::move(snapshot);
+  startMetrics(p);
+  if (p.metrics) p.metrics->markSuspected(true);
+}
+
+void Watchdog::recordResumed(PollState& p, int64_t now_ns) {
+  p.awaiting_resume = false;
+  const double after_s = static_cast<double>(now_ns - p.suspected_at_ns) * 1e-9;
+  if (p.suspect_snapshot.suspect && p.suspect_snapshot.identity.rank) {
+    p.suspect_snapshot.suspect->resumed_after_s = after_s;
+    const std::string path = suspectSnapshotPath(p.attempt.dir, *p.suspect_snapshot.identity.rank);
+    if (auto w = writeFileAtomically(path, toJson(p.suspect_snapshot).dump(1) + "\n"); !w)
+      p.log.failureOnce("suspect-snapshot", "suspect snapshot not updated: " + w.error());
+  }
+  p.log.info(fmt::format("moved again {:.1f} s after early warning {}", after_s, p.suspect_episode));
+  if (p.metrics) p.metrics->markSuspected(false);
+}
+
+// The newest movement NCCL's profiler saw on the communicator: a proxy step of any of its
+// network connections, or a kernel channel starting or stopping.
+int64_t Watchdog::lastNcclMovementNs(uintptr_t comm_handle) {
+  CommEntry* e = comms_.find(comm_handle);
+  const uint64_t id = e ? e->nccl_id.load(std::memory_order_relaxed) : 0;
+  if (id == 0) return 0;
+  int64_t latest = 0;
+  for (const ProxyConnection::View& c : proxyProgress().connections()) {
+    if (c.key.comm_id != id) continue;
+    for (int64_t t : c.moved_ns) latest = std::max(latest, t);
+  }
+  for (const ProxyProgress::KernelChannelView& k : proxyProgress().kernelChannels()) {
+    if (k.comm_id == id) latest = std::max({latest, k.started_ns, k.stopped_ns});
+  }
+  return latest;
 }
 
 WatchdogSnapshot Watchdog::takeSnapshot(PollState& p, bool detected_here, int64_t now_ns) {

@@ -28,6 +28,14 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
   if (const char* v = env("HANGWATCH_DISABLE"); v && std::string_view(v) == "1") c.disabled = true;
   if (const char* v = env("HANGWATCH_TIMEOUT"); v && !parsePositive(v, &c.timeout_s))
     warn(std::string("HANGWATCH_TIMEOUT=") + v + " is not a positive number of seconds");
+  if (const char* v = env("HANGWATCH_WARN_AFTER")) {
+    char* end = nullptr;
+    double w = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(w >= 0))
+      warn(std::string("HANGWATCH_WARN_AFTER=") + v + " is not a number of seconds (0: off)");
+    else
+      c.warn_after_s = w;
+  }
   if (const char* v = env("HANGWATCH_ON_HANG")) {
     if (std::string_view(v) == "abort")
       c.on_hang = OnHang::kAbort;

@@ -114,6 +114,9 @@ TEST_CASE("PrometheusTextOfAWindowIsTheseExactLines") {
             "# HELP hangwatch_hang 1 after the hang trigger fired.",
             "# TYPE hangwatch_hang gauge",
             "hangwatch_hang{rank=\"3\",host=\"node-7\"} 0",
+            "# HELP hangwatch_suspected 1 from an early warning until this rank's GPU work moved again.",
+            "# TYPE hangwatch_suspected gauge",
+            "hangwatch_suspected{rank=\"3\",host=\"node-7\"} 0",
             "# HELP hangwatch_steps_total Steps completed.",
             "# TYPE hangwatch_steps_total counter",
             "hangwatch_steps_total{rank=\"3\",host=\"node-7\"} 5",
@@ -293,6 +296,23 @@ TEST_CASE("PrometheusTextfileStaysAfterAHangWithTheGaugeAtOne") {
     windows.flush(101 * kS + 200 * kMs);
   }
   CHECK(readFile(path).find("hangwatch_hang{rank=\"0\",host=\"\"} 1") != std::string::npos);
+}
+
+TEST_CASE("PrometheusSuspectedIsOneFromTheEarlyWarningUntilTheRankMovesAgain") {
+  TempDir dir;
+  std::string path = PrometheusTextfile::pathFor(dir.path, 1);
+  MetricsConfig c;
+  c.rank = 1;
+  c.path = dir.path + "/metrics/r00001.jsonl";
+  c.prometheus_path = path;
+  c.start_ns = 100 * kS;
+  MetricsWindows windows(c);
+  windows.flush(101 * kS);
+  CHECK(readFile(path).find("hangwatch_suspected{rank=\"1\",host=\"\"} 0") != std::string::npos);
+  windows.markSuspected(true);  // written at once, not at the next window
+  CHECK(readFile(path).find("hangwatch_suspected{rank=\"1\",host=\"\"} 1") != std::string::npos);
+  windows.markSuspected(false);
+  CHECK(readFile(path).find("hangwatch_suspected{rank=\"1\",host=\"\"} 0") != std::string::npos);
 }
 
 TEST_CASE("PrometheusSeriesCarryTheAttempt") {

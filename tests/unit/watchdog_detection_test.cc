@@ -99,6 +99,43 @@ TEST_CASE("AThreadStuckInAnNcclHostCallPastTheTimeoutIsAHang") {
   CHECK_FALSE(detector.check(queues, slots, comms, 3 * kSecond));
 }
 
+TEST_CASE("AnEarlyWarningNeedsAStalledOperationWhoseCommunicatorStoppedMoving") {
+  StreamQueues queues;
+  int64_t last_movement = 0;
+  StallDetector detector(5 * kSecond, [&](uintptr_t) { return last_movement; });
+  PendingOp op = allReduce(0x10, 1 * kSecond, 10, 0xabc);
+  op.comm = 0x77;
+  queues.push(op);
+  CHECK_FALSE(detector.check(queues, 5 * kSecond));
+  // NCCL's proxy steps or kernel channels moved 1 s ago: a slow collective, not a stalled one.
+  last_movement = 5 * kSecond;
+  CHECK_FALSE(detector.check(queues, 6 * kSecond + 1));
+  auto finding = detector.check(queues, 10 * kSecond + 1);
+  REQUIRE(finding);
+  CHECK(finding->reason == "no-progress");
+  CHECK(finding->stuck.op == "ncclAllReduce");
+  CHECK(finding->stuck.seq == std::optional<uint64_t>(10));
+}
+
+TEST_CASE("AnEarlyWarningIgnoresCopiesKernelsAndHostCalls") {
+  StreamQueues queues;
+  StallDetector detector(1 * kSecond, [](uintptr_t) -> int64_t { return 0; });
+  PendingOp copy = allReduce(0x10, 0, 0, 0);
+  copy.op.cls = OpClass::kMemcpy;
+  PendingOp kernel = allReduce(0x20, 0, 0, 0);
+  kernel.op.cls = OpClass::kKernel;
+  queues.push(copy);
+  queues.push(kernel);
+  CHECK_FALSE(detector.check(queues, 10 * kSecond));
+  PendingOp gemm = allReduce(0x30, 0, 0, 0);
+  gemm.op.cls = OpClass::kGemm;
+  gemm.op.name = "cublasGemmEx";
+  queues.push(gemm);
+  auto finding = detector.check(queues, 10 * kSecond);
+  REQUIRE(finding);
+  CHECK(finding->stuck.op == "cublasGemmEx");
+}
+
 TEST_CASE("TwoDetectorsRacingForTheTriggerProduceExactlyOneWinner") {
   std::string dir = freshDir();
   for (int round = 0; round < 20; ++round) {

@@ -61,6 +61,11 @@ struct Node {
   }
 };
 
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 TriggerRecord record(int rank) {
   TriggerRecord t;
   t.rank = rank;
@@ -151,6 +156,30 @@ TEST_CASE("AnotherNodesTriggerIsSeenFromTheBeaconAloneWhileTriggerJsonStaysInvis
   CHECK(node.ranks[1]->triggered(kInterval));
   CHECK(node.ranks[0]->triggered(kInterval + 1));
   CHECK_FALSE(fs::exists(triggerPath(job)));
+}
+
+TEST_CASE("AnEarlyWarningReachesEveryNodeThroughTheBeaconWithoutTriggering") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  fs::create_directories(dir.path + "/here");
+  fs::create_directories(dir.path + "/there");
+  Node here(job, dir.path + "/here", 2);
+  Node there(job, dir.path + "/there", 1);
+  TriggerRecord r = record(5);
+  r.reason = "no-progress";
+  auto created = there.ranks[0]->fireSuspect(r, 1);
+  REQUIRE(created.ok());
+  CHECK(*created);
+  CHECK(fs::exists(suspectPath(job)));
+  CHECK(there.ranks[0]->suspectedEpisode() == 1);
+  CHECK(here.ranks[0]->suspectedEpisode() == 0);
+  CHECK_FALSE(here.ranks[1]->triggered(0));  // the node's look-up reads the warning, and is no trigger
+  CHECK(here.ranks[0]->suspectedEpisode() == 1);
+  // A second rank warning of the same stall adds nothing; a later one is episode 2.
+  CHECK_FALSE(*here.ranks[0]->fireSuspect(r, 1));
+  CHECK(*here.ranks[0]->fireSuspect(r, 2));
+  CHECK(fs::exists(suspectPath(job, 2)));
+  CHECK(parseBeacon(readFile(triggerBeaconPath(job)), 0).suspected_episode == 2);
 }
 
 TEST_CASE("ATriggerMadeWithoutTheBeaconIsStillSeenByTheStatFallback") {

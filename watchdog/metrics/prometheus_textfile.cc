@@ -181,6 +181,8 @@ std::string PrometheusTextfile::render(const MetricsWindow& w, const OpGroups& g
 
   e.family("hangwatch_hang", "gauge", "1 after the hang trigger fired.");
   e.sample("hangwatch_hang", "", hang_ ? 1 : 0);
+  e.family("hangwatch_suspected", "gauge", "1 from an early warning until this rank's GPU work moved again.");
+  e.sample("hangwatch_suspected", "", suspected_ ? 1 : 0);
   e.family("hangwatch_steps_total", "counter", "Steps completed.");
   e.sample("hangwatch_steps_total", "", static_cast<double>(steps_total_), "{:.0f}");
   if (int64_t length = w.end_mono_ns - w.start_mono_ns; length > 0) {
@@ -226,7 +228,18 @@ std::string PrometheusTextfile::render(const MetricsWindow& w, const OpGroups& g
 void PrometheusTextfile::write(const MetricsWindow& w) {
   if (path_.empty()) return;
   accumulate(w);
-  auto written = writeFileAtomically(path_, text(w));
+  rewrite(w);
+}
+
+void PrometheusTextfile::markSuspected(bool suspected, const MetricsWindow& last) {
+  suspected_ = suspected;
+  if (written_) rewrite(last);
+}
+
+void PrometheusTextfile::rewrite(const MetricsWindow& w) {
+  if (path_.empty()) return;
+  // node_exporter reads it as a user of its own: world-readable, unlike the dumps.
+  auto written = writeFileAtomically(path_, text(w), 0644);
   if (written) {
     written_ = true;
     return;

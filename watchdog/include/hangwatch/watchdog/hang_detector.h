@@ -4,6 +4,7 @@
 // but finishes never gets there), or a thread has been inside an NCCL host call
 // for longer than the timeout.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,27 @@ class HangDetector {
 
  private:
   int64_t timeout_ns_;
+};
+
+// The early warning (HANGWATCH_WARN_AFTER): a GPU operation that could be hung (a collective,
+// p2p, a GEMM, a graph replay with a collective) has been the oldest of its stream for
+// `warn_after` with no NCCL step or kernel channel moving on its communicator meanwhile. Host
+// calls do not count (communicator set-up may wait long for late ranks), nor copies and other
+// kernels (they wait behind the operations that count).
+class StallDetector {
+ public:
+  // When NCCL's profiler last saw a step or kernel channel of the communicator move (a
+  // CLOCK_MONOTONIC ns, 0: never); asked only about candidates.
+  using LastMovement = std::function<int64_t(uintptr_t comm_handle)>;
+  StallDetector(int64_t warn_after_ns, LastMovement last_movement)
+      : warn_after_ns_(warn_after_ns), last_movement_(std::move(last_movement)) {}
+
+  std::optional<HangFinding> check(const StreamQueues& queues, int64_t now_ns) const;
+  int64_t warnAfterNs() const { return warn_after_ns_; }
+
+ private:
+  int64_t warn_after_ns_;
+  LastMovement last_movement_;
 };
 
 // The TRIGGER.json record of a hang this process found; `rank` as the snapshot names it.

@@ -42,6 +42,9 @@ class NodeShare {
   void markTriggered();
   bool complete() const;
   void markComplete();
+  // The latest early warning (SUSPECT.json's episode) this node has seen announced; 0: none.
+  int suspectedEpisode() const;
+  void noteSuspected(int episode);
   // Shared-storage look-ups made on this node (each caller counts its own).
   void countLookup();
   uint64_t lookups() const;

@@ -35,6 +35,11 @@ class TriggerWatcher {
   Expected<bool> fire(const TriggerRecord& record);
   // After the trigger: true once the beacon (or this node's board) says every rank's dumps are done.
   bool jobComplete(int64_t now_ns);
+  // The latest early warning announced (0: none), as of this node's last look at the beacon.
+  int suspectedEpisode() const { return node_->suspectedEpisode(); }
+  // Creates the early warning's record (SUSPECT.json, or SUSPECT.<episode>.json) unless another
+  // rank did, and announces it in the beacon. True when this call created it.
+  Expected<bool> fireSuspect(const TriggerRecord& record, int episode);
   // Says in the beacon and on this node's board that every rank's dumps are done.
   Expected<bool> announceComplete(int ranks_done, int ranks_given_up, double now_unix_s);
   // The record in place (tolerant: nullopt when missing or unreadable).
@@ -49,6 +54,7 @@ class TriggerWatcher {
   bool triggerIsThisLaunchs();
 
   std::string path_;
+  std::string job_dir_;
   int64_t interval_ns_;
   std::unique_ptr<NodeShare> own_node_;
   NodeShare* node_;

@@ -103,6 +103,11 @@ class Watchdog {
   void startMetrics(PollState& p);
   void recordCompleted(PollState& p, const CompletedOp& op);
   void watchForHang(PollState& p, int64_t now_ns);
+  // The early warning (HANGWATCH_WARN_AFTER): suspect snapshots, no debugger, no pause.
+  void watchForStall(PollState& p, int64_t now_ns);
+  void takeSuspectSnapshot(PollState& p, int episode, int64_t now_ns);
+  void recordResumed(PollState& p, int64_t now_ns);
+  int64_t lastNcclMovementNs(uintptr_t comm_handle);
   WatchdogSnapshot takeSnapshot(PollState& p, bool detected_here, int64_t now_ns);
   void dump(PollState& p, bool detected_here, int64_t now_ns);
   void followCompletion(PollState& p, int64_t now_ns);

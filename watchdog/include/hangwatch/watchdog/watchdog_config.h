@@ -12,6 +12,7 @@ enum class OnHang { kWait, kAbort };
 struct WatchdogConfig {
   bool disabled = false;          // HANGWATCH_DISABLE=1: pure pass-through
   double timeout_s = 300;         // HANGWATCH_TIMEOUT
+  double warn_after_s = 15;       // HANGWATCH_WARN_AFTER: early warning after this long without progress, 0 = off
   OnHang on_hang = OnHang::kWait; // HANGWATCH_ON_HANG
   bool collect = true;            // HANGWATCH_COLLECT
   double metrics_interval_s = 10; // HANGWATCH_METRICS_INTERVAL
@@ -27,6 +28,7 @@ struct WatchdogConfig {
   std::string prometheus_dir;     // HANGWATCH_PROMETHEUS_DIR: node_exporter textfile directory, empty: none
 
   int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
+  int64_t warnAfterNs() const { return static_cast<int64_t>(warn_after_s * 1e9); }
 };
 
 // Malformed values keep the default; `warnings` says which (the caller logs them).

@@ -63,6 +63,9 @@ class MetricsWindows {
   void flush(int64_t now_ns);
   // The hang trigger fired: the Prometheus textfile says so from the next flush on.
   void markHang() { prometheus_.markHang(); }
+  // The early warning: suspected until this rank's GPU work moved again. Rewrites the
+  // Prometheus textfile at once, so an alert does not wait for the next window.
+  void markSuspected(bool suspected) { prometheus_.markSuspected(suspected, last_); }
 
   // The window the last flush wrote (or tried to write).
   const MetricsWindow& lastWindow() const { return last_; }

@@ -41,6 +41,9 @@ class PrometheusTextfile {
   // The hang trigger fired (this rank detected it or saw TRIGGER.json).
   void markHang() { hang_ = true; }
   bool hang() const { return hang_; }
+  // hangwatch_suspected: 1 from an early warning until this rank moved again. Rewrites the
+  // file from `last` (the latest window) when one was written before.
+  void markSuspected(bool suspected, const MetricsWindow& last);
 
   // Adds the window to the counters and rewrites the file.
   void write(const MetricsWindow& w);
@@ -64,10 +67,12 @@ class PrometheusTextfile {
 
   struct OpGroups;  // the window's ops grouped into series, busiest first
   std::string render(const MetricsWindow& w, const OpGroups& groups, const Caps& caps) const;
+  void rewrite(const MetricsWindow& w);
 
   std::string path_;
   FailureLog log_;
   bool hang_ = false;
+  bool suspected_ = false;
   bool failure_logged_ = false;
   bool written_ = false;
   uint64_t steps_total_ = 0;
