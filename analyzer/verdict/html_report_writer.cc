@@ -194,6 +194,13 @@ void writeHead(Out o, const Report& r) {
                  esc(r.job.job_id));
   fmt::format_to(o, "<h1>hangwatch report: job {}</h1>\n", esc(r.job.job_id));
   if (r.job.attempt.count > 1) fmt::format_to(o, "<p id=\"attempt\">{}</p>\n", esc(attemptText(r.job.attempt)));
+  if (r.job.stage == Stage::kSuspected) {
+    fmt::format_to(o, "<div class=\"gap\" id=\"stage\">Stage: suspected");
+    for (const std::string& line : suspectSentences(r.job)) fmt::format_to(o, "<p>{}</p>", esc(line));
+    fmt::format_to(o, "</div>\n");
+  } else {
+    fmt::format_to(o, "<p id=\"stage\">Stage: {}</p>\n", stageName(r.job.stage));
+  }
   fmt::format_to(o, "<div class=\"verdict\"><span class=\"kind\">{}</span><br>{}</div>\n", esc(verdictKindName(v.kind)),
                  esc(v.headline));
 }

@@ -1,5 +1,7 @@
 #include "hangwatch/verdict/job_loader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -20,6 +22,15 @@
 
 namespace hangwatch::verdict {
 namespace fs = std::filesystem;
+
+const char* stageName(Stage s) {
+  switch (s) {
+    case Stage::kSuspected: return "suspected";
+    case Stage::kHang: return "hang";
+    case Stage::kNone: break;
+  }
+  return "none";
+}
 
 const RankSummary* JobData::find(int rank) const {
   auto it = std::lower_bound(ranks.begin(), ranks.end(), rank,
@@ -51,21 +62,55 @@ std::string rangesText(const std::vector<int>& sorted) {
 }
 
 void readTrigger(JobData& job) {
-  std::ifstream in(triggerPath(job.job_dir));
-  if (!in) return;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    job.trigger_problem = "TRIGGER.json is truncated or corrupt";
-    return;
-  }
-  Expected<TriggerRecord> t = triggerFromJson(j);
+  const std::string path = triggerPath(job.job_dir);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;
+  Expected<TriggerRecord> t = readTriggerFile(path);
   if (!t) {
-    job.trigger_problem = "TRIGGER.json is unreadable: " + t.error();
+    // Named by its file name alone: the folder is in the report's header.
+    const std::string& e = t.error();
+    job.trigger_problem = "TRIGGER.json" + e.substr(std::min(e.size(), path.size()));
     return;
   }
   job.trigger = std::move(*t);
+}
+
+// Without a trigger, the newest early warning (SUSPECT.json, SUSPECT.<n>.json) makes the job
+// "suspected": its record stands in for the trigger and the ranks' suspect snapshots are read.
+void readSuspect(JobData& job) {
+  if (job.trigger || !job.trigger_problem.empty()) return;
+  int newest = 0;
+  for (int episode = 1;; ++episode) {
+    struct stat st;
+    if (::stat(suspectPath(job.job_dir, episode).c_str(), &st) != 0) break;
+    newest = episode;
+  }
+  if (newest == 0) return;
+  job.stage = Stage::kSuspected;
+  job.suspect.episode = newest;
+  Expected<TriggerRecord> t = readTriggerFile(suspectPath(job.job_dir, newest));
+  if (t) job.trigger = std::move(*t);
+  else job.problems.push_back("the early warning's record: " + t.error());
+}
+
+// A suspect snapshot of an earlier warning says nothing about the newest one.
+void keepNewestWarning(JobData& job, std::vector<RankSummary>& read) {
+  std::vector<RankSummary> kept;
+  for (RankSummary& s : read) {
+    if (s.has_snapshot && s.suspect && s.suspect->episode < job.suspect.episode) {
+      job.suspect.other_episode.push_back(s.rank);
+      continue;
+    }
+    if (s.suspect && s.suspect->resumed_after_s) {
+      job.suspect.resumed.push_back(s.rank);
+      job.suspect.resumed_after_s = std::max(job.suspect.resumed_after_s, *s.suspect->resumed_after_s);
+    }
+    kept.push_back(std::move(s));
+  }
+  if (!job.suspect.other_episode.empty())
+    job.problems.push_back(fmt::format("rank(s) {} left only a snapshot of an earlier warning: not used",
+                                       rangesText(job.suspect.other_episode)));
+  read = std::move(kept);
 }
 
 // The job most snapshots name; snapshots of any other job are set aside, never mixed in.
@@ -128,12 +173,21 @@ void findWorldSize(JobData& job, int highest_file_rank) {
   job.world_size = std::max(world, highest + 1);
 }
 
+// A collector that was off by configuration (HANGWATCH_COLLECT=0) failed nothing: one sentence.
+bool collectorOff(const RankSummary& s) { return s.state && s.state->forensics == "off" && !s.has_forensics; }
+
 void findMissingAndPartial(JobData& job) {
   std::vector<bool> seen(job.world_size, false);
+  std::vector<int> off;
   for (const RankSummary& s : job.ranks) {
     if (s.rank >= 0 && s.rank < job.world_size) seen[s.rank] = true;
     if (!s.has_snapshot) {
       job.ranks_partial.push_back({s.rank, "watchdog snapshot", s.snapshot_problem.empty() ? "no file" : s.snapshot_problem});
+    }
+    if (job.stage == Stage::kSuspected) continue;  // an early warning runs no collector
+    if (collectorOff(s)) {
+      off.push_back(s.rank);
+      continue;
     }
     if (!s.has_forensics) {
       std::string why = s.forensics_problem.empty() ? "no file" : s.forensics_problem;
@@ -151,6 +205,11 @@ void findMissingAndPartial(JobData& job) {
   for (int r = 0; r < job.world_size; ++r) {
     if (!seen[r]) job.ranks_missing.push_back(r);
   }
+  if (!off.empty())
+    job.problems.push_back(fmt::format(
+        "the collector was off (HANGWATCH_COLLECT=0) on rank(s) {}: no stacks and no debugger's ring progress from "
+        "them; the verdict rests on their snapshots",
+        rangesText(off)));
 }
 
 // Every rank dumps within seconds of TRIGGER.json; a snapshot stamped before it, or long
@@ -189,6 +248,9 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   JobData job;
   job.job_dir = job_dir;
   readTrigger(job);
+  if (job.trigger || !job.trigger_problem.empty()) job.stage = Stage::kHang;
+  readSuspect(job);
+  const bool suspected = job.stage == Stage::kSuspected;
 
   std::set<int> rank_set;
   std::vector<std::string> by_hand;
@@ -197,8 +259,11 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
     for (const fs::directory_entry& e : fs::directory_iterator(ranks_dir, ec)) {
       std::string name = e.path().filename().string();
       std::optional<RankFile> f = parseRankFileName(name);
-      if (f && (f->kind == RankFileKind::kWatchdogSnapshot || f->kind == RankFileKind::kForensicsDump ||
-                f->kind == RankFileKind::kRankState))
+      const bool wanted = f && (suspected ? f->kind == RankFileKind::kSuspectSnapshot
+                                          : f->kind == RankFileKind::kWatchdogSnapshot ||
+                                                f->kind == RankFileKind::kForensicsDump ||
+                                                f->kind == RankFileKind::kRankState);
+      if (wanted)
         rank_set.insert(f->rank);
       else if (isDumpByHandName(name))
         by_hand.push_back(name);
@@ -222,7 +287,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i = next.fetch_add(1); i < ranks.size(); i = next.fetch_add(1)) {
-      read[i] = RankDumpReader::read(job_dir, ranks[i], *job.stacks);
+      read[i] = RankDumpReader::read(job_dir, ranks[i], *job.stacks, job.stage);
     }
   };
   std::vector<std::thread> pool;
@@ -231,6 +296,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   for (std::thread& t : pool) t.join();
 
   dropForeignRanks(job, read);
+  if (suspected) keepNewestWarning(job, read);
   const double now = wallClockNow();
   const std::string host = hostName();
   for (RankSummary& s : read) {

@@ -46,6 +46,13 @@ nlohmann::json JsonReportWriter::toJson(const Report& r) {
   j["job_dir"] = r.job.job_dir;
   j["job_id"] = r.job.job_id;
   j["world_size"] = r.job.world_size;
+  j["stage"] = stageName(r.job.stage);
+  if (r.job.stage == Stage::kSuspected) {
+    const SuspectSummary& s = r.job.suspect;
+    j["suspect"] = {{"episode", s.episode},
+                    {"resumed_ranks", s.resumed},
+                    {"resumed_after_s", s.resumed.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.resumed_after_s)}};
+  }
   const AttemptInfo& a = r.job.attempt;
   j["attempt"] = {{"name", a.name},
                   {"number", a.number},

@@ -79,6 +79,7 @@ void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
   }
   s.host_calls = std::move(snap.host_calls);
   if (snap.progress) takeProgress(s, *snap.progress);
+  s.suspect = snap.suspect;
 }
 
 }  // namespace
@@ -156,10 +157,16 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   s.target_exited_during = std::move(dump->target_exited_during);
 }
 
-RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks) {
+RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks,
+                                 Stage stage) {
   RankSummary s;
   s.rank = rank;
   thread_local DumpFileText file;
+  if (stage == Stage::kSuspected) {
+    // An early warning: the snapshot taken then, and nothing else (no debugger ran).
+    if (file.open(suspectSnapshotPath(job_dir, rank))) addPaddedSnapshotText(s, file.text());
+    return s;
+  }
   if (file.open(watchdogSnapshotPath(job_dir, rank))) addPaddedSnapshotText(s, file.text());
   if (file.open(forensicsDumpPath(job_dir, rank))) addPaddedForensicsText(s, file.text(), stacks);
   if (Expected<RankState> state = readRankState(rankStatePath(job_dir, rank))) s.state = std::move(*state);

@@ -101,8 +101,9 @@ void writeActions(Out o, const Verdict& v) {
 }
 
 void writeJob(Out o, const Report& r) {
-  fmt::format_to(o, "\nJob {} in {}: {} of {} rank(s) answered{}\n", r.job.job_id, r.job.job_dir, r.job.ranks.size(),
-                 r.job.world_size, r.job.world_size_known ? "" : " (world size guessed from the files)");
+  fmt::format_to(o, "\nJob {} in {} (stage: {}): {} of {} rank(s) answered{}\n", r.job.job_id, r.job.job_dir,
+                 stageName(r.job.stage), r.job.ranks.size(), r.job.world_size,
+                 r.job.world_size_known ? "" : " (world size guessed from the files)");
   if (r.job.attempt.count > 1)
     fmt::format_to(o, "  {}\n", attemptText(r.job.attempt));
   if (!r.job.ranks_missing.empty()) {
@@ -151,6 +152,10 @@ void writeGrid(Out o, const Report& r) {
 std::string TextReportWriter::write(const Report& r) {
   std::string text;
   Out o(text);
+  if (r.job.stage == Stage::kSuspected) {
+    for (const std::string& line : suspectSentences(r.job)) fmt::format_to(o, "{}\n", line);
+    fmt::format_to(o, "\n");
+  }
   writeVerdict(o, r);
   writeConfidence(o, r);
   writeActions(o, r.verdict);

@@ -55,6 +55,8 @@ Verdict VerdictMaker::decide() const {
   hedgeTooFewAnswered(v);
   addCulpritStacks(v);
   wording_.dataNotes(v);
+  // An inconclusive verdict decided nothing: it is never confident, whatever rule made it.
+  if (v.kind == VerdictKind::kInconclusive) v.confident = false;
   return v;
 }
 

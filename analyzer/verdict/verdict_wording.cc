@@ -666,4 +666,22 @@ std::string attemptText(const AttemptInfo& a) {
                      a.name.empty() ? "unnamed" : a.name, started, newest);
 }
 
+std::vector<std::string> suspectSentences(const JobData& job) {
+  std::vector<std::string> out;
+  const SuspectSummary& s = job.suspect;
+  out.push_back(fmt::format(
+      "EARLY WARNING {}: GPU work stopped moving on rank {} while the job ran on. This verdict comes from the "
+      "ranks' snapshots at the warning only: no debugger ran and nothing was paused; if the job does not move "
+      "again, the hard timeout (HANGWATCH_TIMEOUT) makes the full dumps.",
+      s.episode, job.trigger && job.trigger->rank ? fmt::format("{}", *job.trigger->rank) : std::string("?")));
+  if (!s.resumed.empty()) {
+    stackmerge::RankSet ranks;
+    for (int r : s.resumed) ranks.insert(r);
+    out.push_back(fmt::format("The job moved again: rank(s) {} resumed up to {:.1f} s after the warning; so far a "
+                              "slow step, not a hang.",
+                              ranks.toString(), s.resumed_after_s));
+  }
+  return out;
+}
+
 }  // namespace hangwatch::verdict

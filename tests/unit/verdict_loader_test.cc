@@ -178,3 +178,62 @@ TEST_CASE("RanksWithTheSameStackShareOneTableEntry") {
   CHECK(job->ranks[0].threads[0].stack == job->ranks[7].threads[0].stack);
   CHECK(job->ranks[0].threads[0].stack != job->ranks[0].threads[1].stack);
 }
+
+TEST_CASE("AnEarlyWarningAloneMakesTheJobSuspectedAndReadsTheSuspectSnapshots") {
+  verdict_test::TempDir dir;
+  // Rank 2 sits in host code; the others wait in seq 5. Only suspect snapshots exist.
+  for (int r = 0; r < 4; ++r) {
+    FakeRank rank(r, 4, 5);
+    if (r == 2) {
+      rank.snap.streams.clear();
+      rank.snap.comms[0].last_issued_seq = 4;
+      rank.snap.comms[0].last_completed_seq = 4;
+    }
+    rank.snap.suspect = SuspectState{1, r == 0 ? std::optional<double>(2.5) : std::nullopt};
+    REQUIRE(writeFileAtomically(suspectSnapshotPath(dir.path, r), toJson(rank.snap).dump()).ok());
+  }
+  verdict_test::writeTrigger(dir.path, 1, 5);
+  std::filesystem::rename(triggerPath(dir.path), suspectPath(dir.path));
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->stage == Stage::kSuspected);
+  CHECK(job->ranks.size() == 4);
+  CHECK(job->ranks_partial.empty());  // no collector runs at a warning: nothing is missing
+  CHECK(job->suspect.resumed == std::vector<int>{0});
+  Report r = ReportBuilder::build(std::move(*job));
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
+}
+
+TEST_CASE("ATriggerMakesTheJobAHangWhateverEarlyWarningCameBefore") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 4; ++r) FakeRank(r, 4, 5).write(dir.path);
+  verdict_test::writeTrigger(dir.path, 1, 5);
+  REQUIRE(createFileExclusively(suspectPath(dir.path), "{}").ok());
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->stage == Stage::kHang);
+  Expected<JobData> none = JobLoader(2).load(dir.path + "/ranks");
+  REQUIRE(none.ok());
+  CHECK(none->stage == Stage::kNone);
+}
+
+TEST_CASE("ACollectorOffByConfigurationIsOneSentenceNotAMissingDumpPerRank") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 4; ++r) {
+    FakeRank rank(r, 4, 5);
+    REQUIRE(writeFileAtomically(watchdogSnapshotPath(dir.path, r), toJson(rank.snap).dump()).ok());
+    RankState s;
+    s.rank = r;
+    s.phase = DumpPhase::kDone;
+    s.forensics = "off";
+    REQUIRE(writeFileAtomically(rankStatePath(dir.path, r), toJson(s).dump()).ok());
+  }
+  verdict_test::writeTrigger(dir.path, 1, 5);
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(job->ranks_partial.empty());
+  CHECK(job->ranks_missing.empty());
+  REQUIRE(job->problems.size() == 1);
+  CHECK(job->problems[0].find("the collector was off (HANGWATCH_COLLECT=0) on rank(s) 0-3") != std::string::npos);
+}

@@ -142,6 +142,19 @@ TEST_CASE("EmptyJobDirectoryIsInconclusiveWithTheReason") {
   Report r = reportOf(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK(r.verdict.reason.find("no TRIGGER.json") != std::string::npos);
+  CHECK_FALSE(r.verdict.confident);
+}
+
+TEST_CASE("EveryInconclusiveVerdictIsNotConfident") {
+  verdict_test::TempDir empty, trigger_only, no_ring;
+  verdict_test::writeTrigger(trigger_only.path, 1, 5);
+  for (int r = 0; r < 4; ++r) FakeRank(r, 4, 9).write(no_ring.path);
+  for (const std::string& dir : {empty.path, trigger_only.path, no_ring.path}) {
+    Report r = reportOf(dir);
+    INFO(dir);
+    CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+    CHECK_FALSE(r.verdict.confident);
+  }
 }
 
 TEST_CASE("ManualTriggerWithNothingPendingIsNoHang") {

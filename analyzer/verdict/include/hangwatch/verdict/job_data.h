@@ -27,13 +27,28 @@ struct AttemptInfo {
   double started_unix_s = 0;   // 0: unknown (a folder without ATTEMPT.json)
 };
 
+// What the job folder holds (DESIGN.md §5 `stage`): a hang (TRIGGER.json, full dumps), an
+// early warning only (SUSPECT.json and the ranks' suspect snapshots), or neither.
+enum class Stage { kNone, kSuspected, kHang };
+const char* stageName(Stage s);
+
+// The early warning a suspected report is about.
+struct SuspectSummary {
+  int episode = 0;               // the latest one (1: SUSPECT.json)
+  std::vector<int> resumed;      // ranks that moved again since
+  double resumed_after_s = 0;    // the longest of their waits
+  std::vector<int> other_episode;  // ranks whose snapshot is of an earlier warning (not used)
+};
+
 struct JobData {
   std::string job_dir;         // the attempt's folder
   AttemptInfo attempt;
   std::string job_id;          // the job most snapshots belong to
   int world_size = 0;          // from the snapshots; else highest rank seen + 1
   bool world_size_known = false;
-  std::optional<TriggerRecord> trigger;
+  Stage stage = Stage::kNone;
+  SuspectSummary suspect;      // stage kSuspected only
+  std::optional<TriggerRecord> trigger;  // TRIGGER.json, or in stage kSuspected the warning's record
   std::string trigger_problem;  // TRIGGER.json exists but could not be read
   std::vector<RankSummary> ranks;  // ranks that answered (at least one usable file), ascending
   // Every distinct thread stack of the job; RankSummary::threads hold ids into it. Shared so

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "hangwatch/verdict/job_data.h"
 #include "hangwatch/verdict/rank_summary.h"
 
 namespace hangwatch::verdict {
@@ -11,7 +12,8 @@ namespace hangwatch::verdict {
 class RankDumpReader {
  public:
   // Thread stacks go into `stacks` (the job's table), shared by every loader thread.
-  static RankSummary read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks);
+  static RankSummary read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks,
+                          Stage stage = Stage::kHang);
   // One file's text into `s`; what read() does per file, open to tests.
   static void addSnapshotText(RankSummary& s, std::string_view text);
   // addSnapshotText without its copy: dumpio::kFastReaderPadding bytes must be

@@ -77,6 +77,7 @@ struct RankSummary {
   std::string target_exited_during;  // the collector's target died in this phase
 
   std::optional<RankState> state;  // ranks/rNNNNN.state.json, when there is one
+  std::optional<SuspectState> suspect;  // a suspect snapshot's: which early warning, resumed since
   bool collecting = false;         // its collector was still at work when the report was made
 
   bool answered() const { return has_snapshot || has_forensics; }

@@ -31,6 +31,8 @@ std::string stoppedInNodeText(int rank, int in_flight, int total, float started_
 std::string threadText(const std::string& name, int64_t tid);  // its name, else "tid 123"
 // "attempt 2 of 3 (restart-1, started 2026-11-25 13:45:01 UTC); --attempt N reports another one"
 std::string attemptText(const AttemptInfo& a);
+// What an early-warning report stands on, and whether the job moved again (stage kSuspected).
+std::vector<std::string> suspectSentences(const JobData& job);
 
 // Why a ring-progress decision named no culprit.
 enum class RingGap {
