@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -259,6 +260,33 @@ Expected<ChosenAttempt> chooseAttempt(const std::string& job_dir, const std::str
   std::string names;
   for (const AttemptEntry& a : all) names += (names.empty() ? "" : ", ") + a.name();
   return Error{fmt::format("no attempt '{}' in {}; it holds: {}", wanted, job_dir, names)};
+}
+
+bool isJobFolder(const std::string& dir) {
+  std::error_code ec;
+  for (const char* name : {"TRIGGER.json", "SUSPECT.json", "ATTEMPT.json", "TRIGGER.beacon", "ranks", "metrics", "attempts"})
+    if (fs::exists(fs::path(dir) / name, ec)) return true;
+  return false;
+}
+
+std::vector<JobInRoot> jobsInDumpRoot(const std::string& root) {
+  std::vector<JobInRoot> jobs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory(ec) || !isJobFolder(e.path().string())) continue;
+    JobInRoot j{e.path().string(), 0, 1};
+    std::vector<AttemptEntry> attempts = listAttempts(j.dir);
+    j.attempts = std::max<int>(1, static_cast<int>(attempts.size()));
+    if (!attempts.empty() && attempts.back().record) j.newest_unix_s = attempts.back().record->started_unix_s;
+    if (j.newest_unix_s <= 0) {
+      auto t = fs::last_write_time(e.path(), ec);
+      if (!ec)
+        j.newest_unix_s = std::chrono::duration<double>(std::chrono::file_clock::to_sys(t).time_since_epoch()).count();
+    }
+    jobs.push_back(std::move(j));
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const JobInRoot& a, const JobInRoot& b) { return a.newest_unix_s > b.newest_unix_s; });
+  return jobs;
 }
 
 }  // namespace hangwatch

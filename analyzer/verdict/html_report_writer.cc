@@ -73,6 +73,43 @@ std::vector<int> ringWindow(const Report& r) {
   return out;
 }
 
+// A shaded arc behind each node's run of ring members, with the host's name outside it.
+void nodeArcs(Out o, const Report& r, const std::vector<int>& ring, double cx, double cy, double radius, bool partial) {
+  if (r.nodes.size() < 2) return;
+  const size_t n = ring.size();
+  auto angle = [&](double i) { return -M_PI / 2 + 2 * M_PI * i / static_cast<double>(n); };
+  size_t start = 0;
+  // Begin at a change of host, so that no run wraps around the start (a full ring).
+  if (!partial) {
+    for (size_t i = 0; i < n; ++i)
+      if (hostOf(r.job, ring[i]) != hostOf(r.job, ring[(i + n - 1) % n])) {
+        start = i;
+        break;
+      }
+  }
+  int shade = 0;
+  for (size_t k = 0; k < n;) {
+    const size_t first = (start + k) % n;
+    const std::string host = hostOf(r.job, ring[first]);
+    size_t len = 1;
+    while (k + len < n && hostOf(r.job, ring[(start + k + len) % n]) == host) ++len;
+    k += len;
+    if (host.empty()) continue;
+    const double a0 = angle(static_cast<double>(first) - 0.42), a1 = angle(static_cast<double>(first + len - 1) + 0.42);
+    const double big = a1 - a0 > M_PI ? 1 : 0;
+    fmt::format_to(o,
+                   "<path class=\"node\" d=\"M{:.1f},{:.1f} A{:.0f},{:.0f} 0 {} 1 {:.1f},{:.1f}\" fill=\"none\" "
+                   "stroke=\"{}\" stroke-width=\"34\" stroke-linecap=\"round\"><title>{}</title></path>\n",
+                   cx + radius * std::cos(a0), cy + radius * std::sin(a0), radius, radius, big,
+                   cx + radius * std::cos(a1), cy + radius * std::sin(a1), shade++ % 2 ? "#eef3fb" : "#f6efe2", esc(host));
+    const double am = (a0 + a1) / 2, lr = radius - 42;
+    fmt::format_to(o,
+                   "<text class=\"host\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"12\" "
+                   "fill=\"#555\">{}</text>\n",
+                   cx + lr * std::cos(am), cy + lr * std::sin(am) + 4, esc(host));
+  }
+}
+
 void ringSvg(Out o, const Report& r) {
   std::vector<int> ring = ringWindow(r);
   if (ring.size() < 2) return;
@@ -97,21 +134,30 @@ void ringSvg(Out o, const Report& r) {
     return std::pair<double, double>{cx + radius * std::cos(a), cy + radius * std::sin(a)};
   };
   size_t edges = partial ? ring.size() - 1 : ring.size();
+  nodeArcs(o, r, ring, cx, cy, radius, partial);
   for (size_t i = 0; i < edges; ++i) {
     auto [x1, y1] = pos(i);
     auto [x2, y2] = pos((i + 1) % ring.size());
     double dx = x2 - x1, dy = y2 - y1, len = std::sqrt(dx * dx + dy * dy);
     if (len < 1) continue;
     double ux = dx / len, uy = dy / len;
-    bool bad = v.culprit_link && v.culprit_link->from == ring[i] && v.culprit_link->to == ring[(i + 1) % ring.size()];
-    bool suspect = !bad && isSuspectLink(v, ring[i], ring[(i + 1) % ring.size()]);
+    const int a = ring[i], b = ring[(i + 1) % ring.size()];
+    bool bad = v.culprit_link && v.culprit_link->from == a && v.culprit_link->to == b;
+    bool suspect = !bad && isSuspectLink(v, a, b);
+    const std::string ha = hostOf(r.job, a), hb = hostOf(r.job, b);
+    // A network link (between nodes) bows outward, apart from the links inside a node.
+    const bool network = !ha.empty() && !hb.empty() && ha != hb;
+    const double sx = x1 + ux * (node + 2), sy = y1 + uy * (node + 2), ex = x2 - ux * (node + 3), ey = y2 - uy * (node + 3);
+    const double mx = (sx + ex) / 2, my = (sy + ey) / 2, bow = network ? std::max(18.0, len * 0.35) : 0;
+    const double ox = (mx - cx) / std::max(1.0, std::hypot(mx - cx, my - cy)), oy = (my - cy) / std::max(1.0, std::hypot(mx - cx, my - cy));
     fmt::format_to(o,
-        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{} "
-        "marker-end=\"url(#{})\"><title>{} -&gt; {}{}</title></line>\n",
-        x1 + ux * (node + 2), y1 + uy * (node + 2), x2 - ux * (node + 3), y2 - uy * (node + 3),
-        bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : "#555", bad || suspect ? 8 : 2,
-        suspect ? " stroke-dasharray=\"10 5\"" : "", bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", ring[i],
-        ring[(i + 1) % ring.size()], bad ? ": culprit link" : suspect ? ": suspect" : "");
+        "<path class=\"{}\" d=\"M{:.1f},{:.1f} Q{:.1f},{:.1f} {:.1f},{:.1f}\" fill=\"none\" stroke=\"{}\" "
+        "stroke-width=\"{}\"{} marker-end=\"url(#{})\"><title>{} -&gt; {}{}{}</title></path>\n",
+        network ? "net" : "p2p", sx, sy, mx + ox * bow, my + oy * bow, ex, ey,
+        bad ? HtmlReportWriter::kCulpritColour : suspect ? kSuspectColour : network ? "#1f4e9c" : "#555",
+        bad || suspect ? 8 : 2, suspect ? " stroke-dasharray=\"10 5\"" : network && !bad ? " stroke-dasharray=\"6 3\"" : "",
+        bad ? "arrowbad" : suspect ? "arrowsuspect" : "arrow", a, b,
+        network ? esc(" (network: " + ha + " -> " + hb + ")") : "", bad ? ": culprit link" : suspect ? ": suspect" : "");
   }
   for (size_t i = 0; i < ring.size(); ++i) {
     auto [x, y] = pos(i);
@@ -138,6 +184,10 @@ void ringSvg(Out o, const Report& r) {
     }
   }
   fmt::format_to(o, "</svg>\n");
+  if (r.nodes.size() >= 2)
+    fmt::format_to(o,
+                   "<p class=\"legend\" style=\"max-width:520px;font-size:13px\">Shaded arcs are nodes; dashed blue "
+                   "arrows bowing outward are network links between nodes, straight arrows links inside a node.</p>\n");
 }
 
 void gridSvg(Out o, const Report& r) {
@@ -215,7 +265,10 @@ void writeDataGap(Out o, const Report& r) {
                    esc(v.hinges_on.empty() ? "data that is missing" : v.hinges_on));
     if (!v.suspects.empty()) {
       fmt::format_to(o, "<li>Suspects: ");
-      for (size_t i = 0; i < v.suspects.size(); ++i) fmt::format_to(o, "{}{}", i ? "; " : "", esc(v.suspects[i].text));
+      for (size_t i = 0; i < v.suspects.size(); ++i) {
+        const std::string hosts = hostsText(v.suspects[i]);
+        fmt::format_to(o, "{}{}{}", i ? "; " : "", esc(v.suspects[i].text), hosts.empty() ? "" : " [" + esc(hosts) + "]");
+      }
       fmt::format_to(o, "</li>");
     }
     for (const DataGap& g : v.lacking_data) fmt::format_to(o, "<li>rank {} lacks data: {}</li>", g.rank, esc(g.lacks));
@@ -243,6 +296,8 @@ void writeEvidence(Out o, const Verdict& v) {
   }
 }
 
+void writeNodes(Out o, const Report& r);
+
 void writeData(Out o, const Report& r) {
   fmt::format_to(o, "<h2>Data</h2><p>{} of {} rank(s) answered.</p><ul>", r.job.ranks.size(), r.job.world_size);
   if (!r.job.ranks_missing.empty()) {
@@ -253,6 +308,24 @@ void writeData(Out o, const Report& r) {
   for (const PartialRank& p : r.job.ranks_partial)
     fmt::format_to(o, "<li>rank {}: {} missing: {}</li>", p.rank, esc(p.missing), esc(p.reason));
   for (const std::string& p : r.job.problems) fmt::format_to(o, "<li>{}</li>", esc(p));
+  fmt::format_to(o, "</ul>\n");
+  writeNodes(o, r);
+}
+
+// The nodes, each with the verdict's part in it; at thousands of nodes, those it involves and a few.
+void writeNodes(Out o, const Report& r) {
+  if (r.nodes.size() < 2) return;
+  constexpr size_t kShown = 16;
+  fmt::format_to(o, "<h3>Nodes ({}; links between them are network links)</h3><ul id=\"nodes\">", r.nodes.size());
+  size_t shown = 0;
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    const std::string role = nodeRole(r.verdict, r.nodes[i].ranks);
+    if (role.empty() && i >= kShown) continue;
+    ++shown;
+    fmt::format_to(o, "<li><b>{}</b>: ranks {}{}</li>", esc(r.nodes[i].host), esc(r.nodes[i].ranks.toString()),
+                   role.empty() ? "" : " &mdash; " + esc(role));
+  }
+  if (shown < r.nodes.size()) fmt::format_to(o, "<li>... {} more node(s)</li>", r.nodes.size() - shown);
   fmt::format_to(o, "</ul>\n");
 }
 

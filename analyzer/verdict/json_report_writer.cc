@@ -29,7 +29,7 @@ nlohmann::json verdictJson(const Verdict& v) {
   for (const Suspect& s : v.suspects) {
     nlohmann::json link = nullptr;
     if (s.link) link = {{"from", s.link->from}, {"to", s.link->to < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.link->to)}};
-    suspects.push_back({{"ranks", s.ranks}, {"link", std::move(link)}, {"text", s.text}});
+    suspects.push_back({{"ranks", s.ranks}, {"link", std::move(link)}, {"text", s.text}, {"hosts", s.hosts}});
   }
   j["suspects"] = std::move(suspects);
   nlohmann::json lacking = nlohmann::json::array();
@@ -79,6 +79,10 @@ nlohmann::json JsonReportWriter::toJson(const Report& r) {
                        {"threads", std::move(threads)}});
   }
   j["stack_classes"] = std::move(classes);
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeRanks& n : r.nodes)
+    nodes.push_back({{"host", n.host}, {"ranks", n.ranks.toVector()}, {"ranks_text", n.ranks.toString()}, {"size", n.ranks.size()}});
+  j["nodes"] = std::move(nodes);
   return j;
 }
 

@@ -1,5 +1,6 @@
 #include "hangwatch/verdict/report_builder.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -40,7 +41,41 @@ std::vector<int> ringOrder(const Report& r, const SequenceAnalysis& seq) {
   return order;
 }
 
+std::vector<NodeRanks> nodesOf(const JobData& job) {
+  std::vector<NodeRanks> nodes;
+  std::map<std::string, size_t> index;
+  for (const RankSummary& s : job.ranks) {  // ascending: nodes come in the order of their first rank
+    if (s.host.empty()) continue;
+    auto [it, fresh] = index.try_emplace(s.host, nodes.size());
+    if (fresh) nodes.push_back({s.host, {}});
+    nodes[it->second].ranks.insert(s.rank);
+  }
+  return nodes;
+}
+
+void nameSuspectHosts(Verdict& v, const JobData& job) {
+  for (Suspect& s : v.suspects) {
+    std::vector<int> ranks = s.ranks;
+    if (s.link) ranks = s.link->to >= 0 ? std::vector<int>{s.link->from, s.link->to} : std::vector<int>{s.link->from};
+    for (int r : ranks) {
+      std::string h = hostOf(job, r);
+      if (!h.empty() && std::find(s.hosts.begin(), s.hosts.end(), h) == s.hosts.end()) s.hosts.push_back(h);
+    }
+  }
+}
+
 }  // namespace
+
+std::string hostOf(const JobData& job, int rank) {
+  const RankSummary* s = job.find(rank);
+  return s ? s->host : "";
+}
+
+std::string hostsText(const Suspect& s) {
+  std::string out;
+  for (const std::string& h : s.hosts) out += (out.empty() ? "" : s.link ? " -> " : ", ") + h;
+  return out;
+}
 
 Report ReportBuilder::build(JobData job) {
   Report r;
@@ -62,6 +97,8 @@ Report ReportBuilder::build(JobData job) {
   r.verdict = maker.decide();
   r.focus = maker.sequences().focus();
   r.ring_order = ringOrder(r, maker.sequences());
+  r.nodes = nodesOf(r.job);
+  nameSuspectHosts(r.verdict, r.job);
   return r;
 }
 

@@ -72,7 +72,10 @@ void writeConfidence(Out o, const Report& r) {
                    v.hinges_on.empty() ? "data that is missing" : v.hinges_on);
     if (!v.suspects.empty()) {
       fmt::format_to(o, "  suspects:");
-      for (size_t i = 0; i < v.suspects.size(); ++i) fmt::format_to(o, "{}{}", i ? "; " : " ", v.suspects[i].text);
+      for (size_t i = 0; i < v.suspects.size(); ++i) {
+        const std::string hosts = hostsText(v.suspects[i]);
+        fmt::format_to(o, "{}{}{}", i ? "; " : " ", v.suspects[i].text, hosts.empty() ? "" : " [" + hosts + "]");
+      }
       fmt::format_to(o, "\n");
     }
     for (const DataGap& g : v.lacking_data) fmt::format_to(o, "  rank {} lacks data: {}\n", g.rank, g.lacks);
@@ -100,6 +103,23 @@ void writeActions(Out o, const Verdict& v) {
   }
 }
 
+// One line per node, the verdict's part in it said; at thousands of nodes, the ones the verdict
+// involves and the first few.
+void writeNodes(Out o, const Report& r) {
+  if (r.nodes.size() < 2) return;
+  constexpr size_t kShown = 16;
+  fmt::format_to(o, "  nodes ({}; links between them are network links):\n", r.nodes.size());
+  size_t shown = 0;
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    const NodeRanks& n = r.nodes[i];
+    const std::string role = nodeRole(r.verdict, n.ranks);
+    if (role.empty() && i >= kShown) continue;
+    ++shown;
+    fmt::format_to(o, "    {}: ranks {}{}\n", n.host, n.ranks.toString(), role.empty() ? "" : "  <- " + role);
+  }
+  if (shown < r.nodes.size()) fmt::format_to(o, "    ... {} more node(s)\n", r.nodes.size() - shown);
+}
+
 void writeJob(Out o, const Report& r) {
   fmt::format_to(o, "\nJob {} in {} (stage: {}): {} of {} rank(s) answered{}\n", r.job.job_id, r.job.job_dir,
                  stageName(r.job.stage), r.job.ranks.size(), r.job.world_size,
@@ -111,6 +131,7 @@ void writeJob(Out o, const Report& r) {
     for (int m : r.job.ranks_missing) missing.insert(m);
     fmt::format_to(o, "  ranks missing (no usable dump): {}\n", missing.toString());
   }
+  writeNodes(o, r);
   for (const PartialRank& p : r.job.ranks_partial) fmt::format_to(o, "  rank {}: {} missing: {}\n", p.rank, p.missing, p.reason);
   for (const std::string& p : r.job.problems) fmt::format_to(o, "  note: {}\n", p);
 }

@@ -48,11 +48,6 @@ std::string opText(const HangFocus& f) {
 }
 
 // "" when unknown.
-std::string hostOf(const JobData& job, int rank) {
-  const RankSummary* s = job.find(rank);
-  return s && !s->host.empty() ? s->host : "";
-}
-
 // "GPU 2 on host h".
 std::string deviceText(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
@@ -682,6 +677,27 @@ std::vector<std::string> suspectSentences(const JobData& job) {
                               ranks.toString(), s.resumed_after_s));
   }
   return out;
+}
+
+std::string nodeRole(const Verdict& v, const stackmerge::RankSet& node_ranks) {
+  std::vector<std::string> roles;
+  if (v.culprit_link) {
+    const bool from = node_ranks.contains(v.culprit_link->from), to = node_ranks.contains(v.culprit_link->to);
+    if (from || to)
+      roles.push_back(fmt::format("culprit link {} -> {} {}", v.culprit_link->from, v.culprit_link->to,
+                                  from && to ? "inside this node" : from ? "leaves this node" : "enters this node"));
+  } else {
+    std::vector<int> here;
+    for (int r : v.culprit_ranks)
+      if (node_ranks.contains(r)) here.push_back(r);
+    if (!here.empty()) roles.push_back(fmt::format("culprit rank(s) {}", fmt::join(here, ",")));
+  }
+  for (const Suspect& s : v.suspects) {
+    const bool involved = s.link ? node_ranks.contains(s.link->from) || (s.link->to >= 0 && node_ranks.contains(s.link->to))
+                                 : std::any_of(s.ranks.begin(), s.ranks.end(), [&](int r) { return node_ranks.contains(r); });
+    if (involved) roles.push_back("suspect: " + s.text);
+  }
+  return fmt::format("{}", fmt::join(roles, "; "));
 }
 
 }  // namespace hangwatch::verdict

@@ -1,12 +1,21 @@
 #include "hangwatch/forensics/cli/report_command.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <ctime>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/attempt.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
@@ -52,6 +61,47 @@ void waitForCollectors(const std::string& job_dir, double wait_s) {
   }
 }
 
+// What a job's newest attempt holds, cheaply: its stage from the files, its verdict from the
+// report saved there by an earlier run (none: not reported yet).
+std::string jobLine(const JobInRoot& j) {
+  Expected<ChosenAttempt> newest = chooseAttempt(j.dir);
+  const std::string dir = newest ? newest->entry.dir : j.dir;
+  struct stat st;
+  const char* stage = ::stat(triggerPath(dir).c_str(), &st) == 0   ? "hang"
+                      : ::stat(suspectPath(dir).c_str(), &st) == 0 ? "suspected"
+                                                                   : "none";
+  std::string kind = "not reported yet";
+  std::ifstream saved(reportDir(dir) + "/report.json");
+  if (saved) {
+    nlohmann::json r = nlohmann::json::parse(saved, nullptr, false);
+    if (!r.is_discarded() && r.contains("verdict") && r["verdict"].contains("kind") && r["verdict"]["kind"].is_string())
+      kind = r["verdict"]["kind"].get<std::string>() + " (saved report)";
+  }
+  std::time_t t = static_cast<std::time_t>(j.newest_unix_s);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  return fmt::format("  {:<24} {:%Y-%m-%d %H:%M} UTC  stage {:<9} {}{}", std::filesystem::path(j.dir).filename().string(),
+                     utc, stage, kind, j.attempts > 1 ? fmt::format(", {} attempts", j.attempts) : "");
+}
+
+// `report` on the dump root ($HANGWATCH_DUMP_DIR) instead of a job's folder: the job in it, or
+// the newest of several, after listing them. Returns the job folder to report; `dir` itself
+// when it is no dump root.
+std::string jobOfDumpRoot(const std::string& dir) {
+  if (isJobFolder(dir)) return dir;
+  std::vector<JobInRoot> jobs = jobsInDumpRoot(dir);
+  if (jobs.empty()) return dir;
+  if (jobs.size() == 1) {
+    std::cerr << "forensics report: " << dir << " is a dump root holding one job: reporting " << jobs[0].dir << "\n";
+    return jobs[0].dir;
+  }
+  std::cerr << "forensics report: " << dir << " is a dump root holding " << jobs.size() << " jobs (newest first):\n";
+  for (const JobInRoot& j : jobs) std::cerr << jobLine(j) << "\n";
+  std::cerr << "forensics report: reporting the newest, " << jobs[0].dir << "; `forensics report " << dir
+            << "/<job>` reports another\n";
+  return jobs[0].dir;
+}
+
 verdict::AttemptInfo attemptInfo(const ChosenAttempt& c) {
   verdict::AttemptInfo a;
   a.name = c.entry.name();
@@ -75,6 +125,9 @@ std::string ReportCommand::usage() const {
          "(a link or a rank, from ring progress), non-communication-hang (a rank not in the\n"
          "collective, and where it is), collective-mismatch, no-hang or inconclusive (with why).\n"
          "Missing, truncated, corrupt or foreign-job rank files are reported, never fatal.\n"
+         "With only an early warning (SUSPECT.json, no TRIGGER.json) the verdict comes from the\n"
+         "ranks' suspect snapshots (stage: suspected). <job-dir> may also be the dump root\n"
+         "(HANGWATCH_DUMP_DIR): its one job is reported, or of several the newest, after a list.\n"
          "\n"
          "  --format F   text (default), json or html, printed to stdout\n"
          "  -o FILE      write that format to FILE instead of stdout\n"
@@ -136,6 +189,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     wait_s = std::strtod(wait_text.c_str(), &end);
     if (*end != '\0' || !(wait_s >= 0) || wait_s > 86400) return usageError("--wait wants seconds >= 0, got '" + wait_text + "'");
   }
+  job_dir = jobOfDumpRoot(job_dir);
   Expected<ChosenAttempt> which = chooseAttemptFor(name(), job_dir, attempt);
   if (!which) {
     std::cerr << "forensics report: " << which.error() << "\n";

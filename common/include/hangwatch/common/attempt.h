@@ -89,6 +89,19 @@ struct ChosenAttempt {
 };
 Expected<ChosenAttempt> chooseAttempt(const std::string& job_dir, const std::string& selector = "");
 
+// A folder that holds a job's files (or its attempts): TRIGGER.json, SUSPECT.json, ATTEMPT.json,
+// TRIGGER.beacon, ranks/, metrics/ or attempts/.
+bool isJobFolder(const std::string& dir);
+
+// The jobs in a dump root ($HANGWATCH_DUMP_DIR): its sub-folders that are job folders, newest
+// first (by the start of their newest attempt, else by the folder's modification time).
+struct JobInRoot {
+  std::string dir;
+  double newest_unix_s = 0;
+  int attempts = 1;
+};
+std::vector<JobInRoot> jobsInDumpRoot(const std::string& root);
+
 }  // namespace hangwatch
 
 namespace hangwatch::schema {

@@ -28,6 +28,7 @@ struct Suspect {
   std::vector<int> ranks;    // global ranks it involves
   std::optional<Link> link;  // a connection; `to` is -1 when the ring order there is unknown
   std::string text;          // "link 5 -> 6", "rank 3", "the link out of rank 4"
+  std::vector<std::string> hosts;  // the nodes it involves, in the order of its ranks (filled by ReportBuilder)
 };
 
 // A rank whose data the decision needed and does not have.

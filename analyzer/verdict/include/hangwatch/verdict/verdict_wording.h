@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/job_data.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
@@ -31,6 +32,9 @@ std::string stoppedInNodeText(int rank, int in_flight, int total, float started_
 std::string threadText(const std::string& name, int64_t tid);  // its name, else "tid 123"
 // "attempt 2 of 3 (restart-1, started 2026-11-25 13:45:01 UTC); --attempt N reports another one"
 std::string attemptText(const AttemptInfo& a);
+// What the verdict says of one node: "culprit link 3 -> 4 leaves this node", "suspect: rank 5";
+// empty for a node it does not involve. Shared by the text and HTML reports.
+std::string nodeRole(const Verdict& v, const stackmerge::RankSet& node_ranks);
 // What an early-warning report stands on, and whether the job moved again (stage kSuspected).
 std::vector<std::string> suspectSentences(const JobData& job);
 
