@@ -2,7 +2,10 @@
 # The hangwatch demo on a fresh machine: install dependencies, build, hang a 4-rank
 # training job on simgpu with a dead ring link under the watchdog, show what every
 # rank dumped (trigger, snapshots, stacks, ring progress) and end with the report.
+# It builds only what it runs (the preload, the forensics CLI, ring_train and simgpu); the test
+# suite is scripts/test.sh's.
 set -euo pipefail
+started=$(date +%s)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${HANGWATCH_BUILD_DIR:-$repo/build}"
@@ -33,9 +36,9 @@ trap 'stop_job' EXIT
 say "dependencies"
 "$repo/scripts/install-deps.sh"
 
-say "build ($build)"
+say "build ($build: the preload, the forensics CLI, ring_train and simgpu)"
 cmake -S "$repo" -B "$build" -G Ninja >/dev/null
-ninja -C "$build"
+ninja -C "$build" hangwatch forensics ring_train
 
 dumps="$work/dumps"
 job_dir="$dumps/demo"
@@ -106,6 +109,7 @@ PY
 say "forensics report: the verdict for the operations team"
 "$build/forensics/forensics" report "$job_dir"
 echo
+echo "demo: $(( $(date +%s) - started )) s from the start of this script to the verdict"
 echo "(also saved as text, JSON and HTML: $job_dir/report/; every rank's dumps: $job_dir/ranks/)"
 
 say "stopping the job"
