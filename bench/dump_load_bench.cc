@@ -57,8 +57,15 @@ double cpuSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s <job-dir> [--threads N] [--reader table|fast|common]\n", argv[0]);
+  const char* usage = "usage: %s <job-dir> [--threads N] [--reader table|fast|common]\n"
+                      "Reads every rank's forensics dump of <job-dir> as the report does and prints the time.\n";
+  if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf(usage, argv[0]);
+    return 0;
+  }
+  if (argc < 2 || argv[1][0] == '-' || !std::filesystem::is_directory(std::string(argv[1]) + "/ranks")) {
+    std::fprintf(stderr, usage, argv[0]);
+    if (argc >= 2) std::fprintf(stderr, "%s: no ranks/ folder in '%s'\n", argv[0], argv[1]);
     return 2;
   }
   const std::string job = argv[1];
