@@ -174,6 +174,8 @@ ncclResult_t appendTask(const char* fn, OpKind kind, const void* sendbuff, void*
     return fail(ncclInvalidArgument, fmt::format("{}: invalid peer {}", fn, peer));
   Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
   if (isCollective(kind)) op.seq = comm->state->nextCollectiveSeq();
+  if (!isCollective(kind))
+    op.registered = insideRegisteredBuffer(*comm, kind == OpKind::Send ? sendbuff : recvbuff, count * dtypeSize(dtype));
   api_profile::taskAppend(comm->state->profilerHooks(), op, groupDepth(), simgpu::isCapturing(stream));
   return submit(std::move(op));
 }

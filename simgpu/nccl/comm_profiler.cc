@@ -1,7 +1,10 @@
 #include "hangwatch/simgpu/nccl/comm_profiler.h"
 
+#include <cstdlib>
+
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
 
 namespace simnccl {
 namespace {
@@ -20,6 +23,22 @@ const Op* firstProfiled(const std::vector<Op>& ops, const CommProfiler* profiler
   for (const Op& op : ops)
     if (op.profiler_mask != 0 && op.comm->profiler() == profiler) return &op;
   return nullptr;
+}
+
+int64_t ncclParam(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 0) : fallback;
+}
+
+// ncclRegisterP2pNetBuffer's conditions (src/enqueue.cc, src/register/sendrecv_reg.cc) on
+// simgpu's network, an InfiniBand NIC with GPUDirect RDMA (NCCL_DIRECT_NIC): a p2p buffer
+// the user registered, moved with the SIMPLE protocol (above NCCL_P2P_LL_THRESHOLD on
+// simnccl's one p2p channel), with NCCL_LOCAL_REGISTER on.
+bool netRegistered(const Op& op) {
+  static const int64_t ll_threshold = ncclParam("NCCL_P2P_LL_THRESHOLD", 16384);
+  static const bool local_register = ncclParam("NCCL_LOCAL_REGISTER", 1) != 0;
+  const int64_t bytes = static_cast<int64_t>(op.count * dtypeSize(op.dtype));
+  return op.registered && !isCollective(op.kind) && local_register && bytes > ll_threshold;
 }
 
 }  // namespace
@@ -149,7 +168,7 @@ std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
     }
     if (net_recv && s.recvs > 0) {
       Connection& conn = collective ? segment_.ringConnection(c, recv_peer) : segment_.p2pConnection(op.peer, rank_);
-      const ProxyOpShape shape{false, c, recv_peer, s.recvs, slot, profile->task()};
+      const ProxyOpShape shape{false, c, recv_peer, s.recvs, slot, profile->task(), netRegistered(op)};
       ch.recv = std::make_shared<NetProxyOp>(*hooks_, mask, shape, &conn, recv_base);
       watchReceive(ch.recv);
     }

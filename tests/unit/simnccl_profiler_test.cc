@@ -643,6 +643,70 @@ TEST_CASE("AV4PluginAndAProfilerInTheNetPluginsLibraryAreLoadedAsNcclLoadsThem")
   CHECK(files == kRanks);
 }
 
+namespace {
+
+// Rank 1 receives from rank 0 into `buf`, registered or not, behind a host function that
+// holds its stream for `hold_ms`: its receive's proxy operation exists long before its
+// kernel reaches it.
+int heldBackReceive(int rank, const ncclUniqueId& id, bool register_buffer, int hold_ms) {
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 100;
+  std::vector<float> buf(1 << 16, 1.0f);  // 256 KB: the SIMPLE protocol
+  void* reg = nullptr;
+  if (register_buffer && ncclCommRegister(comm, buf.data(), buf.size() * sizeof(float), &reg) != ncclSuccess) return 101;
+  static std::atomic<bool> released{false};
+  if (rank == 1)
+    cudaLaunchHostFunc(nullptr, [](void*) { while (!released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1)); }, nullptr);
+  const ncclResult_t r = rank == 0 ? ncclSend(buf.data(), buf.size(), ncclFloat32, 1, comm, nullptr)
+                                   : ncclRecv(buf.data(), buf.size(), ncclFloat32, 0, comm, nullptr);
+  if (r != ncclSuccess) return 102;
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  released.store(true);
+  if (cudaStreamSynchronize(nullptr) != cudaSuccess) return 103;
+  if (reg != nullptr) ncclCommDeregister(comm, reg);
+  ncclCommDestroy(comm);
+  return 0;
+}
+
+}  // namespace
+
+// src/transport/net.cc, recvProxyProgress: a receive into a registered buffer waits for
+// its kernel (sub->reg && !sub->regBufferReady) and, on every pass until then, starts step
+// 0's event again (ncclProfilerStartRecvProxyStepEvent) without stopping the last one.
+TEST_CASE("AHeldBackRegisteredReceiveStartsItsFirstStepAgainOnEveryProxyPass") {
+  for (const bool registered : {true, false}) {
+    INFO((registered ? "registered" : "not registered"));
+    LogDir dir;
+    testing::MultiRankJob job(2);
+    ncclUniqueId id = job.id();
+    job.start([&](int rank) { return heldBackReceive(rank, id, registered, 300); },
+              profilerEnv(dir, static_cast<int>(np::kProxyStep), {{"SIMGPU_RANKS_PER_NODE", "1"}}));
+    REQUIRE(testing::allZero(job.wait()));
+    auto logs = testing::readCallLogs(dir.path());
+    const auto& receiver = logs.at(1);
+    auto ops = receiver.ofType("ProxyOp");
+    REQUIRE(ops.size() == 1);
+    CHECK(ops[0]->stopped);
+    std::map<long, std::vector<const testing::LoggedEvent*>> starts;
+    for (const auto* s : receiver.childrenOf(*ops[0], "ProxyStep")) starts[s->num("step")].push_back(s);
+    CHECK(static_cast<long>(starts.size()) == ops[0]->num("nsteps"));
+    const auto& first = starts.at(0);
+    if (registered) {
+      CHECK(first.size() > 50u);  // a pass a millisecond for 300 ms
+    } else {
+      CHECK(first.size() == 1u);
+    }
+    for (size_t i = 0; i + 1 < first.size(); ++i) {
+      CHECK(first[i]->states.empty());
+      CHECK(!first[i]->stopped);
+    }
+    CHECK(first.back()->states == kRecvStates);
+    CHECK(first.back()->stopped);
+    for (const auto& [step, events] : starts)
+      if (step > 0) CHECK(events.size() == 1u);
+  }
+}
+
 // src/enqueue.cc: a captured collective's API and KernelLaunch events come when it is
 // recorded into the graph (ncclLaunchKernel runs at capture), its Group and Coll events at
 // every replay (hostStreamPlanCallback), naming the CollApi event of the capture; replays

@@ -36,6 +36,7 @@ struct Op {
   int profiler_mask = 0;
   void* group_api_event = nullptr;
   void* api_event = nullptr;
+  bool registered = false;  // a p2p buffer inside one the user registered (ncclCommRegister)
 };
 
 }  // namespace simnccl
