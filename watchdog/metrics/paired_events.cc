@@ -39,10 +39,13 @@ PairedEvent* PairedEventPool::claim(ChainContext* owner, bool remote) {
     }
   }
   if (event == nullptr) {
-    if (high_water_.load(std::memory_order_relaxed) >= capacity_) return nullptr;
-    const uint32_t index = high_water_.fetch_add(1, std::memory_order_relaxed);
+    // Growing is rare (the most records ever in use at once); releaseAllOf must not read
+    // a record while it is being made.
+    std::lock_guard<std::mutex> lock(grow_mutex_);
+    const uint32_t index = high_water_.load(std::memory_order_relaxed);
     if (index >= capacity_) return nullptr;
     event = new (&records_[index]) PairedEvent;
+    high_water_.store(index + 1, std::memory_order_release);
   }
   event->remote = remote;
   event->owner.store(owner, std::memory_order_release);
@@ -66,7 +69,8 @@ void PairedEventPool::release(PairedEvent* event) {
 
 void PairedEventPool::releaseAllOf(const ChainContext* owner) {
   if (owner == nullptr) return;
-  const uint32_t n = std::min<uint32_t>(high_water_.load(std::memory_order_acquire), capacity_);
+  std::lock_guard<std::mutex> lock(grow_mutex_);
+  const uint32_t n = high_water_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < n; ++i)
     if (records_[i].owner.load(std::memory_order_acquire) == owner) release(&records_[i]);
 }

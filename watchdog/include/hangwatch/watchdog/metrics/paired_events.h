@@ -5,13 +5,14 @@
 // in flight (NCCL_STEPS), indexed by step number as NCCL indexes its own handles, so a
 // step NCCL starts again without stopping it (a held-back receive) reuses its slot.
 // Records live in one region reserved up front and touched only as far as the most
-// records ever in use at once: bounded memory, no allocation and no lock per event
-// (a lock-free free list), and a pointer is told apart from the job plugin's own
-// handles by its address alone. Past the capacity, claim() fails and the chain falls
-// back to giving the job's plugin the event alone.
+// records ever in use at once: bounded memory, no allocation and no lock per event (a
+// lock-free free list; a lock only when the region grows), and a pointer is told apart
+// from the job plugin's own handles by its address alone. Past the capacity, claim()
+// fails and the chain falls back to giving the job's plugin the event alone.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 namespace hangwatch::watchdog {
 
@@ -65,6 +66,7 @@ class PairedEventPool {
   PairedEvent* records_;              // capacity_ records, reserved with mmap, touched as used
   std::atomic<uint64_t> free_head_{0};  // (tag << 32) | (index + 1): the tag defeats ABA
   std::atomic<uint32_t> high_water_{0};  // records ever constructed
+  std::mutex grow_mutex_;                 // making a record; reading all of them at a finalize
   std::atomic<size_t> in_use_{0};
 };
 
