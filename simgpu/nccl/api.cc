@@ -124,29 +124,32 @@ ncclResult_t appendTask(const char* fn, OpKind kind, const void* sendbuff, void*
 
 // ncclEnqueueCheck: a call is a group of its own (inside the caller's group, if any), so
 // its task is launched at that group's end.
-template <typename Body>
-ncclResult_t inImplicitGroup(ncclComm_t comm, const char* fn, Body&& body) {
+ncclResult_t openImplicitGroup(ncclComm_t comm, const char* fn) {
   if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
   api_profile::enqueueCheck();
-  groupStart();
-  ncclResult_t r = body();
-  ncclResult_t end = groupEnd();
-  return r != ncclSuccess ? r : end;
+  return groupStart();
 }
 
+ncclResult_t closeImplicitGroup(ncclResult_t appended) {
+  const ncclResult_t end = groupEnd();
+  return appended != ncclSuccess ? appended : end;
+}
+
+// The arguments are passed on by value: a datatype or operator out of its enum's range
+// (a caller's mistake NCCL answers with an error) is never loaded from memory as an enum.
 ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
                        ncclDataType_t dtype, ncclRedOp_t redop, int root, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
-  return inImplicitGroup(comm, fn, [&] {
-    return appendTask(fn, kind, sendbuff, recvbuff, count, dtype, redop, root, peer, comm, stream);
-  });
+  if (ncclResult_t r = openImplicitGroup(comm, fn); r != ncclSuccess) return r;
+  return closeImplicitGroup(appendTask(fn, kind, sendbuff, recvbuff, count, dtype, redop, root, peer, comm, stream));
 }
 
 // Gather, Scatter and AlltoAll are point-to-point operations in one group, as NCCL 2.28
 // builds them; inside a caller's group they join it.
 template <typename Body>
 ncclResult_t asP2pGroup(ncclComm_t comm, const char* fn, Body&& body) {
-  return inImplicitGroup(comm, fn, [&] { return body(comm->state->nranks(), comm->state->rank()); });
+  if (ncclResult_t r = openImplicitGroup(comm, fn); r != ncclSuccess) return r;
+  return closeImplicitGroup(body(comm->state->nranks(), comm->state->rank()));
 }
 
 // collTaskAppend / p2pTaskAppend: the checked operation joins the current group.
