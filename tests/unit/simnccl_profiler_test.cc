@@ -577,10 +577,11 @@ TEST_CASE("ApiEventsParentTheTasksAsNcclsGroupsNestThem") {
                        if (op == 0) return allReduce(comm, buf, op);  // a call of its own: implicit group
                        int rank = 0;
                        ncclCommUserRank(comm, &rank);
+                       static std::vector<float> out(1024, 1.0f), in(1024);  // apart from the AllReduce's
                        ncclGroupStart();
                        allReduce(comm, buf, op);
-                       ncclSend(buf.data(), 1024, ncclFloat32, (rank + 1) % kRanks, comm, nullptr);
-                       ncclRecv(buf.data() + 1024, 1024, ncclFloat32, (rank + kRanks - 1) % kRanks, comm, nullptr);
+                       ncclSend(out.data(), out.size(), ncclFloat32, (rank + 1) % kRanks, comm, nullptr);
+                       ncclRecv(in.data(), in.size(), ncclFloat32, (rank + kRanks - 1) % kRanks, comm, nullptr);
                        return ncclGroupEnd();
                      });
   for (const auto& [rank, log] : logs) {
