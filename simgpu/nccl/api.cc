@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/comm_handle.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/group.h"
@@ -117,24 +118,44 @@ ncclResult_t checkConfig(const ncclConfig_t* config, const char* fn) {
   return ncclSuccess;
 }
 
+ncclResult_t appendTask(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
+                        ncclDataType_t dtype, ncclRedOp_t redop, int root, int peer, ncclComm_t comm,
+                        cudaStream_t stream);
+
+// ncclEnqueueCheck: a call is a group of its own (inside the caller's group, if any), so
+// its task is launched at that group's end.
+ncclResult_t openImplicitGroup(ncclComm_t comm, const char* fn) {
+  if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
+  api_profile::enqueueCheck();
+  return groupStart();
+}
+
+ncclResult_t closeImplicitGroup(ncclResult_t appended) {
+  const ncclResult_t end = groupEnd();
+  return appended != ncclSuccess ? appended : end;
+}
+
+// The arguments are passed on by value: a datatype or operator out of its enum's range
+// (a caller's mistake NCCL answers with an error) is never loaded from memory as an enum.
 ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
                        ncclDataType_t dtype, ncclRedOp_t redop, int root, int peer, ncclComm_t comm,
-                       cudaStream_t stream);
+                       cudaStream_t stream) {
+  if (ncclResult_t r = openImplicitGroup(comm, fn); r != ncclSuccess) return r;
+  return closeImplicitGroup(appendTask(fn, kind, sendbuff, recvbuff, count, dtype, redop, root, peer, comm, stream));
+}
 
 // Gather, Scatter and AlltoAll are point-to-point operations in one group, as NCCL 2.28
 // builds them; inside a caller's group they join it.
 template <typename Body>
 ncclResult_t asP2pGroup(ncclComm_t comm, const char* fn, Body&& body) {
-  if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
-  groupStart();
-  ncclResult_t r = body(comm->state->nranks(), comm->state->rank());
-  ncclResult_t end = groupEnd();
-  return r != ncclSuccess ? r : end;
+  if (ncclResult_t r = openImplicitGroup(comm, fn); r != ncclSuccess) return r;
+  return closeImplicitGroup(body(comm->state->nranks(), comm->state->rank()));
 }
 
-ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
-                       ncclDataType_t dtype, ncclRedOp_t redop, int root, int peer, ncclComm_t comm,
-                       cudaStream_t stream) {
+// collTaskAppend / p2pTaskAppend: the checked operation joins the current group.
+ncclResult_t appendTask(const char* fn, OpKind kind, const void* sendbuff, void* recvbuff, size_t count,
+                        ncclDataType_t dtype, ncclRedOp_t redop, int root, int peer, ncclComm_t comm,
+                        cudaStream_t stream) {
   if (ncclResult_t r = checkComm(comm, fn); r != ncclSuccess) return r;
   const Communicator& c = *comm->state;
   if (dtypeSize(dtype) == 0) return fail(ncclInvalidArgument, fmt::format("{}: unsupported datatype {}", fn, static_cast<int>(dtype)));
@@ -156,7 +177,9 @@ ncclResult_t enqueueOp(const char* fn, OpKind kind, const void* sendbuff, void* 
     return fail(ncclInvalidArgument, fmt::format("{}: invalid peer {}", fn, peer));
   Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
   if (isCollective(kind)) op.seq = comm->state->nextCollectiveSeq();
-  if (comm->state->nonblocking.load() && !inGroup()) return launchAsync({std::move(op)});
+  if (!isCollective(kind))
+    op.registered = insideRegisteredBuffer(*comm, kind == OpKind::Send ? sendbuff : recvbuff, count * dtypeSize(dtype));
+  api_profile::taskAppend(comm->state->profilerHooks(), op, groupDepth(), simgpu::isCapturing(stream));
   return submit(std::move(op));
 }
 
@@ -449,8 +472,8 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
     for (int p = 0; p < nranks; ++p) {
       const char* out = static_cast<const char*>(sendbuff) + p * bytes;
       char* in = static_cast<char*>(recvbuff) + p * bytes;
-      if (ncclResult_t r = enqueueOp("ncclAlltoAll", OpKind::Send, out, nullptr, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
-      if (ncclResult_t r = enqueueOp("ncclAlltoAll", OpKind::Recv, nullptr, in, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+      if (ncclResult_t r = appendTask("ncclAlltoAll", OpKind::Send, out, nullptr, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+      if (ncclResult_t r = appendTask("ncclAlltoAll", OpKind::Recv, nullptr, in, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
     }
     return ncclSuccess;
   });
@@ -461,11 +484,11 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
   const size_t bytes = count * dtypeSize(datatype);
   return asP2pGroup(comm, "ncclGather", [&](int nranks, int rank) {
     if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, fmt::format("ncclGather: invalid root {}", root));
-    if (ncclResult_t r = enqueueOp("ncclGather", OpKind::Send, sendbuff, nullptr, count, datatype, ncclSum, 0, root, comm, stream); r != ncclSuccess) return r;
+    if (ncclResult_t r = appendTask("ncclGather", OpKind::Send, sendbuff, nullptr, count, datatype, ncclSum, 0, root, comm, stream); r != ncclSuccess) return r;
     if (rank != root) return ncclSuccess;
     for (int p = 0; p < nranks; ++p) {
       char* in = static_cast<char*>(recvbuff) + p * bytes;
-      if (ncclResult_t r = enqueueOp("ncclGather", OpKind::Recv, nullptr, in, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+      if (ncclResult_t r = appendTask("ncclGather", OpKind::Recv, nullptr, in, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
     }
     return ncclSuccess;
   });
@@ -479,10 +502,10 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
     if (rank == root) {
       for (int p = 0; p < nranks; ++p) {
         const char* out = static_cast<const char*>(sendbuff) + p * bytes;
-        if (ncclResult_t r = enqueueOp("ncclScatter", OpKind::Send, out, nullptr, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
+        if (ncclResult_t r = appendTask("ncclScatter", OpKind::Send, out, nullptr, count, datatype, ncclSum, 0, p, comm, stream); r != ncclSuccess) return r;
       }
     }
-    return enqueueOp("ncclScatter", OpKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, 0, root, comm, stream);
+    return appendTask("ncclScatter", OpKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, 0, root, comm, stream);
   });
 }
 

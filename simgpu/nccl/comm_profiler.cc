@@ -1,33 +1,45 @@
 #include "hangwatch/simgpu/nccl/comm_profiler.h"
 
+#include <cstdlib>
+
+#include "hangwatch/simgpu/nccl/api_profile.h"
+#include "hangwatch/simgpu/nccl/communicator.h"
+#include "hangwatch/simgpu/nccl/reduction.h"
+
 namespace simnccl {
 namespace {
 
 namespace np = hangwatch::nccl_profiler;
-
-// src/collectives.cc, ncclDatatypeToString (whose table has no ncclUint8).
-const char* datatypeName(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: return "ncclInt8";
-    case ncclInt32: return "ncclInt32";
-    case ncclUint32: return "ncclUint32";
-    case ncclInt64: return "ncclInt64";
-    case ncclUint64: return "ncclUint64";
-    case ncclFloat16: return "ncclFloat16";
-    case ncclFloat32: return "ncclFloat32";
-    case ncclFloat64: return "ncclFloat64";
-    case ncclBfloat16: return "ncclBfloat16";
-    case ncclFloat8e4m3: return "ncclFloat8e4m3";
-    case ncclFloat8e5m2: return "ncclFloat8e5m2";
-    default: return "Unknown";
-  }
-}
 
 // What simnccl's kernels are: ring, SIMPLE protocol, with NCCL's full SIMPLE thread
 // count (512) plus the ring's extra sync warp (src/enqueue.cc, topoGetAlgoInfo).
 constexpr const char* kAlgo = "RING";
 constexpr const char* kProto = "SIMPLE";
 constexpr uint8_t kRingSimpleWarps = 512 / 32 + 1;
+
+// The first of `profiler`'s operations whose call saw a mask decides for the whole kernel,
+// as in NCCL.
+const Op* firstProfiled(const std::vector<Op>& ops, const CommProfiler* profiler) {
+  for (const Op& op : ops)
+    if (op.profiler_mask != 0 && op.comm->profiler() == profiler) return &op;
+  return nullptr;
+}
+
+int64_t ncclParam(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 0) : fallback;
+}
+
+// ncclRegisterP2pNetBuffer's conditions (src/enqueue.cc, src/register/sendrecv_reg.cc) on
+// simgpu's network, an InfiniBand NIC with GPUDirect RDMA (NCCL_DIRECT_NIC): a p2p buffer
+// the user registered, moved with the SIMPLE protocol (above NCCL_P2P_LL_THRESHOLD on
+// simnccl's one p2p channel), with NCCL_LOCAL_REGISTER on.
+bool netRegistered(const Op& op) {
+  static const int64_t ll_threshold = ncclParam("NCCL_P2P_LL_THRESHOLD", 16384);
+  static const bool local_register = ncclParam("NCCL_LOCAL_REGISTER", 1) != 0;
+  const int64_t bytes = static_cast<int64_t>(op.count * dtypeSize(op.dtype));
+  return op.registered && !isCollective(op.kind) && local_register && bytes > ll_threshold;
+}
 
 }  // namespace
 
@@ -57,9 +69,28 @@ void CommProfiler::watchReceive(std::shared_ptr<NetProxyOp> op) {
   proxy_->watch(std::move(op));
 }
 
-void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_with_work) {
+void* CommProfiler::startKernelLaunch(const std::vector<Op>& ops) {
+  const Op* first = firstProfiled(ops, this);
+  if (first == nullptr || (first->profiler_mask & np::emittingMask(np::kKernelLaunch)) == 0) return nullptr;
+  np::EventDescr d{};
+  d.type = np::kKernelLaunch;
+  d.parentObj = first->group_api_event;
+  d.kernelLaunch.stream = first->stream;
+  return hooks_->start(d);
+}
+
+void* CommProfiler::startGroup(const std::vector<Op>& ops) {
+  const Op* first = firstProfiled(ops, this);
+  if (first == nullptr || (first->profiler_mask & np::emittingMask(np::kGroup)) == 0) return nullptr;
+  np::EventDescr d{};
+  d.type = np::kGroup;
+  return hooks_->start(d);
+}
+
+void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_with_work, void* group_event) {
   np::EventDescr d{};
   d.rank = rank_;
+  d.parentObj = op.api_event;
   if (isCollective(op.kind)) {
     d.type = np::kColl;
     d.coll.seqNumber = seq_of_func_[static_cast<size_t>(op.kind)];
@@ -68,36 +99,37 @@ void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_wi
     d.coll.recvBuff = op.recvbuff;
     d.coll.count = op.count;
     d.coll.root = op.root;
-    d.coll.datatype = datatypeName(op.dtype);
+    d.coll.datatype = api_profile::datatypeName(op.dtype);
     d.coll.nChannels = static_cast<uint8_t>(channels_with_work);
     d.coll.nWarps = kRingSimpleWarps;
     d.coll.algo = kAlgo;
     d.coll.proto = kProto;
+    d.coll.parentGroup = group_event;
   } else {
     d.type = np::kP2p;
     d.p2p.func = opName(op.kind);
     d.p2p.buff = op.kind == OpKind::Send ? const_cast<void*>(op.sendbuff) : op.recvbuff;
-    d.p2p.datatype = datatypeName(op.dtype);
+    d.p2p.datatype = api_profile::datatypeName(op.dtype);
     d.p2p.count = op.count;
     d.p2p.peer = op.peer;
     d.p2p.nChannels = static_cast<uint8_t>(channels_with_work);
+    d.p2p.parentGroup = group_event;
   }
   profile.startTask(d);
 }
 
-std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
+std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent, void* group_event,
                                                   const std::function<ChannelSteps(int channel)>& steps_on_channel) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const int mask = hooks_->mask();
+  const int mask = op.profiler_mask;
   const bool collective = isCollective(op.kind);
   const int channels = collective ? nchannels_ : 1;
   const int send_peer = collective ? (rank_ + 1) % nranks_ : op.peer;
   const int recv_peer = collective ? (rank_ + nranks_ - 1) % nranks_ : op.peer;
   const bool net_send = nodes_.crossesNodes(rank_, send_peer);
   const bool net_recv = nodes_.crossesNodes(recv_peer, rank_);
-  const int task_bit = static_cast<int>(collective ? np::kColl : np::kP2p);
-  const bool wants_task = (mask & (task_bit | np::kProxyOp | np::kProxyStep | np::kKernelCh | np::kNetPlugin)) != 0;
-  const bool wants_proxy = (mask & (np::kProxyOp | np::kProxyStep | np::kNetPlugin)) != 0;
+  const bool wants_task = (mask & np::emittingMask(collective ? np::kColl : np::kP2p)) != 0;
+  const bool wants_proxy = (mask & np::emittingMask(np::kProxyOp)) != 0;
 
   std::vector<ChannelSteps> steps;
   if (wants_task || net_recv)
@@ -108,10 +140,11 @@ std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
   std::shared_ptr<TaskProfile> profile;
   if (wants_task) {
     profile = std::make_shared<TaskProfile>(*hooks_, (mask & np::kKernelCh) != 0, channels);
-    startTask(*profile, op, channels_with_work);
+    startTask(*profile, op, channels_with_work, group_event);
   }
   // comm->seqNumber counts every collective, except graph replays unless KernelCh events are on.
-  if (collective && (!persistent || (wants_task && (mask & np::kKernelCh) != 0)))
+  const bool api_events = group_event != nullptr || (collective && op.api_event != nullptr);
+  if (collective && (!persistent || (api_events && (mask & np::kKernelCh) != 0)))
     ++seq_of_func_[static_cast<size_t>(op.kind)];
 
   const size_t slot = segment_.shape().slot_bytes;
@@ -135,7 +168,7 @@ std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
     }
     if (net_recv && s.recvs > 0) {
       Connection& conn = collective ? segment_.ringConnection(c, recv_peer) : segment_.p2pConnection(op.peer, rank_);
-      const ProxyOpShape shape{false, c, recv_peer, s.recvs, slot, profile->task()};
+      const ProxyOpShape shape{false, c, recv_peer, s.recvs, slot, profile->task(), netRegistered(op)};
       ch.recv = std::make_shared<NetProxyOp>(*hooks_, mask, shape, &conn, recv_base);
       watchReceive(ch.recv);
     }

@@ -216,9 +216,9 @@ ChannelSteps Communicator::stepsOn(const Op& op, int channel) {
   return ChannelSteps{true, op.kind == OpKind::Send ? steps : 0, op.kind == OpKind::Recv ? steps : 0};
 }
 
-std::shared_ptr<TaskProfile> Communicator::profileLaunch(const Op& op, bool persistent) {
+std::shared_ptr<TaskProfile> Communicator::profileLaunch(const Op& op, bool persistent, void* group_event) {
   if (!profiler_) return nullptr;
-  return profiler_->launch(op, persistent, [&](int channel) { return stepsOn(op, channel); });
+  return profiler_->launch(op, persistent, group_event, [&](int channel) { return stepsOn(op, channel); });
 }
 
 bool Communicator::runCollectives(std::vector<Op> ops) {

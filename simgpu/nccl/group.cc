@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/custom_redop.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
@@ -173,6 +174,14 @@ ncclResult_t captureLaunch(std::vector<Op> ops) {
   const cudaStream_t capturing = ops.front().stream;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it)
     if (isCollective(it->kind)) it->comm->returnCollectiveSeq();
+  // A captured kernel's KernelLaunch event marks its recording into the graph, not its replays.
+  std::vector<CommProfiler*> reported;
+  for (const Op& op : ops) {
+    CommProfiler* profiler = op.comm->profiler();
+    if (profiler == nullptr || std::find(reported.begin(), reported.end(), profiler) != reported.end()) continue;
+    reported.push_back(profiler);
+    ProfilerHooks::stop(profiler->startKernelLaunch(ops));
+  }
   const char* name = kernelName(ops);
   auto captured = std::make_shared<const std::vector<Op>>(std::move(ops));
   cudaError_t err = simgpu::captureNode(capturing, name, [captured](cudaStream_t launch_stream) {
@@ -223,11 +232,16 @@ ncclResult_t launch(std::vector<Op> ops, bool persistent) {
       }
     }
     const char* name = kernelName(kernel_ops);
-    // NCCL's task events and proxy operations (hostStreamPlanTask): the task events are
-    // stopped once the proxy has the operations, long before the kernel ends.
+    // NCCL's KernelLaunch event around the launch (ncclLaunchKernel), then its Group and
+    // task events around the proxy operations' posting (hostStreamPlanTask): stopped once
+    // the proxy has the operations, long before the kernel ends. Here the kernel is
+    // queued after them, which a plugin cannot tell.
+    CommProfiler* profiler = comm->profiler();
+    if (profiler != nullptr && !persistent) ProfilerHooks::stop(profiler->startKernelLaunch(kernel_ops));
+    void* group_event = profiler != nullptr ? profiler->startGroup(kernel_ops) : nullptr;
     std::vector<std::shared_ptr<TaskProfile>> tasks;
     for (Op& op : kernel_ops)
-      if ((op.profile = comm->profileLaunch(op, persistent))) tasks.push_back(op.profile);
+      if ((op.profile = comm->profileLaunch(op, persistent, group_event))) tasks.push_back(op.profile);
     CommDeviceScope on_device(comm->device());
     cudaError_t err = simgpu::enqueue(comm->kernelStream(), name, [join, streams, ops = std::move(kernel_ops)] {
       join->awaitArrivals(streams);
@@ -235,6 +249,7 @@ ncclResult_t launch(std::vector<Op> ops, bool persistent) {
       join->finish();
     });
     for (const auto& task : tasks) task->stopTask();
+    ProfilerHooks::stop(group_event);
     if (err != cudaSuccess) {
       join->finish();
       setLastError(std::string("launching ") + name + ": " + cudaGetErrorString(err));
@@ -281,6 +296,8 @@ ncclResult_t groupStart() {
 
 bool inGroup() { return group_depth > 0; }
 
+int groupDepth() { return group_depth; }
+
 ncclResult_t runGroupInits() {
   ncclResult_t result = ncclSuccess;
   auto inits = std::move(group_inits);
@@ -308,21 +325,27 @@ double modeledMicroseconds(const Op& op) {
   return gbps > 0 ? bytes * factor / (gbps * 1e9) * 1e6 : 0.0;
 }
 
+// ncclGroupEndInternal, with the profiler's GroupApi states at its entry and exit.
 ncclResult_t groupEnd() {
   if (group_depth == 0) {
     setLastError("ncclGroupEnd without ncclGroupStart");
+    api_profile::groupEndExited();
     return ncclInvalidUsage;
   }
-  if (--group_depth > 0) return ncclSuccess;
-  ncclResult_t result = runGroupInits();
-  auto ops = std::move(group_ops);
-  group_ops.clear();
-  if (!ops.empty()) {
-    const bool nonblocking = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.comm->nonblocking.load(); });
-    if (nonblocking && result == ncclSuccess) return launchAsync(std::move(ops));
-    ncclResult_t r = launch(std::move(ops));
-    if (r != ncclSuccess) result = r;
+  api_profile::groupEndEntered();
+  ncclResult_t result = ncclSuccess;
+  if (--group_depth == 0) {
+    result = runGroupInits();
+    auto ops = std::move(group_ops);
+    group_ops.clear();
+    if (!ops.empty()) {
+      const bool nonblocking =
+          std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.comm->nonblocking.load(); });
+      ncclResult_t r = nonblocking && result == ncclSuccess ? launchAsync(std::move(ops)) : launch(std::move(ops));
+      if (r != ncclSuccess) result = r;
+    }
   }
+  api_profile::groupEndExited();
   return result;
 }
 
@@ -338,12 +361,8 @@ ncclResult_t launchAsync(std::vector<Op> ops) {
   return ncclInProgress;
 }
 
-ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim) {
-  if (group_depth == 0) {
-    setLastError("ncclGroupSimulateEnd: not in a group call");
-    return ncclInvalidUsage;
-  }
-  if (--group_depth > 0) return ncclSuccess;
+// The outermost ncclGroupSimulateEnd: nothing runs, the seqs are given back.
+static ncclResult_t simulateGroup(ncclSimInfo_t* sim) {
   auto ops = std::move(group_ops);
   group_ops.clear();
   for (auto it = ops.rbegin(); it != ops.rend(); ++it)
@@ -360,6 +379,18 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim) {
     for (const Op& op : ops) us += modeledMicroseconds(op);
     sim->estimatedTime = static_cast<float>(us);
   }
+  return result;
+}
+
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim) {
+  if (group_depth == 0) {
+    setLastError("ncclGroupSimulateEnd: not in a group call");
+    api_profile::groupEndExited();
+    return ncclInvalidUsage;
+  }
+  api_profile::groupEndEntered();
+  const ncclResult_t result = --group_depth > 0 ? ncclSuccess : simulateGroup(sim);
+  api_profile::groupEndExited();
   return result;
 }
 

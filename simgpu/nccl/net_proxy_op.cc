@@ -16,7 +16,8 @@ NetProxyOp::NetProxyOp(ProfilerHooks& hooks, int mask, const ProxyOpShape& shape
       steps_wanted_((mask & (np::kProxyStep | np::kNetPlugin)) != 0),
       shape_(shape),
       conn_(conn),
-      base_(base) {
+      base_(base),
+      held_back_(shape.registered && !shape.is_send) {
   std::lock_guard<std::mutex> lock(mutex_);
   if ((mask & (np::kProxyOp | np::kProxyStep | np::kNetPlugin)) != 0) {
     np::EventDescr d{};
@@ -36,21 +37,50 @@ NetProxyOp::NetProxyOp(ProfilerHooks& hooks, int mask, const ProxyOpShape& shape
   post();
 }
 
+// ncclProfilerStart{Send,Recv}ProxyStepEvent: the handle goes where the step's last one
+// was, stopped or not.
+void NetProxyOp::startStep(int step) {
+  if (!steps_wanted_) return;
+  np::EventDescr d{};
+  d.type = np::kProxyStep;
+  d.parentObj = handle_;
+  d.rank = hooks_.rank();
+  d.proxyStep.step = step;
+  steps_[step % kSteps] = hooks_.start(d);
+}
+
 // net.cc posts while posted < done + maxDepth: each posted step is started, then put in
 // its first state once the buffer is handed out (send) or the receive is posted (recv).
 void NetProxyOp::post() {
   while (posted_ < shape_.nsteps && posted_ < done_ + kSteps) {
-    const int step = posted_++;
-    if (steps_wanted_) {
-      np::EventDescr d{};
-      d.type = np::kProxyStep;
-      d.parentObj = handle_;
-      d.rank = hooks_.rank();
-      d.proxyStep.step = step;
-      steps_[step % kSteps] = hooks_.start(d);
-    }
+    const int step = posted_;
+    startStep(step);
+    if (held_back_) return;  // not posted: the next pass starts it again
+    ++posted_;
     recordStep(step, shape_.is_send ? np::kProxyStepSendGPUWait : np::kProxyStepRecvWait);
   }
+}
+
+void NetProxyOp::proxyPass() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (held_back_) {
+    post();
+    return;
+  }
+  const uint64_t tail = conn_->tail.value.load(std::memory_order_acquire);
+  if (tail > base_) arrivalsUpTo(static_cast<int>(std::min<uint64_t>(tail - base_, shape_.nsteps)));
+}
+
+bool NetProxyOp::heldBack() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_back_;
+}
+
+void NetProxyOp::kernelReached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!held_back_) return;
+  held_back_ = false;
+  post();
 }
 
 // As ncclProfilerRecordProxyStepEventState: only under a started ProxyOp event.
@@ -100,12 +130,6 @@ void NetProxyOp::arrivalsUpTo(int limit) {
     recordStep(arrived_, np::kProxyStepRecvFlushWait);
     recordStep(arrived_, np::kProxyStepRecvGPUWait);
   }
-}
-
-void NetProxyOp::pollArrivals() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t tail = conn_->tail.value.load(std::memory_order_acquire);
-  if (tail > base_) arrivalsUpTo(static_cast<int>(std::min<uint64_t>(tail - base_, shape_.nsteps)));
 }
 
 void NetProxyOp::dataSeen(int step) {

@@ -8,6 +8,7 @@ namespace simnccl {
 namespace {
 
 constexpr int kIdleWakeMs = 200;  // also how soon a stop request is seen without a doorbell
+constexpr int kHeldBackPassMs = 1;  // NCCL's proxy loops without sleeping while it holds a step back
 
 }  // namespace
 
@@ -33,12 +34,16 @@ void NetProxyThread::run() {
   while (!stopping_.load(std::memory_order_acquire)) {
     // Read before looking, so a step delivered meanwhile makes the sleep return at once.
     const uint32_t word = doorbell_.futex_word.load(std::memory_order_seq_cst);
+    bool held_back = false;
     if (!aborted_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& op : ops_) op->pollArrivals();
+      for (const auto& op : ops_) {
+        op->proxyPass();
+        held_back |= op->heldBack();
+      }
       ops_.erase(std::remove_if(ops_.begin(), ops_.end(), [](const auto& op) { return op->finished(); }), ops_.end());
     }
-    sleepOnCounter(doorbell_, word, kIdleWakeMs);
+    sleepOnCounter(doorbell_, word, held_back ? kHeldBackPassMs : kIdleWakeMs);
   }
 }
 

@@ -3,12 +3,16 @@
 #include <dlfcn.h>
 #include <strings.h>
 
+#include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "hangwatch/common/nccl_conf.h"
+#include "hangwatch/common/nccl_profiler_plugin.h"
 
 namespace simnccl {
 namespace {
@@ -19,39 +23,88 @@ namespace np = hangwatch::nccl_profiler;
 // a plugin may keep the pointer and change what it asks for later.
 int g_event_mask = 0;
 
+// NCCL's plugin state (src/plugin/profiler.cc): loaded at the first init, reference
+// counted per communicator, closed when the last one is finalized.
+std::mutex g_load_mutex;
+int g_refs = 0;
+bool g_load_failed = false;  // NCCL does not try again in this process
+void* g_library = nullptr;
+std::atomic<const np::ProfilerV5*> g_plugin{nullptr};
+
+const hangwatch::EnvLookup kEnv = [](const char* name) { return std::getenv(name); };
+
 // NCCL's initEnv (src/misc/param.cc): the conf files fill variables still unset.
 void applyConfFiles() {
-  const hangwatch::EnvLookup env = [](const char* name) { return std::getenv(name); };
-  for (const std::string& file : hangwatch::ncclConfFiles(env))
-    for (const auto& [name, value] : hangwatch::ncclConfEntries(file)) setenv(name.c_str(), value.c_str(), 0);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& file : hangwatch::ncclConfFiles(kEnv))
+      for (const auto& [name, value] : hangwatch::ncclConfEntries(file)) setenv(name.c_str(), value.c_str(), 0);
+  });
 }
 
-// NCCL's name rules (src/plugin/plugin_open.cc): no name is libnccl-profiler.so; a name
-// is tried as given, then a bare one (no '/', not lib*.so) as libnccl-profiler-<name>.so.
-void* openPluginLibrary(const std::string& name) {
-  if (name.empty()) return dlopen("libnccl-profiler.so", RTLD_NOW | RTLD_LOCAL);
-  if (void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
-  const bool bare = name.find('/') == std::string::npos &&
-                    !(name.rfind("lib", 0) == 0 && name.size() >= 3 && name.compare(name.size() - 3, 3, ".so") == 0);
-  return bare ? dlopen(("libnccl-profiler-" + name + ".so").c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+// ncclNetInit (src/plugin/net.cc) loads the NET plugin's library in commAlloc, before the
+// profiler; simnccl's own network stands in for it, so it is loaded only to be where the
+// profiler's fallback finds it, and never called.
+void loadNetPluginLibrary() {
+  static std::once_flag once;
+  std::call_once(once, [] { (void)np::openNetPluginLibrary(kEnv, 0); });
 }
 
-// Loaded once per process, as NCCL does; never unloaded.
-const np::ProfilerV5* loadPlugin() {
-  static const np::ProfilerV5* plugin = [] () -> const np::ProfilerV5* {
-    applyConfFiles();
-    const char* chosen = std::getenv("NCCL_PROFILER_PLUGIN");
-    const std::string name = chosen != nullptr ? chosen : "";
-    if (strcasecmp(name.c_str(), "none") == 0) return nullptr;
-    void* lib = openPluginLibrary(name);
-    if (lib == nullptr) {
-      if (!name.empty()) std::fprintf(stderr, "simnccl: NCCL_PROFILER_PLUGIN %s: %s\n", name.c_str(), dlerror());
-      dlerror();
-      return nullptr;
-    }
-    return static_cast<const np::ProfilerV5*>(dlsym(lib, np::kSymbolV5));
+// ncclDebugLog as the plugin's logger: NCCL_DEBUG=WARN/INFO/TRACE prints up to that level.
+void debugLog(int level, unsigned long, const char*, int, const char* format, ...) {
+  static const int threshold = [] {
+    const char* v = std::getenv("NCCL_DEBUG");
+    if (v == nullptr) return 0;
+    for (const auto& [name, n] : {std::pair{"VERSION", 1}, {"WARN", 2}, {"INFO", 3}, {"ABORT", 4}, {"TRACE", 5}})
+      if (strcasecmp(v, name) == 0) return n;
+    return 0;
   }();
-  return plugin;
+  if (level <= 0 || level > threshold) return;
+  char text[1024];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(text, sizeof(text), format, ap);
+  va_end(ap);
+  std::fprintf(stderr, "simnccl: NCCL %s %s\n", level == 2 ? "WARN" : "INFO", text);
+}
+
+// ncclProfilerPluginLoad under g_load_mutex: null when profiling is off or nothing loads.
+const np::ProfilerV5* loadPlugin() {
+  if (g_refs > 0) {
+    ++g_refs;
+    return g_plugin.load(std::memory_order_relaxed);
+  }
+  if (g_load_failed) return nullptr;
+  applyConfFiles();
+  loadNetPluginLibrary();
+  g_load_failed = true;
+  const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
+  if (name != nullptr && strcasecmp(name, "none") == 0) return nullptr;
+  np::PluginLibrary lib = np::openProfilerLibrary(name, kEnv, 0);
+  if (!lib) {
+    if (name != nullptr && *name != '\0') std::fprintf(stderr, "simnccl: NCCL_PROFILER_PLUGIN %s could not be loaded\n", name);
+    return nullptr;
+  }
+  np::ProfilerInterface iface = np::profilerInterface([&](const char* s) { return dlsym(lib.handle, s); });
+  if (iface.table == nullptr) {
+    std::fprintf(stderr, "simnccl: the profiler plugin %s is unsupported\n", lib.opened.c_str());
+    dlclose(lib.handle);
+    return nullptr;
+  }
+  g_load_failed = false;
+  g_library = lib.handle;
+  g_plugin.store(iface.table, std::memory_order_release);
+  g_refs = 1;
+  return iface.table;
+}
+
+// ncclProfilerPluginUnload.
+void unloadPlugin() {
+  std::lock_guard<std::mutex> lock(g_load_mutex);
+  if (--g_refs > 0) return;
+  g_plugin.store(nullptr, std::memory_order_release);
+  dlclose(g_library);
+  g_library = nullptr;
 }
 
 }  // namespace
@@ -64,33 +117,40 @@ uint64_t communicatorId(const char* segment_name) {
 
 std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, const char* comm_name, int nnodes,
                                                      int nranks, int rank) {
-  const np::ProfilerV5* plugin = loadPlugin();
-  if (plugin == nullptr || plugin->init == nullptr) return nullptr;
-  void* context = nullptr;
   // Communicators of one group are made on several threads; their inits write one mask.
-  static std::mutex init_mutex;
-  std::lock_guard<std::mutex> lock(init_mutex);
-  if (plugin->init(&context, comm_id, &g_event_mask, comm_name, nnodes, nranks, rank, nullptr) != ncclSuccess)
-    return nullptr;
+  std::lock_guard<std::mutex> lock(g_load_mutex);
+  const np::ProfilerV5* plugin = loadPlugin();
+  if (plugin == nullptr) return nullptr;
+  void* context = nullptr;
+  if (plugin->init(&context, comm_id, &g_event_mask, comm_name, nnodes, nranks, rank, &debugLog) != ncclSuccess)
+    std::fprintf(stderr, "simnccl: profiler init failed, continuing without profiler\n");
   return std::unique_ptr<ProfilerHooks>(new ProfilerHooks(plugin, context, rank));
 }
 
-ProfilerHooks::~ProfilerHooks() { plugin_->finalize(context_); }
+// ncclProfilerPluginFinalize: finalize only a context the plugin handed out.
+ProfilerHooks::~ProfilerHooks() {
+  if (context_ != nullptr) plugin_->finalize(context_);
+  unloadPlugin();
+}
 
-int ProfilerHooks::mask() const { return __atomic_load_n(&g_event_mask, __ATOMIC_RELAXED); }
+int ProfilerHooks::mask() { return __atomic_load_n(&g_event_mask, __ATOMIC_RELAXED); }
 
 void* ProfilerHooks::start(np::EventDescr& descr) {
   void* handle = nullptr;
-  plugin_->startEvent(context_, &handle, &descr);
+  start(descr, &handle);
   return handle;
 }
 
+void ProfilerHooks::start(np::EventDescr& descr, void** handle) { plugin_->startEvent(context_, handle, &descr); }
+
 void ProfilerHooks::record(void* handle, np::EventState state, np::EventStateArgs* args) {
-  if (handle != nullptr) plugin_->recordEventState(handle, state, args);
+  const np::ProfilerV5* plugin = g_plugin.load(std::memory_order_acquire);
+  if (handle != nullptr && plugin != nullptr) plugin->recordEventState(handle, state, args);
 }
 
 void ProfilerHooks::stop(void* handle) {
-  if (handle != nullptr) plugin_->stopEvent(handle);
+  const np::ProfilerV5* plugin = g_plugin.load(std::memory_order_acquire);
+  if (handle != nullptr && plugin != nullptr) plugin->stopEvent(handle);
 }
 
 }  // namespace simnccl

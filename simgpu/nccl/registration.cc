@@ -24,6 +24,21 @@ struct Registration {
 
 }  // namespace
 
+namespace simnccl {
+
+bool insideRegisteredBuffer(ncclComm& comm, const void* buff, size_t bytes) {
+  const auto* begin = static_cast<const char*>(buff);
+  std::lock_guard<std::mutex> lock(comm.registry_mutex);
+  for (void* handle : comm.registrations) {
+    const auto* reg = static_cast<const Registration*>(handle);
+    const auto* base = static_cast<const char*>(reg->buff);
+    if (begin >= base && begin + bytes <= base + reg->size) return true;
+  }
+  return false;
+}
+
+}  // namespace simnccl
+
 extern "C" {
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {

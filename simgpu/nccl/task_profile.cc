@@ -18,6 +18,7 @@ uint64_t globalTimerNs() {
 
 void TaskProfile::kernelStarted(int c) {
   Channel& ch = channel(c);
+  if (ch.recv) ch.recv->kernelReached();
   if (!kernel_events_ || !ch.has_work) return;
   // As ncclProfilerStartKernelChEvent: the descriptor's rank is left unset.
   np::EventDescr d{};

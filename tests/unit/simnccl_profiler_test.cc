@@ -9,10 +9,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -246,7 +250,14 @@ TEST_CASE("RanksOnOneNodeReportCollsAndKernelChannelsButNoProxyEvents") {
       CHECK(coll->str("dtype") == "ncclFloat32");
       CHECK(coll->num("count") == static_cast<long>(kCount));
       CHECK(coll->num("nch") == kChannels);
-      CHECK(coll->parent == 0);
+      // src/plugin/profiler.cc: the parent is the call's CollApi event, parentGroup the kernel's Group.
+      const auto* api = log.byHandle(coll->parent);
+      REQUIRE(api != nullptr);
+      CHECK(api->type == "CollApi");
+      CHECK(api->str("func") == func);
+      const auto* group = log.byHandle(std::stoull(coll->str("group")));
+      REQUIRE(group != nullptr);
+      CHECK(group->type == "Group");
       CHECK(coll->stopped);
       checkKernelChannels(log, *coll, kChannels);
     }
@@ -411,12 +422,23 @@ TEST_CASE("MalformedRanksPerNodeFailsInitNamingTheVariable") {
 
 TEST_CASE("WhatIsReportedFollowsThePluginsMask") {
   const std::map<std::string, std::string> every_rank_a_node = {{"SIMGPU_RANKS_PER_NODE", "1"}};
-  SECTION("Coll only: no proxy or kernel events") {
+  SECTION("Coll only: its API parents and the Group, no proxy or kernel events") {
     LogDir dir;
     auto logs = runJob(profilerEnv(dir, static_cast<int>(np::kColl), every_rank_a_node), 1, dir, allReduce);
     for (const auto& [rank, log] : logs) {
-      CHECK(log.ofType("Coll").size() == 1);
-      CHECK(log.events.size() == 1);
+      std::vector<std::string> types;
+      for (const auto& e : log.events) types.push_back(e.type);
+      CHECK(types == std::vector<std::string>{"GroupApi", "CollApi", "Group", "Coll"});
+    }
+  }
+  SECTION("KernelLaunch only: it and its GroupApi parent") {
+    LogDir dir;
+    auto logs = runJob(profilerEnv(dir, static_cast<int>(np::kKernelLaunch), every_rank_a_node), 1, dir, allReduce);
+    for (const auto& [rank, log] : logs) {
+      std::vector<std::string> types;
+      for (const auto& e : log.events) types.push_back(e.type);
+      CHECK(types == std::vector<std::string>{"GroupApi", "KernelLaunch"});
+      CHECK(log.events.at(1).parent == log.events.at(0).handle);
     }
   }
   SECTION("ProxyStep: Colls are started as parents, ProxyOps and steps follow") {
@@ -540,4 +562,187 @@ TEST_CASE("DeadRankKeepsItsKernelChannelsRunningAndItsGpuStopsFillingAndConsumin
   for (const auto& [ch, op] : proxyOpsOf(logs.at(3), *downstream, false))
     for (const auto* s : logs.at(3).childrenOf(*op, "ProxyStep"))
       CHECK(s->states == std::vector<int>{np::kProxyStepRecvWait});
+}
+
+// src/enqueue.cc (collTaskAppend, p2pTaskAppend, ncclEnqueueCheck), src/group.cc
+// (ncclGroupEndInternal) and src/plugin/profiler.cc (ncclProfilerStartGroupApiEvent,
+// ncclProfilerRecordGroupApiEventState, ncclProfilerStart{Coll,P2p}ApiEvent): one GroupApi
+// event per outermost group, each call's CollApi/P2pApi event under it, stopped within
+// the call, the Coll/P2p events under those.
+TEST_CASE("ApiEventsParentTheTasksAsNcclsGroupsNestThem") {
+  LogDir dir;
+  const int mask = static_cast<int>(np::kColl | np::kP2p | np::kKernelLaunch);
+  auto logs = runJob(profilerEnv(dir, mask, {{"SIMGPU_RANKS_PER_NODE", "1"}}), 2, dir,
+                     [](ncclComm_t comm, std::vector<float>& buf, int op) {
+                       if (op == 0) return allReduce(comm, buf, op);  // a call of its own: implicit group
+                       int rank = 0;
+                       ncclCommUserRank(comm, &rank);
+                       static std::vector<float> out(1024, 1.0f), in(1024);  // apart from the AllReduce's
+                       ncclGroupStart();
+                       allReduce(comm, buf, op);
+                       ncclSend(out.data(), out.size(), ncclFloat32, (rank + 1) % kRanks, comm, nullptr);
+                       ncclRecv(in.data(), in.size(), ncclFloat32, (rank + kRanks - 1) % kRanks, comm, nullptr);
+                       return ncclGroupEnd();
+                     });
+  for (const auto& [rank, log] : logs) {
+    INFO("rank " << rank);
+    auto groups = log.ofType("GroupApi");
+    REQUIRE(groups.size() == 2);
+    CHECK(groups[0]->num("depth") == 1);  // ncclGroupDepth inside the call's own group
+    CHECK(groups[1]->num("depth") == 2);  // inside the user's ncclGroupStart
+    for (const auto* g : groups) {
+      CHECK(g->parent == 0);
+      CHECK(g->states == std::vector<int>{np::kGroupStartApiStop, np::kGroupEndApiStart});
+      CHECK(g->stopped);
+    }
+    CHECK(log.childrenOf(*groups[0], "CollApi").size() == 1);
+    CHECK(log.childrenOf(*groups[1], "CollApi").size() == 1);
+    auto p2p_apis = log.childrenOf(*groups[1], "P2pApi");
+    REQUIRE(p2p_apis.size() == 2);
+    CHECK(p2p_apis[0]->str("func") == "Send");
+    CHECK(p2p_apis[1]->str("func") == "Recv");
+    for (const auto* g : groups) CHECK(log.childrenOf(*g, "KernelLaunch").size() == 1);
+    for (const auto* api : log.ofType("CollApi")) {
+      CHECK(api->stopped);
+      auto colls = log.childrenOf(*api, "Coll");
+      REQUIRE(colls.size() == 1);
+      CHECK(api->stop_line < colls[0]->start_line);  // the Coll names a stopped CollApi
+    }
+    for (const auto* api : p2p_apis) CHECK(log.childrenOf(*api, "P2p").size() == 1);
+  }
+}
+
+// src/plugin/profiler.cc, ncclProfilerPluginLoad: ncclProfiler_v5, else ncclProfiler_v4
+// through src/plugin/profiler/profiler_v4.cc; and ncclGetNetPluginLib when no profiler
+// library opens.
+TEST_CASE("AV4PluginAndAProfilerInTheNetPluginsLibraryAreLoadedAsNcclLoadsThem") {
+  LogDir dir;
+  const std::map<std::string, std::string> census = {{"CENSUS_DIR", dir.path()},
+                                                     {"CENSUS_MASKS", std::to_string(np::kColl)},
+                                                     {"SIMGPU_RANKS_PER_NODE", "1"}};
+  auto env = profilerEnv(dir, 0, census);
+  SECTION("v4 only") { env["NCCL_PROFILER_PLUGIN"] = CENSUS_PROFILER_V4_LIBRARY; }
+  SECTION("no profiler library: the NET plugin's") {
+    env["NCCL_PROFILER_PLUGIN"] = "/nonexistent/libnccl-profiler-none.so";
+    env["NCCL_NET_PLUGIN"] = CENSUS_NET_PLUGIN_LIBRARY;
+  }
+  runJob(env, 1, dir, allReduce);
+  const bool v4 = env["NCCL_PROFILER_PLUGIN"] == CENSUS_PROFILER_V4_LIBRARY;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().filename().string().rfind("census-", 0) != 0) continue;
+    ++files;
+    std::ifstream in(entry.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(text);
+    CHECK(text.find(v4 ? "init version=4" : "init version=5") != std::string::npos);
+    CHECK(text.find(v4 ? "start Coll parent=Group: 1" : "start Coll parent=CollApi: 1") != std::string::npos);
+    const bool api_events = text.find("start GroupApi") != std::string::npos;
+    CHECK(api_events == !v4);
+    CHECK(text.find("violation") == std::string::npos);
+  }
+  CHECK(files == kRanks);
+}
+
+namespace {
+
+// Rank 1 receives from rank 0 into `buf`, registered or not, behind a host function that
+// holds its stream for `hold_ms`: its receive's proxy operation exists long before its
+// kernel reaches it.
+int heldBackReceive(int rank, const ncclUniqueId& id, bool register_buffer, int hold_ms) {
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 100;
+  std::vector<float> buf(1 << 16, 1.0f);  // 256 KB: the SIMPLE protocol
+  void* reg = nullptr;
+  if (register_buffer && ncclCommRegister(comm, buf.data(), buf.size() * sizeof(float), &reg) != ncclSuccess) return 101;
+  static std::atomic<bool> released{false};
+  if (rank == 1)
+    cudaLaunchHostFunc(nullptr, [](void*) { while (!released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1)); }, nullptr);
+  const ncclResult_t r = rank == 0 ? ncclSend(buf.data(), buf.size(), ncclFloat32, 1, comm, nullptr)
+                                   : ncclRecv(buf.data(), buf.size(), ncclFloat32, 0, comm, nullptr);
+  if (r != ncclSuccess) return 102;
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  released.store(true);
+  if (cudaStreamSynchronize(nullptr) != cudaSuccess) return 103;
+  if (reg != nullptr) ncclCommDeregister(comm, reg);
+  ncclCommDestroy(comm);
+  return 0;
+}
+
+}  // namespace
+
+// src/transport/net.cc, recvProxyProgress: a receive into a registered buffer waits for
+// its kernel (sub->reg && !sub->regBufferReady) and, on every pass until then, starts step
+// 0's event again (ncclProfilerStartRecvProxyStepEvent) without stopping the last one.
+TEST_CASE("AHeldBackRegisteredReceiveStartsItsFirstStepAgainOnEveryProxyPass") {
+  for (const bool registered : {true, false}) {
+    INFO((registered ? "registered" : "not registered"));
+    LogDir dir;
+    testing::MultiRankJob job(2);
+    ncclUniqueId id = job.id();
+    job.start([&](int rank) { return heldBackReceive(rank, id, registered, 300); },
+              profilerEnv(dir, static_cast<int>(np::kProxyStep), {{"SIMGPU_RANKS_PER_NODE", "1"}}));
+    REQUIRE(testing::allZero(job.wait()));
+    auto logs = testing::readCallLogs(dir.path());
+    const auto& receiver = logs.at(1);
+    auto ops = receiver.ofType("ProxyOp");
+    REQUIRE(ops.size() == 1);
+    CHECK(ops[0]->stopped);
+    std::map<long, std::vector<const testing::LoggedEvent*>> starts;
+    for (const auto* s : receiver.childrenOf(*ops[0], "ProxyStep")) starts[s->num("step")].push_back(s);
+    CHECK(static_cast<long>(starts.size()) == ops[0]->num("nsteps"));
+    const auto& first = starts.at(0);
+    if (registered) {
+      CHECK(first.size() > 50u);  // a pass a millisecond for 300 ms
+    } else {
+      CHECK(first.size() == 1u);
+    }
+    for (size_t i = 0; i + 1 < first.size(); ++i) {
+      CHECK(first[i]->states.empty());
+      CHECK(!first[i]->stopped);
+    }
+    CHECK(first.back()->states == kRecvStates);
+    CHECK(first.back()->stopped);
+    for (const auto& [step, events] : starts)
+      if (step > 0) CHECK(events.size() == 1u);
+  }
+}
+
+// src/enqueue.cc: a captured collective's API and KernelLaunch events come when it is
+// recorded into the graph (ncclLaunchKernel runs at capture), its Group and Coll events at
+// every replay (hostStreamPlanCallback), naming the CollApi event of the capture; replays
+// leave comm->seqNumber alone unless KernelCh events are on (ncclProfilerStartTaskEvents).
+TEST_CASE("ACapturedCollectiveReportsItsLaunchOnceAndItsTasksAtEveryReplay") {
+  LogDir dir;
+  constexpr int kReplays = 3;
+  auto logs = runJob(profilerEnv(dir, static_cast<int>(np::kColl | np::kKernelLaunch)), 1, dir,
+                     [](ncclComm_t comm, std::vector<float>& buf, int) {
+                       cudaStream_t stream;
+                       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+                       cudaGraph_t graph = nullptr;
+                       cudaGraphExec_t exec = nullptr;
+                       if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) return ncclSystemError;
+                       ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, stream);
+                       if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return ncclSystemError;
+                       if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) return ncclSystemError;
+                       for (int i = 0; i < kReplays; ++i) {
+                         cudaGraphLaunch(exec, stream);
+                         cudaStreamSynchronize(stream);
+                       }
+                       return ncclSuccess;
+                     });
+  for (const auto& [rank, log] : logs) {
+    INFO("rank " << rank);
+    auto group_apis = log.ofType("GroupApi");
+    auto coll_apis = log.ofType("CollApi");
+    REQUIRE(group_apis.size() == 1);
+    REQUIRE(coll_apis.size() == 1);
+    CHECK(group_apis[0]->num("graph") == 1);
+    CHECK(coll_apis[0]->num("graph") == 1);
+    CHECK(log.ofType("KernelLaunch").size() == 1);
+    CHECK(log.ofType("Group").size() == static_cast<size_t>(kReplays));
+    auto colls = log.childrenOf(*coll_apis[0], "Coll");
+    REQUIRE(colls.size() == static_cast<size_t>(kReplays));
+    for (const auto* c : colls) CHECK(c->num("seq") == 0);
+  }
 }

@@ -4,17 +4,14 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
 #include <new>
-#include <string>
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/nccl_profiler_plugin.h"
 #include "hangwatch/watchdog/metrics/link_profiler.h"
 
 namespace hangwatch::watchdog {
@@ -22,8 +19,7 @@ namespace {
 
 namespace np = nccl_profiler;
 
-const np::ProfilerV5& ours() { return linkProfiler(); }
-
+// This process's pid, kept current across fork (getpid() is a system call per event otherwise).
 pid_t ownPid() {
   static pid_t pid = [] {
     pthread_atfork(nullptr, nullptr, [] { pid = ::getpid(); });
@@ -31,64 +27,6 @@ pid_t ownPid() {
   }();
   return pid;
 }
-
-void* openJobPlugin(const std::string& name) {
-  return dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-}
-
-// NCCL's rules (src/plugin/plugin_open.cc): no name is libnccl-profiler.so; a name is
-// tried as given, then a bare one (no '/', not lib*.so) as libnccl-profiler-<name>.so.
-void* loadJobPluginLibrary(const std::string& name) {
-  if (name.empty()) return openJobPlugin("libnccl-profiler.so");
-  if (void* lib = openJobPlugin(name)) return lib;
-  const bool bare = name.find('/') == std::string::npos &&
-                    !(name.rfind("lib", 0) == 0 && name.size() >= 3 && name.compare(name.size() - 3, 3, ".so") == 0);
-  return bare ? openJobPlugin("libnccl-profiler-" + name + ".so") : nullptr;
-}
-
-// The job's plugin, loaded once at the first init; nullptr when there is none usable.
-const np::ProfilerV5* jobPlugin() {
-  static const np::ProfilerV5* plugin = []() -> const np::ProfilerV5* {
-    const char* choice = std::getenv(kJobProfilerPluginVar);
-    if (choice == nullptr) return nullptr;  // the library did not offer itself in place of one
-    void* lib = loadJobPluginLibrary(choice);
-    if (lib == nullptr) {
-      dlerror();
-      return nullptr;
-    }
-    auto* table = static_cast<const np::ProfilerV5*>(dlsym(lib, np::kSymbolV5));
-    Dl_info mine{}, theirs{};
-    if (table != nullptr && dladdr(reinterpret_cast<const void*>(&ours), &mine) != 0 &&
-        dladdr(table, &theirs) != 0 && mine.dli_fbase == theirs.dli_fbase)
-      return nullptr;  // it names hangwatch itself
-    if (table == nullptr || table->init == nullptr) {
-      fmt::print(stderr,
-                 "hangwatch: the job's NCCL profiler plugin {} has no {} interface; it is not loaded "
-                 "(HANGWATCH_LINK_PROFILER=0 leaves it to NCCL)\n",
-                 *choice ? choice : "libnccl-profiler.so", np::kSymbolV5);
-      return nullptr;
-    }
-    return table;
-  }();
-  return plugin;
-}
-
-struct ChainContext {
-  void* ours = nullptr;
-  void* job = nullptr;
-  int job_mask = 0;         // what the job's plugin asked for (it may change it later)
-  int* nccl_mask = nullptr; // NCCL's mask, which must keep the bits of both
-  int our_mask = 0;
-};
-
-// One event as NCCL sees it when both plugins are loaded.
-struct ChainHandle {
-  void* ours = nullptr;
-  void* job = nullptr;
-  bool remote = false;  // belongs to another process's operation (PXN)
-};
-
-std::atomic<const np::ProfilerV5*> g_job{nullptr};
 
 // Keeps errno as NCCL's caller left it across a callback: loading the job's plugin
 // (or failing to find NCCL's default one) must not show through in the user's errno.
@@ -101,101 +39,277 @@ class KeepErrno {
   int saved_;
 };
 
-ncclResult_t init(void** context, uint64_t comm_id, int* mask, const char* name, int nodes, int nranks, int rank,
-                  np::DebugLogger log) {
+bool isHangwatchsOwn(const void* symbol) {
+  Dl_info mine{}, theirs{};
+  return dladdr(reinterpret_cast<const void*>(&ownPid), &mine) != 0 && dladdr(symbol, &theirs) != 0 &&
+         mine.dli_fbase == theirs.dli_fbase;
+}
+
+}  // namespace
+
+JobPlugin loadJobPlugin() {
+  const char* choice = std::getenv(kJobProfilerPluginVar);
+  if (choice == nullptr) return {};
+  const EnvLookup env = [](const char* name) { return std::getenv(name); };
+  // NCCL has loaded its NET plugin by the time it loads a profiler: take only that one.
+  np::PluginLibrary lib = np::openProfilerLibrary(choice, env, RTLD_NOLOAD);
+  if (!lib) return {};
+  bool names_hangwatch = false;
+  np::ProfilerInterface iface = np::profilerInterface([&](const char* symbol) -> void* {
+    void* p = dlsym(lib.handle, symbol);
+    if (p == nullptr || !isHangwatchsOwn(p)) return p;
+    names_hangwatch = true;
+    // The program's scope finds hangwatch first (it is preloaded); NCCL alone would have
+    // found the next definition.
+    return lib.opened.empty() ? dlsym(RTLD_NEXT, symbol) : nullptr;
+  });
+  if (iface.table == nullptr) {
+    if (!names_hangwatch)
+      fmt::print(stderr,
+                 "hangwatch: the job's NCCL profiler plugin {} has neither an {} nor an {} interface; it is not "
+                 "loaded (HANGWATCH_LINK_PROFILER=0 leaves it to NCCL)\n",
+                 lib.opened.empty() ? "STATIC_PLUGIN" : lib.opened, np::kSymbolV5, np::kSymbolV4);
+    dlclose(lib.handle);
+    return {};
+  }
+  return {iface.table, lib.handle};
+}
+
+ProfilerChain::ProfilerChain(const np::ProfilerV5& ours, JobPluginLoader load, size_t paired_capacity)
+    : ours_(ours), load_(std::move(load)), paired_(paired_capacity) {}
+
+// ncclProfilerPluginLoad's reference counting, under load_mutex_.
+const np::ProfilerV5* ProfilerChain::acquireJob() {
+  if (refs_++ == 0 && !load_failed_) {
+    job_plugin_ = load_();
+    load_failed_ = job_plugin_.table == nullptr;
+    job_.store(job_plugin_.table, std::memory_order_release);
+  }
+  return job_.load(std::memory_order_relaxed);
+}
+
+void ProfilerChain::releaseJob() {
+  if (--refs_ > 0) return;
+  job_.store(nullptr, std::memory_order_release);
+  if (job_plugin_.library != nullptr) dlclose(job_plugin_.library);
+  job_plugin_ = {};
+}
+
+ncclResult_t ProfilerChain::init(void** context, uint64_t comm_id, int* mask, const char* name, int nodes,
+                                 int nranks, int rank, np::DebugLogger log) {
   KeepErrno keep;
-  const np::ProfilerV5* job = jobPlugin();
-  g_job.store(job, std::memory_order_release);
-  if (job == nullptr) return ours().init(context, comm_id, mask, name, nodes, nranks, rank, log);
+  std::lock_guard<std::mutex> lock(load_mutex_);
+  const np::ProfilerV5* job = acquireJob();
+  if (job == nullptr) return ours_.init(context, comm_id, mask, name, nodes, nranks, rank, log);
   auto* ctx = new (std::nothrow) ChainContext;
   if (ctx == nullptr) {  // no profiling for this communicator, rather than a mix-up of contexts
+    releaseJob();
     *context = nullptr;
-    *mask = 0;
     return ncclSuccess;
   }
-  ours().init(&ctx->ours, comm_id, &ctx->our_mask, name, nodes, nranks, rank, log);
-  ctx->job_mask = *mask;
-  ncclResult_t rc = job->init(&ctx->job, comm_id, &ctx->job_mask, name, nodes, nranks, rank, log);
-  if (rc != ncclSuccess) {
-    // The job's plugin refused this communicator: NCCL would have run without it.
-    ctx->job = nullptr;
-    ctx->job_mask = 0;
-  }
-  ctx->nccl_mask = mask;
-  *mask = ctx->our_mask | ctx->job_mask;
+  int our_mask = 0;
+  ours_.init(&ctx->ours, comm_id, &our_mask, name, nodes, nranks, rank, log);
+  ours_mask_.store(our_mask, std::memory_order_relaxed);
+  // NCCL goes on with whatever context a failed init left (src/plugin/profiler.cc).
+  if (job->init(&ctx->job, comm_id, &job_mask_, name, nodes, nranks, rank, log) != ncclSuccess)
+    fmt::print(stderr, "hangwatch: the job's NCCL profiler plugin failed to initialise a communicator\n");
+  nccl_mask_.store(mask, std::memory_order_relaxed);
+  __atomic_store_n(mask, our_mask | __atomic_load_n(&job_mask_, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   *context = ctx;
   return ncclSuccess;
 }
 
-ncclResult_t startEvent(void* context, void** handle, np::EventDescr* descr) {
-  const np::ProfilerV5* job = g_job.load(std::memory_order_acquire);
-  if (job == nullptr) return ours().startEvent(context, handle, descr);
-  *handle = nullptr;
+bool ProfilerChain::jobWants(uint64_t type) const {
+  return (static_cast<uint64_t>(__atomic_load_n(&job_mask_, __ATOMIC_RELAXED)) & np::emittingMask(type)) != 0;
+}
+
+// The job's plugin may change its mask at any time; NCCL keeps asking for hangwatch's too.
+void ProfilerChain::keepNcclMask() {
+  int* nccl = nccl_mask_.load(std::memory_order_relaxed);
+  if (nccl == nullptr) return;
+  const int want = ours_mask_.load(std::memory_order_relaxed) | __atomic_load_n(&job_mask_, __ATOMIC_RELAXED);
+  if (__atomic_load_n(nccl, __ATOMIC_RELAXED) != want) __atomic_store_n(nccl, want, __ATOMIC_RELAXED);
+}
+
+ncclResult_t ProfilerChain::startEvent(void* context, void** handle, np::EventDescr* descr) {
+  if (job_.load(std::memory_order_acquire) == nullptr) return ours_.startEvent(context, handle, descr);
   if (descr == nullptr) return ncclSuccess;
-  // A parent is a handle of this process, unless the event is another process's proxy
-  // operation; the context is that process's for the operation and everything under it.
-  const bool remote_op = descr->type == np::kProxyOp && descr->proxyOp.pid != ownPid();
-  const auto* parent = remote_op ? nullptr : static_cast<const ChainHandle*>(descr->parentObj);
-  const bool remote = remote_op || (parent != nullptr && parent->remote);
-  auto* ctx = remote ? nullptr : static_cast<ChainContext*>(context);
-  if (ctx == nullptr && !remote) return ncclSuccess;
-  auto* h = new (std::nothrow) ChainHandle;
-  if (h == nullptr) return ncclSuccess;
-  h->remote = remote;
-  np::EventDescr d = *descr;
-  if (ctx != nullptr && ctx->ours != nullptr) {
-    d.parentObj = parent != nullptr ? parent->ours : nullptr;
-    ours().startEvent(ctx->ours, &h->ours, &d);
-  }
-  const int job_mask = ctx != nullptr ? __atomic_load_n(&ctx->job_mask, __ATOMIC_RELAXED) : ~0;
-  if ((remote || ctx->job != nullptr) && (descr->type & static_cast<uint64_t>(job_mask)) != 0) {
-    d.parentObj = remote_op ? descr->parentObj : (parent != nullptr ? parent->job : nullptr);
-    job->startEvent(remote ? nullptr : ctx->job, &h->job, &d);
-  }
-  // The job's plugin may change what it asks for at any time; NCCL keeps asking for ours too.
-  if (ctx != nullptr && __atomic_load_n(ctx->nccl_mask, __ATOMIC_RELAXED) != (ctx->our_mask | job_mask))
-    __atomic_store_n(ctx->nccl_mask, ctx->our_mask | job_mask, __ATOMIC_RELAXED);
-  if (h->ours == nullptr && h->job == nullptr) {
-    delete h;
-    return ncclSuccess;
-  }
-  *handle = h;
-  return ncclSuccess;
-}
-
-ncclResult_t recordEventState(void* handle, np::EventState state, np::EventStateArgs* args) {
-  const np::ProfilerV5* job = g_job.load(std::memory_order_acquire);
-  if (job == nullptr) return ours().recordEventState(handle, state, args);
-  auto* h = static_cast<ChainHandle*>(handle);
-  if (h == nullptr) return ncclSuccess;
-  if (h->ours != nullptr) ours().recordEventState(h->ours, state, args);
-  if (h->job != nullptr) job->recordEventState(h->job, state, args);
-  return ncclSuccess;
-}
-
-ncclResult_t stopEvent(void* handle) {
-  const np::ProfilerV5* job = g_job.load(std::memory_order_acquire);
-  if (job == nullptr) return ours().stopEvent(handle);
-  auto* h = static_cast<ChainHandle*>(handle);
-  if (h == nullptr) return ncclSuccess;
-  if (h->ours != nullptr) ours().stopEvent(h->ours);
-  if (h->job != nullptr) job->stopEvent(h->job);
-  delete h;
-  return ncclSuccess;
-}
-
-ncclResult_t finalize(void* context) {
-  const np::ProfilerV5* job = g_job.load(std::memory_order_acquire);
-  if (job == nullptr) return ours().finalize(context);
+  keepNcclMask();
   auto* ctx = static_cast<ChainContext*>(context);
-  if (ctx == nullptr) return ncclSuccess;
-  ncclResult_t rc = ctx->job != nullptr ? job->finalize(ctx->job) : ncclSuccess;
-  if (ctx->ours != nullptr) ours().finalize(ctx->ours);
-  delete ctx;
+  np::EventDescr d = *descr;
+  switch (d.type) {
+    case np::kProxyOp: {
+      // Another process's operation (PXN) comes with that process's context: never touched.
+      const bool remote = d.proxyOp.pid != ownPid();
+      startPaired(remote ? nullptr : ctx, handle, d, remote);
+      break;
+    }
+    case np::kKernelCh:
+      startPaired(ctx, handle, d, false);
+      break;
+    case np::kProxyStep:
+      startStep(ctx, handle, d);
+      break;
+    default:
+      startJobOnly(ctx, handle, d);
+  }
+  return ncclSuccess;
+}
+
+// NCCL alone would not call the plugin for an event its mask does not ask for: NCCL's
+// handle is then left as it was.
+void ProfilerChain::startJobOnly(ChainContext* ctx, void** handle, np::EventDescr& d) {
+  if (!jobWants(d.type)) return;
+  void* job_context = jobContext(ctx);
+  PairedEvent* step_of = nullptr;
+  if (PairedStep* step = paired_.asStep(d.parentObj, &step_of)) {  // a NetPlugin event's step
+    d.parentObj = step->job;
+    if (step_of->remote) job_context = nullptr;
+  } else if (PairedEvent* parent = paired_.asEvent(d.parentObj)) {
+    d.parentObj = parent->job;
+    if (parent->remote) job_context = nullptr;
+  }
+  job_.load(std::memory_order_relaxed)->startEvent(job_context, handle, &d);
+}
+
+void ProfilerChain::startPaired(ChainContext* ctx, void** handle, np::EventDescr& d, bool remote) {
+  const np::ProfilerV5* job = job_.load(std::memory_order_relaxed);
+  const bool job_wants = jobWants(d.type);
+  const bool ours_wants = ctx != nullptr && ctx->ours != nullptr;
+  if (!job_wants && !ours_wants) {
+    *handle = nullptr;
+    return;
+  }
+  PairedEvent* e = paired_.claim(ctx, remote);
+  if (e == nullptr) {
+    // Full: the job's plugin gets its event alone; never another process's, whose steps
+    // could not be told from this process's.
+    if (job_wants && !remote)
+      job->startEvent(jobContext(ctx), handle, &d);
+    else
+      *handle = nullptr;
+    return;
+  }
+  void* parent = d.parentObj;  // the job's own Coll/P2p handle, or another process's
+  if (ours_wants) {
+    d.parentObj = nullptr;  // hangwatch's profiler does not use it
+    ours_.startEvent(ctx->ours, &e->ours, &d);
+  }
+  if (job_wants) {
+    d.parentObj = parent;
+    job->startEvent(remote ? nullptr : ctx->job, &e->job, &d);
+  }
+  // Kept while the job's plugin asked for it, even with a null handle: its steps still come.
+  if (e->ours == nullptr && !job_wants) {
+    paired_.release(e);
+    *handle = nullptr;
+    return;
+  }
+  *handle = e;
+}
+
+void ProfilerChain::startStep(ChainContext* ctx, void** handle, np::EventDescr& d) {
+  const np::ProfilerV5* job = job_.load(std::memory_order_relaxed);
+  PairedEvent* op = paired_.asEvent(d.parentObj);
+  if (op == nullptr) {
+    // Its operation went to the job's plugin alone (the records were full) or to neither.
+    if (d.parentObj != nullptr && jobWants(d.type))
+      job->startEvent(jobContext(ctx), handle, &d);
+    else
+      *handle = nullptr;
+    return;
+  }
+  ChainContext* owner = op->owner.load(std::memory_order_relaxed);
+  PairedStep& slot = op->steps[static_cast<unsigned>(d.proxyStep.step) % kPairedStepSlots];
+  slot.ours = nullptr;
+  if (op->ours != nullptr) {
+    d.parentObj = op->ours;
+    ours_.startEvent(owner->ours, &slot.ours, &d);
+  }
+  slot.job = nullptr;
+  if (jobWants(d.type)) {
+    d.parentObj = op->job;
+    job->startEvent(op->remote ? nullptr : jobContext(owner), &slot.job, &d);
+  }
+  *handle = slot.ours != nullptr || slot.job != nullptr ? &slot : nullptr;
+}
+
+ncclResult_t ProfilerChain::stopEvent(void* handle) {
+  const np::ProfilerV5* job = job_.load(std::memory_order_acquire);
+  if (job == nullptr) return ours_.stopEvent(handle);
+  if (handle == nullptr) return ncclSuccess;
+  PairedEvent* op = nullptr;
+  if (PairedEvent* e = paired_.asEvent(handle)) {
+    if (e->ours != nullptr) ours_.stopEvent(e->ours);
+    if (e->job != nullptr) job->stopEvent(e->job);
+    paired_.release(e);
+  } else if (PairedStep* step = paired_.asStep(handle, &op)) {
+    if (step->ours != nullptr) ours_.stopEvent(step->ours);
+    if (step->job != nullptr) job->stopEvent(step->job);
+    *step = PairedStep{};
+  } else {
+    job->stopEvent(handle);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ProfilerChain::recordEventState(void* handle, np::EventState state, np::EventStateArgs* args) {
+  const np::ProfilerV5* job = job_.load(std::memory_order_acquire);
+  if (job == nullptr) return ours_.recordEventState(handle, state, args);
+  if (handle == nullptr) return ncclSuccess;
+  PairedEvent* op = nullptr;
+  if (PairedEvent* e = paired_.asEvent(handle)) {
+    if (e->ours != nullptr) ours_.recordEventState(e->ours, state, args);
+    if (e->job != nullptr) job->recordEventState(e->job, state, args);
+  } else if (PairedStep* step = paired_.asStep(handle, &op)) {
+    if (step->ours != nullptr) ours_.recordEventState(step->ours, state, args);
+    // NCCL records a step's states only under an operation the plugin holds a handle of.
+    if (step->job != nullptr && op->job != nullptr) job->recordEventState(step->job, state, args);
+  } else {
+    job->recordEventState(handle, state, args);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ProfilerChain::finalize(void* context) {
+  KeepErrno keep;
+  std::lock_guard<std::mutex> lock(load_mutex_);
+  const np::ProfilerV5* job = job_.load(std::memory_order_relaxed);
+  ncclResult_t rc = ncclSuccess;
+  if (job == nullptr) {
+    rc = ours_.finalize(context);
+  } else if (auto* ctx = static_cast<ChainContext*>(context); ctx != nullptr) {
+    // ncclProfilerPluginFinalize: a plugin is finalized only with a context it handed out.
+    if (ctx->job != nullptr) rc = job->finalize(ctx->job);
+    ours_.finalize(ctx->ours);
+    paired_.releaseAllOf(ctx);
+    delete ctx;
+  }
+  releaseJob();
   return rc;
 }
 
-const np::ProfilerV5 kChained = {"hangwatch", &init, &startEvent, &stopEvent, &recordEventState, &finalize};
+namespace {
+
+ProfilerChain& processChain() {
+  static ProfilerChain* chain = new ProfilerChain(linkProfiler(), &loadJobPlugin);  // lives as long as the process
+  return *chain;
+}
+
+ncclResult_t chainInit(void** context, uint64_t comm_id, int* mask, const char* name, int nodes, int nranks, int rank,
+                       np::DebugLogger log) {
+  return processChain().init(context, comm_id, mask, name, nodes, nranks, rank, log);
+}
+ncclResult_t chainStart(void* context, void** handle, np::EventDescr* descr) {
+  return processChain().startEvent(context, handle, descr);
+}
+ncclResult_t chainStop(void* handle) { return processChain().stopEvent(handle); }
+ncclResult_t chainRecord(void* handle, np::EventState state, np::EventStateArgs* args) {
+  return processChain().recordEventState(handle, state, args);
+}
+ncclResult_t chainFinalize(void* context) { return processChain().finalize(context); }
+
+const np::ProfilerV5 kChained = {"hangwatch", &chainInit, &chainStart, &chainStop, &chainRecord, &chainFinalize};
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 #pragma once
-// NCCL's profiler plugin interface, version 5 (NCCL 2.26+), as far as hangwatch uses
-// it: libhangwatch.so exports `ncclProfiler_v5` so NCCL reports network proxy steps
-// (one per transfer on a connection), and simnccl drives any such plugin the same way.
-// The layouts are NCCL's ABI (plugins/profiler/README.md of NCCL): keep them exact.
+// NCCL's profiler plugin interface, version 5 (NCCL 2.26+): libhangwatch.so exports
+// `ncclProfiler_v5` so NCCL reports network proxy steps (one per transfer on a
+// connection), and simnccl drives any such plugin the same way. The layouts are NCCL's
+// ABI (ext-profiler/README.md of NCCL; tests/reallib/profiler_abi_check.cc checks them
+// against libnccl.so.2's DWARF): keep them exact.
 #include <sys/types.h>
 
 #include <cstddef>
@@ -29,17 +30,53 @@ enum : uint64_t {
 };
 
 // The states of ncclProfilerEventState_t (an int-sized C enum) that NCCL 2.28 still
-// records: proxy operations, proxy steps and kernel channels.
+// records: proxy operations, proxy steps, the proxy thread, kernel channels and the
+// group API.
 enum EventState : int {
   kProxyStepSendGPUWait = 8,   // waiting for the GPU to fill the step
   kProxyStepSendWait = 9,      // handed to the network, waiting for it to complete
   kProxyStepRecvWait = 10,     // waiting for the data from the network
   kProxyStepRecvFlushWait = 11,
   kProxyStepRecvGPUWait = 12,  // waiting for the GPU to consume the step
+  kProxyCtrlIdle = 13,
+  kProxyCtrlActive = 14,
+  kProxyCtrlSleep = 15,
+  kProxyCtrlWakeup = 16,
+  kProxyCtrlAppend = 17,
+  kProxyCtrlAppendEnd = 18,
   kProxyOpInProgress = 19,     // ncclProfilerProxyOpInProgress_v4: the proxy took the operation up
   kProxyStepSendPeerWait = 20, // data ready, isend not yet accepted (the receiver's credit)
+  kNetPluginUpdate = 21,
   kKernelChStop = 22,          // a kernel channel finished (args: kernelCh.pTimer)
+  kGroupStartApiStop = 23,     // ncclGroupStart() returned (a GroupApi event)
+  kGroupEndApiStart = 24,      // ncclGroupEnd() was entered
 };
+
+// The mask bits for which NCCL 2.28 emits an event of `type`: an event is also sent as
+// the implied parent of what was asked for (src/plugin/profiler.cc: groupApiMask,
+// collApiMask, p2pApiMask, ncclProfilerStartGroupEvent, ncclProfilerStartTaskEvents,
+// ncclProfilerStart{ProxyOp,*ProxyStep,KernelCh}Event, ncclProfilerCallback).
+constexpr uint64_t emittingMask(uint64_t type) {
+  constexpr uint64_t kProxyStepBits = kProxyStep | kNetPlugin;
+  constexpr uint64_t kProxyOpBits = kProxyOp | kProxyStepBits;
+  constexpr uint64_t kTaskBits = kProxyOpBits | kKernelCh;
+  switch (type) {
+    case kGroupApi:
+      return kGroupApi | kP2pApi | kCollApi | kKernelLaunch | kGroup | kColl | kP2p | kTaskBits;
+    case kCollApi: return kCollApi | kColl | kTaskBits;
+    case kP2pApi: return kP2pApi | kP2p | kTaskBits;
+    case kKernelLaunch: return kKernelLaunch;
+    case kGroup: return kGroup | kColl | kP2p | kTaskBits;
+    case kColl: return kColl | kTaskBits;
+    case kP2p: return kP2p | kTaskBits;
+    case kProxyOp: return kProxyOpBits;
+    case kProxyStep: return kProxyStepBits;
+    case kProxyCtrl: return kProxyCtrl;
+    case kKernelCh: return kKernelCh;
+    case kNetPlugin: return kNetPlugin;
+    default: return 0;
+  }
+}
 
 struct EventDescr {
   uint64_t type;

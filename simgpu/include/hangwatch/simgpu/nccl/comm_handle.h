@@ -33,3 +33,9 @@ struct ncclComm {
   std::set<void*> registrations;
   std::set<ncclWindow_vidmem*> windows;
 };
+
+namespace simnccl {
+// Whether [buff, buff + bytes) lies inside one buffer registered with ncclCommRegister
+// on this handle (NCCL's registration cache lookup, ncclRegFind).
+bool insideRegisteredBuffer(ncclComm& comm, const void* buff, size_t bytes);
+}  // namespace simnccl

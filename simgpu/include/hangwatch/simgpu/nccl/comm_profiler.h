@@ -1,7 +1,8 @@
 #pragma once
 // What one rank of a communicator reports to a profiler plugin, decided at launch as NCCL
-// 2.28 decides it (src/enqueue.cc, src/plugin/profiler.cc, src/proxy.cc): per operation a
-// TaskProfile with its Coll/P2p event, one NetProxyOp per connection between nodes the
+// 2.28 decides it (src/enqueue.cc, src/plugin/profiler.cc, src/proxy.cc), from the mask
+// each call saw (api_profile.h): per kernel a KernelLaunch and a Group event, per
+// operation a TaskProfile with its Coll/P2p event, one NetProxyOp per connection between nodes the
 // operation moves steps on (SaveProxy: P2P/SHM connections have no proxy progress), and
 // KernelCh events when the plugin asks for them. It keeps NCCL's per-function collective
 // sequence numbers, where each NET receive connection's next operation starts (NCCL's
@@ -39,15 +40,24 @@ class CommProfiler {
   CommProfiler(const CommProfiler&) = delete;
   CommProfiler& operator=(const CommProfiler&) = delete;
 
-  // On the launching thread, before the kernel is queued. Null when the plugin asks for
-  // nothing this operation would report. `persistent`: a replay of a captured graph.
-  std::shared_ptr<TaskProfile> launch(const Op& op, bool persistent,
+  ProfilerHooks* hooks() const { return hooks_.get(); }
+
+  // Per kernel, from the first of this communicator's operations in `ops` whose call saw a
+  // mask: NCCL's KernelLaunch event (ncclProfilerStartKernelLaunchEvent, under the GroupApi
+  // event; the caller stops it) and its legacy Group event (ncclProfilerStartGroupEvent, the
+  // Coll/P2p events' parentGroup). Null when the mask does not ask for them.
+  void* startKernelLaunch(const std::vector<Op>& ops);
+  void* startGroup(const std::vector<Op>& ops);
+
+  // On the launching thread, before the kernel is queued. Null when the call's mask asks
+  // for nothing this operation would report. `persistent`: a replay of a captured graph.
+  std::shared_ptr<TaskProfile> launch(const Op& op, bool persistent, void* group_event,
                                       const std::function<ChannelSteps(int channel)>& steps_on_channel);
   // Before the communicator's threads go away: no receive is watched after this.
   void stop();
 
  private:
-  void startTask(TaskProfile& profile, const Op& op, int channels_with_work);
+  void startTask(TaskProfile& profile, const Op& op, int channels_with_work, void* group_event);
   void watchReceive(std::shared_ptr<NetProxyOp> op);
 
   std::unique_ptr<ProfilerHooks> hooks_;

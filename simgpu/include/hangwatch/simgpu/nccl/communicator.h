@@ -67,8 +67,12 @@ class Communicator {
   bool deviceDeadAt(uint64_t seq) const;
 
   // On the launching thread, before the operation's kernel is queued: what a profiler
-  // plugin is told of it (null without a plugin). `persistent`: a graph replay.
-  std::shared_ptr<TaskProfile> profileLaunch(const Op& op, bool persistent);
+  // plugin is told of it (null without a plugin). `persistent`: a graph replay;
+  // `group_event`: the kernel's Group event.
+  std::shared_ptr<TaskProfile> profileLaunch(const Op& op, bool persistent, void* group_event);
+  // Null without a profiler plugin.
+  CommProfiler* profiler() const { return profiler_.get(); }
+  ProfilerHooks* profilerHooks() const { return profiler_ ? profiler_->hooks() : nullptr; }
 
   // Runs on the stream thread: all channels run the batch; returns when they are done.
   bool runCollectives(std::vector<Op> ops);

@@ -17,6 +17,8 @@ ncclResult_t groupEnd();
 // `sim` gets a modeled time in microseconds.
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* sim);
 bool inGroup();
+// ncclGroupDepth: the calling thread's group nesting.
+int groupDepth();
 
 // Launches now, or at the end of the current group.
 ncclResult_t submit(Op op);

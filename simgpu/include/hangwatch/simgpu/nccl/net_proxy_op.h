@@ -8,7 +8,14 @@
 //         network: SendWait; the network completed it: stopped.
 //   recv: posted: RecvWait; the data arrived: RecvFlushWait, RecvGPUWait; the GPU
 //         consumed it: stopped.
-// The ProxyOp event is stopped once every step is. Calls for one operation come from
+// The ProxyOp event is stopped once every step is.
+// A receive into a buffer registered for the network (NCCL's local registration of a
+// p2p buffer, ncclRegisterP2pNetBuffer) is held back until the receiving kernel reached
+// the operation: until then each proxy pass starts step 0's event again without stopping
+// it (recvProxyProgress: sub->reg && !sub->regBufferReady: "continue" after
+// ncclProfilerStartRecvProxyStepEvent); NCCL's proxy passes as fast as it loops, the
+// proxy thread here once a millisecond (net_proxy_thread.h).
+// Calls for one operation come from
 // the launching thread, its channel thread and (receives) the proxy thread; they are
 // serialised here, so the plugin never sees two calls on one handle at once.
 #include <cstddef>
@@ -28,6 +35,7 @@ struct ProxyOpShape {
   int nsteps;
   size_t chunk_bytes;  // bytes per step
   void* parent;        // the task's Coll or P2p event
+  bool registered = false;  // a receive into a network-registered buffer
 };
 
 class NetProxyOp {
@@ -45,7 +53,12 @@ class NetProxyOp {
 
   // Receive side: the proxy thread records arrivals as the tail shows them; the channel
   // thread records them itself if it sees the data first.
-  void pollArrivals();
+  // One pass of the proxy thread over this receive: a held-back step is started again,
+  // else arrivals are recorded.
+  void proxyPass();
+  bool heldBack();
+  // The receiving kernel reached the operation (NCCL: it wrote connFifo's first size).
+  void kernelReached();
   void dataSeen(int step);
   void gpuConsumed(int step);
 
@@ -54,6 +67,7 @@ class NetProxyOp {
 
  private:
   void post();
+  void startStep(int step);
   void arrivalsUpTo(int limit);
   void completed(int step);
   void recordStep(int step, hangwatch::nccl_profiler::EventState state);
@@ -66,6 +80,7 @@ class NetProxyOp {
   const uint64_t base_;
   void* handle_ = nullptr;  // the ProxyOp event
   void* steps_[kSteps] = {};
+  bool held_back_;
   int posted_ = 0;
   int arrived_ = 0;
   int done_ = 0;

@@ -31,6 +31,12 @@ struct Op {
   std::shared_ptr<Communicator> comm;
   std::shared_ptr<const PreMulSum> premul = nullptr;  // a user operator: scale, then ncclSum
   std::shared_ptr<TaskProfile> profile = nullptr;     // what a profiler plugin is told of it, set at launch
+  // What NCCL's task keeps of the profiler's API events (api_profile.h): the mask the
+  // call saw, its GroupApi event and its CollApi/P2pApi event.
+  int profiler_mask = 0;
+  void* group_api_event = nullptr;
+  void* api_event = nullptr;
+  bool registered = false;  // a p2p buffer inside one the user registered (ncclCommRegister)
 };
 
 }  // namespace simnccl
