@@ -72,7 +72,10 @@ TEST_CASE("TextShowsWhatTheVerdictHingesOnRightUnderIt") {
   CHECK(verdict == 0);
   REQUIRE(gap != std::string::npos);
   CHECK(gap < next);
-  CHECK(text.find("suspects: link 1 -> 2; link 3 -> 4") != std::string::npos);
+  // Each suspect is followed by the nodes it sits on, when the dumps name them.
+  const size_t suspects = text.find("suspects: link 1 -> 2");
+  REQUIRE(suspects != std::string::npos);
+  CHECK(text.find("; link 3 -> 4", suspects) < text.find('\n', suspects));
   CHECK(text.find("rank 3 lacks data: no dump") != std::string::npos);
 }
 
@@ -86,7 +89,7 @@ TEST_CASE("HtmlShowsTheDataGapBesideTheVerdictAndSuspectsInAmberNotRed") {
   CHECK(gap < html.find("<svg id=\"ring\""));
   CHECK(html.find("<title>3 -&gt; 4: suspect</title>") != std::string::npos);
   // No culprit was named, so nothing drawn is red (only the unused arrow-head definition is).
-  for (const char* element : {"<line", "<circle", "<rect"}) {
+  for (const char* element : {"<line", "<path class", "<circle", "<rect"}) {
     for (size_t p = html.find(element); p != std::string::npos; p = html.find(element, p + 1)) {
       size_t end = html.find('>', p);
       CHECK(html.substr(p, end - p).find(HtmlReportWriter::kCulpritColour) == std::string::npos);
@@ -144,12 +147,15 @@ TEST_CASE("HtmlIsSelfContainedAndMarksOnlyTheCulpritLinkInTheCulpritColour") {
   CHECK(html.find("https://") == std::string::npos);
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("<title>1 -&gt; 2: culprit link</title>") != std::string::npos);
-  size_t red_lines = 0;
-  for (size_t p = html.find("<line"); p != std::string::npos; p = html.find("<line", p + 1)) {
+  // Ring links are drawn as paths (a network link bows outward); exactly one is red.
+  size_t red_links = 0, links = 0;
+  for (size_t p = html.find("<path class=\""); p != std::string::npos; p = html.find("<path class=\"", p + 1)) {
     size_t end = html.find('>', p);
-    if (html.substr(p, end - p).find(HtmlReportWriter::kCulpritColour) != std::string::npos) ++red_lines;
+    ++links;
+    if (html.substr(p, end - p).find(HtmlReportWriter::kCulpritColour) != std::string::npos) ++red_links;
   }
-  CHECK(red_lines == 1);
+  CHECK(links == 4);
+  CHECK(red_links == 1);
 }
 
 TEST_CASE("ClassColoursNeverUseTheCulpritColour") {
