@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ gdb python3
   libdw-dev libelf-dev elfutils
   libopenmpi-dev openmpi-bin
-  libboost-dev libboost-filesystem-dev libfmt-dev catch2 nlohmann-json3-dev
+  libfmt-dev catch2 nlohmann-json3-dev
   libbenchmark-dev libsimdjson-dev
   chromium fonts-dejavu-core  # the report's HTML page is checked with a headless screenshot
   clang libclang-rt-14-dev     # libFuzzer, for tests/fuzz/run.sh
