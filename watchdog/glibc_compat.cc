@@ -14,7 +14,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "hangwatch/watchdog/object_by_address.h"
 
@@ -108,15 +108,24 @@ int _dl_find_object(void* address, dl_find_object* result) noexcept {
 // libstdc++ skips atomics when this says the process has one thread; our own copy never does.
 char __libc_single_threaded = 0;
 
-// std::random_device's default source (2.36), from the kernel as glibc's is.
+// std::random_device's default source (2.36), which the library uses for unique temporary
+// file names (atomic_file.cc): the kernel's randomness as glibc's, but where a container
+// refuses getrandom and /dev/urandom, a clock and pid mix rather than glibc's abort.
 uint32_t arc4random() noexcept {
   uint32_t value = 0;
-  for (size_t got = 0; got < sizeof value;) {
-    ssize_t n = ::getrandom(reinterpret_cast<char*>(&value) + got, sizeof value - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-    else if (errno != EINTR) ::abort();  // as glibc's: no silent weak randomness
+  ssize_t n;
+  while ((n = ::getrandom(&value, sizeof value, 0)) < 0 && errno == EINTR) {
   }
-  return value;
+  if (n == static_cast<ssize_t>(sizeof value)) return value;
+  if (FILE* urandom = std::fopen("/dev/urandom", "rbe")) {
+    const bool read = std::fread(&value, sizeof value, 1, urandom) == 1;
+    std::fclose(urandom);
+    if (read) return value;
+  }
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint32_t>(now.tv_nsec * 2654435761u) ^ static_cast<uint32_t>(::getpid() << 16) ^
+         static_cast<uint32_t>(now.tv_sec);
 }
 
 // Waits on a chosen clock (2.30). A CLOCK_MONOTONIC deadline becomes the CLOCK_REALTIME one
