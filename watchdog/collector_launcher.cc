@@ -4,7 +4,6 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <boost/process/search_path.hpp>
 #include <chrono>
 #include <filesystem>
 #include <system_error>
@@ -13,8 +12,6 @@
 #include <fmt/format.h>
 
 #include "hangwatch/common/child_process.h"
-
-namespace bp = boost::process;
 
 // Where bin/ is seen from lib/ in the install layout (packaging/install.cmake).
 #ifndef HANGWATCH_LIB_TO_BIN
@@ -38,8 +35,7 @@ std::string CollectorLauncher::findForensicsBinary(const std::string& configured
     std::string next_to = forensicsNextTo(std::filesystem::path(info.dli_fname).parent_path().string());
     if (!next_to.empty()) return next_to;
   }
-  auto found = bp::search_path("forensics");
-  return found.empty() ? "" : found.string();
+  return findExecutableOnPath("forensics").value_or("");
 }
 
 std::string CollectorLauncher::forensicsNextTo(const std::string& library_dir) {

@@ -44,7 +44,7 @@ std::optional<BeaconState> TriggerWatcher::lookAtBeacon() {
       stale = !beacon_.triggerFileExists();
     }
     // Lines after the base are looked at from the next turn on.
-    if (node_->setBeaconBase(stale ? state->size : 0) > 0) return BeaconState{false, false, state->size};
+    if (node_->setBeaconBase(stale ? state->size : 0) > 0) return BeaconState{.size = state->size};
   }
   return *state;
 }

@@ -32,21 +32,6 @@ constexpr size_t kOutputLimit = 64 * 1024;
 constexpr const char* kBegin = "HANGWATCH-DEBUGGER-BEGIN\n";
 constexpr const char* kEnd = "\nHANGWATCH-DEBUGGER-END";
 
-std::optional<std::string> findOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t pos = 0;
-  while (pos <= dirs.size()) {
-    size_t colon = dirs.find(':', pos);
-    std::string dir = dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    if (colon == std::string::npos) break;
-    pos = colon + 1;
-  }
-  return std::nullopt;
-}
-
 bool stoppedNow(pid_t pid) {
   std::string s = readProcessState(pid);
   return !s.empty() && s[0] == 'T';
@@ -69,7 +54,7 @@ Expected<std::string> DebuggerSession::locate(const char* configured) {
   if (configured != nullptr && *configured != '\0') {
     std::string d = configured;
     if (d.find('/') == std::string::npos) {
-      if (auto found = findOnPath(d)) return *found;
+      if (auto found = findExecutableOnPath(d)) return *found;
       return Error{"debugger '" + d + "' (HANGWATCH_DEBUGGER) not found on PATH"};
     }
     if (::access(d.c_str(), X_OK) != 0) {
@@ -77,8 +62,8 @@ Expected<std::string> DebuggerSession::locate(const char* configured) {
     }
     return d;
   }
-  if (auto cuda = findOnPath("cuda-gdb")) return *cuda;
-  if (auto gdb = findOnPath("gdb")) return *gdb;
+  if (auto cuda = findExecutableOnPath("cuda-gdb")) return *cuda;
+  if (auto gdb = findExecutableOnPath("gdb")) return *gdb;
   return Error{"no debugger: neither cuda-gdb nor gdb is on PATH (set HANGWATCH_DEBUGGER)"};
 }
 
@@ -93,15 +78,15 @@ Expected<DebuggerChoice> DebuggerSession::locateFor(const std::string& backend, 
     return c;
   }
   if (backend == "cuda") {
-    if (auto cuda = findOnPath("cuda-gdb")) return DebuggerChoice{*cuda, true, ""};
-    if (auto gdb = findOnPath("gdb"))
+    if (auto cuda = findExecutableOnPath("cuda-gdb")) return DebuggerChoice{*cuda, true, ""};
+    if (auto gdb = findExecutableOnPath("gdb"))
       return DebuggerChoice{*gdb, false,
                             "cuda-gdb is not on PATH: gdb read NCCL's host structures only (no kernel registers, no "
                             "device memory); install cuda-gdb or set HANGWATCH_DEBUGGER"};
     return Error{"no debugger for the cuda backend: neither cuda-gdb nor gdb is on PATH (set HANGWATCH_DEBUGGER)"};
   }
-  if (auto gdb = findOnPath("gdb")) return DebuggerChoice{*gdb, false, ""};
-  if (auto cuda = findOnPath("cuda-gdb")) return DebuggerChoice{*cuda, true, ""};
+  if (auto gdb = findExecutableOnPath("gdb")) return DebuggerChoice{*gdb, false, ""};
+  if (auto cuda = findExecutableOnPath("cuda-gdb")) return DebuggerChoice{*cuda, true, ""};
   return Error{"no debugger for the " + backend + " backend: gdb is not on PATH (set HANGWATCH_DEBUGGER)"};
 }
 

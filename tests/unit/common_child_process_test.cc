@@ -1,11 +1,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -110,4 +112,91 @@ TEST_CASE("WaitingStopsWhenTheCallerGivesUp") {
   CHECK(asked == 3);
   child->killSession();
   CHECK(child->waitUntil(in(10)).has_value());
+}
+
+namespace {
+
+// Runs `body` in a forked child of this test and returns its exit code, so a test can
+// change process-wide state (stdio, every fd's flags) without touching the test runner.
+int inForkedChild(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool closeOnExec(int fd) { return (::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0; }
+
+}  // namespace
+
+TEST_CASE("EveryWayOfMarkingFdsCloseOnExecMarksThemAllButStdio") {
+  using Way = hangwatch::CloseOnExecWay;
+  for (Way way : {Way::kCloseRange, Way::kProcFdList, Way::kEveryPossibleFd}) {
+    INFO("way " << static_cast<int>(way));
+    CHECK(inForkedChild([way] {
+            const int leaky = ::open("/dev/null", O_RDONLY);
+            const int high = ::fcntl(leaky, F_DUPFD, 200);
+            if (leaky < 3 || high < 200 || closeOnExec(leaky) || closeOnExec(high) || closeOnExec(1)) return 10;
+            const Way used = hangwatch::markFdsAboveStdioCloseOnExec(way);
+            // close_range needs Linux 5.11; an older kernel falls through to the next way.
+            if (way != Way::kCloseRange && used != way) return 11;
+            return closeOnExec(leaky) && closeOnExec(high) && !closeOnExec(0) && !closeOnExec(1) && !closeOnExec(2)
+                       ? 0
+                       : 12;
+          }) == 0);
+  }
+}
+
+TEST_CASE("AChildGetsTheCallersSignalMaskNotTheOneBlockingEverythingWhileItStarts") {
+  sigset_t usr2, old;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &usr2, &old);
+  // grep itself, no shell: dash starts by clearing its mask.
+  auto child = ChildProcess::start({"/bin/grep", {"SigBlk", "/proc/self/status"}, {}, {}, ""});
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  REQUIRE(child);
+  std::string out;
+  CHECK(child->readOutput(in(10), out, 1 << 16));
+  CHECK(out == fmt::format("SigBlk:\t{:016x}\n", 1ULL << (SIGUSR2 - 1)));
+  CHECK(child->waitUntil(in(10)) == 0);
+}
+
+TEST_CASE("AChildOfAProcessWithoutStdioStillGetsStdinOutputAndErrors") {
+  CHECK(inForkedChild([] {
+          ::close(0);
+          ::close(1);
+          ::close(2);
+          auto child =
+              ChildProcess::start({"/bin/sh", {"-c", "read line || echo stdin-empty; echo err >&2"}, {}, {}, ""});
+          if (!child) return 10;
+          std::string out;
+          child->readOutput(in(10), out, 1 << 16);
+          return out == "stdin-empty\nerr\n" && child->waitUntil(in(10)) == 0 ? 0 : 11;
+        }) == 0);
+}
+
+TEST_CASE("AChildKilledBySignalReportsTheSignal") {
+  auto child = ChildProcess::start({"/bin/sh", {"-c", "kill -TERM $$"}, {}, {}, ""});
+  REQUIRE(child);
+  CHECK(child->waitUntil(in(10)) == SIGTERM);
+}
+
+TEST_CASE("OnlyRegularExecutableFilesAreFoundOnPath") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("path-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "a" / "tool");  // a folder named like the tool
+  std::filesystem::create_directories(dir / "b");
+  std::filesystem::create_directories(dir / "c");
+  std::ofstream(dir / "b" / "tool") << "not executable\n";
+  std::ofstream(dir / "c" / "tool") << "#!/bin/sh\n";
+  std::filesystem::permissions(dir / "c" / "tool", std::filesystem::perms::owner_all);
+  const std::string saved = std::getenv("PATH");
+  ::setenv("PATH", fmt::format("{0}/a:{0}/b:{0}/c", dir.string()).c_str(), 1);
+  auto found = hangwatch::findExecutableOnPath("tool");
+  auto absent = hangwatch::findExecutableOnPath("no-such-tool");
+  ::setenv("PATH", saved.c_str(), 1);
+  std::filesystem::remove_all(dir);
+  CHECK(found == (dir / "c" / "tool").string());
+  CHECK_FALSE(absent.has_value());
 }

@@ -1,13 +1,12 @@
 #pragma once
 // The one way hangwatch starts a process (the watchdog its collector, the collector its
-// debugger), on Boost.Process: stdin from /dev/null, stdout and stderr together into a
-// file or a pipe, no other fd of ours, and a session of its own, so a time bound can kill it
-// with all it started.
+// debugger), on plain libc so the preloaded library needs no other library: stdin from
+// /dev/null, stdout and stderr together into a file or a pipe, no other fd of ours, and a
+// session of its own, so a time bound can kill it with all it started.
 #include <sys/types.h>
 
 #include <chrono>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,14 +15,10 @@
 #include "hangwatch/common/expected.h"
 #include "hangwatch/common/scoped_fd.h"
 
-namespace boost::process {
-class child;
-}
-
 namespace hangwatch {
 
 struct ChildCommand {
-  std::string exe;
+  std::string exe;  // a path, not searched on PATH (see findExecutableOnPath)
   std::vector<std::string> args;  // after argv[0], which is `exe`
   std::vector<std::string> unset_env;
   std::vector<std::pair<std::string, std::string>> set_env;  // over this process's environment
@@ -34,29 +29,41 @@ class ChildProcess {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Returns once the child runs `exe` (an exec that fails is an error, not an exit code).
+  // Starts it with vfork: no copy of a large training process's page tables, no
+  // pthread_atfork handlers of the job's libraries, and no fork failure under strict overcommit.
   static Expected<ChildProcess> start(const ChildCommand& command);
   // Never kills: a child still running is left to run (and to whoever reaps it).
-  ~ChildProcess();
-  ChildProcess(ChildProcess&&) noexcept;
-  ChildProcess& operator=(ChildProcess&&) noexcept;
+  ~ChildProcess() = default;
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
 
   pid_t pid() const { return pid_; }
 
   // The piped output until EOF (true) or the deadline (false); `out` keeps its last `limit` bytes.
   bool readOutput(Clock::time_point deadline, std::string& out, size_t limit);
-  // Polls until the child exits (its exit code, and it is reaped), the deadline passes or
-  // `give_up` says so (nothing: still running). For callers that own no other children;
-  // a ptrace holder reaps with its WaitManager instead.
+  // Polls until the child exits (its exit code, or the signal that ended it, and it is
+  // reaped), the deadline passes or `give_up` says so (nothing: still running). For callers
+  // that own no other children; a ptrace holder reaps with its WaitManager instead.
   std::optional<int> waitUntil(Clock::time_point deadline, const std::function<bool()>& give_up = {});
   // SIGKILL to the child's whole session.
   void killSession();
 
  private:
-  ChildProcess(std::unique_ptr<boost::process::child> child, ScopedFd output);
+  ChildProcess(pid_t pid, ScopedFd output) : output_(std::move(output)), pid_(pid) {}
 
-  std::unique_ptr<boost::process::child> child_;
   ScopedFd output_;
   pid_t pid_ = -1;
+  std::optional<int> exit_code_;  // once reaped
 };
+
+// Marks every fd above 2 close-on-exec, async-signal-safe (the child calls it between vfork
+// and exec): close_range (Linux >= 5.11), else the fds /proc/self/fd lists, else every fd
+// below RLIMIT_NOFILE. `first` skips the earlier ways (for their tests); returns the way used.
+enum class CloseOnExecWay { kCloseRange, kProcFdList, kEveryPossibleFd };
+CloseOnExecWay markFdsAboveStdioCloseOnExec(CloseOnExecWay first = CloseOnExecWay::kCloseRange);
+
+// The first regular executable file `name` in $PATH's folders (/usr/bin:/bin without PATH).
+std::optional<std::string> findExecutableOnPath(const std::string& name);
 
 }  // namespace hangwatch

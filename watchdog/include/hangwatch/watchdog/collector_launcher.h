@@ -1,5 +1,5 @@
 #pragma once
-// Starts `forensics collect --pid <self> ...` through Boost.Process: no shell, its
+// Starts `forensics collect --pid <self> ...` through ChildProcess: no shell, its
 // own session, output to a log file in the job directory, and a bounded wait so
 // a stuck collector can never keep this rank's watchdog from finishing.
 #include <sys/types.h>
