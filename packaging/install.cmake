@@ -12,6 +12,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/gdb-scripts/ DESTINATION ${hangwatch_dat
 install(FILES ${PROJECT_SOURCE_DIR}/examples/prometheus/hangwatch.rules.yml
         DESTINATION ${hangwatch_datadir}/prometheus)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The README's links (docs/...) resolve in the installed doc folder too.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs DESTINATION ${CMAKE_INSTALL_DOCDIR})
 foreach(doc watchdog forensics gdb-scripts analyzer/verdict analyzer/slowdown)
   string(REPLACE "/" "-" doc_name ${doc})
   install(FILES ${PROJECT_SOURCE_DIR}/${doc}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME ${doc_name}.md)
