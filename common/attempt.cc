@@ -57,7 +57,7 @@ std::optional<std::string> readText(const std::string& path) {
   return ss.str();
 }
 
-std::optional<AttemptRecord> readRecord(const std::string& dir) {
+std::optional<AttemptRecord> parseRecord(const std::string& dir) {
   std::optional<std::string> text = readText(attemptRecordPath(dir));
   if (!text) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
@@ -66,6 +66,29 @@ std::optional<AttemptRecord> readRecord(const std::string& dir) {
   if (!r) return std::nullopt;
   return std::move(*r);
 }
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// One look at a folder's record: there and readable, there and unreadable (damaged), or
+// not there. A record is linked in whole, so "unreadable" is decided by a second read.
+struct RecordLook {
+  std::optional<AttemptRecord> record;
+  bool unreadable = false;
+};
+
+RecordLook lookAtRecord(const std::string& dir) {
+  RecordLook look{parseRecord(dir)};
+  if (!look.record && exists(attemptRecordPath(dir))) {
+    look.record = parseRecord(dir);
+    look.unreadable = !look.record;
+  }
+  return look;
+}
+
+std::optional<AttemptRecord> readRecord(const std::string& dir) { return lookAtRecord(dir).record; }
 
 // When the folder's TRIGGER.json was written: its own time, else the file's (a corrupt one).
 std::optional<double> triggerTime(const std::string& dir) {
@@ -89,20 +112,18 @@ bool triggeredBefore(const std::string& dir, double started_unix_s) {
 
 enum class Verdict { kMine, kNotMine, kClaimedMeanwhile };
 
-bool exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 Expected<Verdict> tryFolder(const AttemptClaim& c, const std::string& dir, const std::string& name,
                             AttemptRecord& out) {
-  if (std::optional<AttemptRecord> rec = readRecord(dir)) {
+  const RecordLook look = lookAtRecord(dir);
+  if (look.unreadable) return Verdict::kNotMine;  // a damaged record names no launch: left alone
+  if (const std::optional<AttemptRecord>& rec = look.record) {
     if (rec->key != c.launch.key || triggeredBefore(dir, c.started_unix_s)) return Verdict::kNotMine;
     out = std::move(*rec);
     return Verdict::kMine;
   }
-  // A record nobody can read names no launch: the folder is left to whoever made it.
-  if (exists(attemptRecordPath(dir)) || triggeredBefore(dir, c.started_unix_s)) return Verdict::kNotMine;
+  // No record when we looked: creating ours decides (one made since makes the create fail
+  // and the caller look again).
+  if (triggeredBefore(dir, c.started_unix_s)) return Verdict::kNotMine;
   AttemptRecord mine;
   mine.job_id = c.job_id;
   mine.name = name;
@@ -182,8 +203,10 @@ Expected<ClaimedAttempt> claimAttempt(const AttemptClaim& c) {
   const std::string base = safeName(c.launch.key.empty() ? "run" : c.launch.key);
   // Decided from the flat folder's record as it stands; a race lost there decides again.
   for (int round = 0; round < 8; ++round) {
-    std::optional<AttemptRecord> flat = readRecord(c.job_dir);
-    const bool flat_possible = flat ? flat->key == c.launch.key : !exists(attemptRecordPath(c.job_dir));
+    const RecordLook look = lookAtRecord(c.job_dir);
+    const std::optional<AttemptRecord>& flat = look.record;
+    // From this one look: a record made after it is met by the create below, not skipped.
+    const bool flat_possible = flat ? flat->key == c.launch.key : !look.unreadable;
     bool lost_race = false;
     for (int i = flat_possible ? 0 : 1; i <= kMaxNamesPerKey && !lost_race; ++i) {
       const bool in_flat = flat_possible && i == 0;
@@ -193,6 +216,12 @@ Expected<ClaimedAttempt> claimAttempt(const AttemptClaim& c) {
       Expected<Verdict> v = tryFolder(c, dir, name, record);
       if (!v) return Error{v.error()};
       if (*v == Verdict::kClaimedMeanwhile && in_flat) lost_race = true;
+      // Another launch's record appeared in the flat folder since we looked: `base` is still free
+      // under attempts/, so decide again rather than skip to `.2`.
+      if (*v == Verdict::kNotMine && in_flat && !flat) {
+        std::optional<AttemptRecord> now = readRecord(c.job_dir);
+        if (now && now->key != c.launch.key) lost_race = true;
+      }
       if (*v == Verdict::kClaimedMeanwhile && !in_flat) v = tryFolder(c, dir, name, record);
       if (v && *v == Verdict::kMine) return ClaimedAttempt{dir, std::move(record)};
       if (i == 0) ++i;  // the flat folder held `base`: later names start at .2

@@ -167,7 +167,9 @@ Expected<ChildProcess> ChildProcess::start(const ChildCommand& c) {
     output_read = aboveStdio(fds[0]);
     output_write = aboveStdio(fds[1]);
   } else {
-    output_write = aboveStdio(::open(c.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0660));
+    output_write = aboveStdio(::open(c.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    // An earlier run's file keeps its old mode through O_TRUNC: set it either way.
+    if (output_write.valid()) (void)::fchmod(output_write.get(), c.output_mode);
   }
   if (!output_write.valid()) return failed(c.output_path.empty() ? "pipe" : c.output_path.c_str());
   int exec_error[2];

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "hangwatch/common/child_process.h"
+#include "hangwatch/common/dump_mode.h"
 
 // Where bin/ is seen from lib/ in the install layout (packaging/install.cmake).
 #ifndef HANGWATCH_LIB_TO_BIN
@@ -57,9 +58,8 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
     args.push_back(fmt::format("{}", r.rank));
     if (r.mark_state) args.push_back("--state");
   }
-  std::error_code fs_ec;
-  std::filesystem::create_directories(std::filesystem::path(r.log_path).parent_path(), fs_ec);
-  ChildCommand command{r.binary, std::move(args), {}, {}, r.log_path};
+  (void)makeDumpDirs(std::filesystem::path(r.log_path).parent_path().string());
+  ChildCommand command{r.binary, std::move(args), {}, {}, r.log_path, dumpFileMode()};
   // The collector and its debugger must not load the watchdog themselves.
   command.unset_env.push_back("LD_PRELOAD");
   command.set_env.emplace_back("HANGWATCH_DISABLE", "1");

@@ -1,6 +1,8 @@
 // Attempts of a restarted job (common/attempt.h): the launch key every rank of a launch
 // computes alike, the folder each launch claims, and how the report picks one.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -197,6 +199,7 @@ TEST_CASE("RanksOfTwoLaunchesRacingForTheFolderSplitByLaunch") {
   for (auto& t : ranks) t.join();
   std::set<std::string> even, odd;
   for (int r = 0; r < kRanks; ++r) (r % 2 ? odd : even).insert(got[r]);
+  INFO("even: " << fmt::format("{}", fmt::join(even, " ")) << "\nodd: " << fmt::format("{}", fmt::join(odd, " ")));
   REQUIRE(even.size() == 1);
   REQUIRE(odd.size() == 1);
   CHECK(*even.begin() != *odd.begin());

@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,26 @@ TEST_CASE("ChildOutputCanGoToAFile") {
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   CHECK(text == "to-file\nalso\n");
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("AnOutputFileIsEmptiedFirstAndGetsTheModeAskedFor") {
+  const std::string path = std::filesystem::temp_directory_path() / ("child-mode-" + std::to_string(getpid()));
+  {
+    std::ofstream old(path);
+    old << "an earlier collector's log, longer than the new one\n";
+  }
+  ::chmod(path.c_str(), 0666);
+  ChildCommand command{"/bin/sh", {"-c", "echo new"}, {}, {}, path, 0640};
+  auto child = ChildProcess::start(command);
+  REQUIRE(child);
+  CHECK(child->waitUntil(in(10)) == 0);
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(text == "new\n");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
   std::filesystem::remove(path);
 }
 

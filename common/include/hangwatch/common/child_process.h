@@ -22,7 +22,8 @@ struct ChildCommand {
   std::vector<std::string> args;  // after argv[0], which is `exe`
   std::vector<std::string> unset_env;
   std::vector<std::pair<std::string, std::string>> set_env;  // over this process's environment
-  std::string output_path;  // stdout+stderr into this file; empty: into a pipe, see readOutput
+  std::string output_path;  // stdout+stderr into this file (emptied first); empty: into a pipe, see readOutput
+  mode_t output_mode = 0600;  // the file's mode, whatever the umask (a dump folder's: dumpFileMode())
 };
 
 class ChildProcess {
