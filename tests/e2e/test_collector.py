@@ -278,10 +278,14 @@ class BadInput(CollectorCase):
         tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p", str(target.pid)],
                                   stderr=subprocess.DEVNULL)
         self.addCleanup(lambda: (tracer.kill(), tracer.communicate()))
-        deadline = time.monotonic() + 10
-        status = Path(f"/proc/{target.pid}/status")
-        while "TracerPid:\t0" in status.read_text() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # strace -f attaches thread by thread: wait until it holds every one (a loaded machine is slow).
+        deadline = time.monotonic() + 60
+        tasks = Path(f"/proc/{target.pid}/task")
+        def untraced():
+            return [t for t in tasks.iterdir() if "TracerPid:\t0\n" in (t / "status").read_text()]
+        while untraced() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(untraced(), [], "strace did not attach to every thread within 60 s")
         code, text = collect(target.pid, self.out)
         self.assertEqual(code, 1, text)
         self.assertIn(f"already traced by pid {tracer.pid} (strace)", text)
