@@ -30,7 +30,7 @@ SIM_ENV = {"SIMGPU_TFLOPS": "0.002", "SIMGPU_GEMM_COMPUTE_LIMIT": "0", "SIMGPU_L
 PER_RANK_SERIES = ["hangwatch_hang", "hangwatch_steps_total", "hangwatch_void_ratio", "hangwatch_issue_latency_seconds",
                    "hangwatch_busbw_gbps", "hangwatch_algbw_gbps", "hangwatch_collective_seconds",
                    "hangwatch_gemm_tflops", "hangwatch_link_wire_seconds_total"]
-TEXTFILE_BUDGET = 2048
+TEXTFILE_BUDGET = 3072
 
 
 def tool(name):

@@ -22,7 +22,7 @@ class PrometheusTextfile {
 
   // A textfile stays within kBudgetBytes: the busiest keys of the window get series, as
   // many as fit under these caps; the rest stay in metrics/rNNNNN.jsonl.
-  static constexpr size_t kBudgetBytes = 2048;
+  static constexpr size_t kBudgetBytes = 3072;
   static constexpr size_t kMaxCollectives = 4;  // (communicator, collective) pairs
   static constexpr size_t kMaxGemmShapes = 4;
   static constexpr size_t kMaxLinks = 8;        // connections with a wire-time counter
