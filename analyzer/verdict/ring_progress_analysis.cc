@@ -100,7 +100,6 @@ void RingProgressAnalysis::add(const RingProgress& record) { records_.push_back(
 
 RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size) const {
   RingFinding out;
-  std::set<int> stalled;
   std::map<int, std::map<std::pair<int, int>, Connection>> channels;
   // Per channel, in communicator ranks: each reporting rank's (prev, next), and which connections have a view.
   std::map<int, std::map<int, std::pair<int, int>>> ring_of;
@@ -118,7 +117,6 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     if (send_view) seen_of[r.channel][{r.rank, r.send->peer}];
     int self = to_global_(r.rank);
     auto& conns = channels[r.channel];
-    if (r.stalled) stalled.insert(self);
     if (recv_view) {
       Connection& c = conns[{to_global_(r.recv->peer), self}];
       uint64_t p = ringProgress(*r.recv);
@@ -130,7 +128,6 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
       c.consumed = c.consumed ? std::min(*c.consumed, p) : p;
     }
   }
-  out.stalled_ranks.assign(stalled.begin(), stalled.end());
   if (channels.empty()) {
     out.note = "no ring progress records for this collective";
     return out;
@@ -163,11 +160,6 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     }
   }
   if (best == 0) {
-    // The device of one rank stopped (simgpu dead-rank marks it): that rank, even when counters tie.
-    if (out.stalled_ranks.size() == 1) {
-      out.rank = out.stalled_ranks.front();
-      return out;
-    }
     out.note = "every channel's connections stopped at the same step or the least-progress ones share no rank";
     return out;
   }

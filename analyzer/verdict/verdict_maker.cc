@@ -216,8 +216,10 @@ RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) co
   members.insert(members.end(), p.finished.begin(), p.finished.end());
   members.insert(members.end(), p.members_missing.begin(), p.members_missing.end());
   ProxyProgressAnalysis proxy(job_, [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
+  // Inside a node NCCL's profiler sees no link, and no profiler fact tells which rank's GPU stopped
+  // there: NCCL returns from the call once the work is queued and every waiting rank's kernel
+  // channels start and never stop, so the stop stays narrowed to the node.
   facts.proxy = proxy.analyze(f.comm, members);
-  nameStoppedRankInNode(facts.proxy, p);
   return facts;
 }
 
@@ -341,34 +343,6 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
   v.lacking_data.push_back(gapOf(*rf.rank, facts.focus.comm));
   v.suspects.push_back(rankSuspect(*rf.rank));
   wording_.culpritWithoutSnapshot(v, *rf.rank);
-}
-
-// Inside a node NCCL's profiler sees no link. A rank there whose host thread never came back
-// from the collective's call (NCCL returns once the work is queued), while its kernel
-// channels started and never stopped, is the one whose GPU stopped: its neighbours only wait.
-void VerdictMaker::nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& p) const {
-  if (pf.link || pf.rank || pf.narrowed.empty()) return;
-  std::vector<int> blocked;
-  for (int r : p.in_host_call)
-    if (std::find(pf.narrowed.begin(), pf.narrowed.end(), r) != pf.narrowed.end()) blocked.push_back(r);
-  if (blocked.size() != 1) return;
-  const RankSummary* s = job_.find(blocked.front());
-  if (!s) return;
-  int in_flight = 0, total = 0;
-  float started = -1;
-  for (const KernelChannelState& k : s->kernel_channels) {
-    if (k.nccl_comm != pf.nccl_comm_id) continue;
-    ++total;
-    if (k.started > k.stopped) {
-      ++in_flight;
-      started = std::max(started, k.started_s_ago);
-    }
-  }
-  if (in_flight == 0) return;
-  pf.rank = blocked.front();
-  pf.channels_agree = in_flight;
-  pf.channels_total = total;
-  pf.rank_evidence = stoppedInNodeText(*pf.rank, in_flight, total, started, pf.narrowed);
 }
 
 Verdict VerdictMaker::sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const {

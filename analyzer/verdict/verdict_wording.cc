@@ -159,13 +159,6 @@ std::string missingDataText(MissingData m) {
   return "";
 }
 
-std::string stoppedInNodeText(int rank, int in_flight, int total, float started_s_ago, const std::vector<int>& node) {
-  return fmt::format(
-      "rank {}'s kernel channels ({} of {}) started {}and never stopped while its host thread never returned from the "
-      "call, the only rank of {} (where the network connections put the stop) to do so",
-      rank, in_flight, total, started_s_ago < 0 ? std::string() : seconds(started_s_ago) + " ago ", ranksPhrase(node));
-}
-
 std::string threadText(const std::string& name, int64_t tid) {
   return name.empty() ? fmt::format("tid {}", tid) : name;
 }
@@ -301,12 +294,6 @@ void VerdictWording::ringRankCulprit(Verdict& v, const RingFacts& facts) const {
     v.evidence.push_back(fmt::format(
         "On {} both ring connections of rank {} (in from its prev, out to its next) made the least progress{}.",
         channels(v, facts), rank, steps(rf)));
-  }
-  if (std::find(rf.stalled_ranks.begin(), rf.stalled_ranks.end(), rank) != rf.stalled_ranks.end()) {
-    v.evidence.push_back(fmt::format(
-        "Rank {}'s ring progress records say its device stopped inside the collective (stalled), while its "
-        "neighbours wait on it.",
-        rank));
   }
   if (!job_.find(rank)) {
     v.evidence.push_back(fmt::format(

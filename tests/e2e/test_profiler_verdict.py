@@ -86,10 +86,11 @@ class TwoNodes(VerdictCase):
         self.assertTrue(v["confident"], context)
         self.assertTrue(any("agree" in e and "ranks 4, 5, 6 and 7" in e for e in v["evidence"]), context)
 
-    def test_dead_rank_named_from_its_kernel_channels_without_the_debugger(self):
+    def test_dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger(self):
+        # NCCL's profiler sees no link inside a node, and nothing it reports tells which GPU there
+        # stopped (the host returns from the call; every waiting rank's kernel channels stay open).
         v, context = self.two_nodes("dead-rank-8")  # rank 5, inside node-1
-        self.assertEqual(v["kind"], "communication-hang", context)
-        self.assertEqual(v["culprit_ranks"], [5], context)
-        self.assertIsNone(v["culprit_link"], context)
-        self.assertEqual(v["source"], "profiler", context)
-        self.assertTrue(any("kernel channels" in e and "never stopped" in e for e in v["evidence"]), context)
+        self.assertEqual(v["kind"], "inconclusive", context)
+        self.assertFalse(v["confident"], context)
+        self.assertEqual(v["culprit_ranks"], [], context)
+        self.assertIn([4, 5, 6, 7], [s["ranks"] for s in v["suspects"]], context)

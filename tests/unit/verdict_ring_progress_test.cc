@@ -96,14 +96,14 @@ TEST_CASE("ProgressCountsFromWhereTheCollectiveBegan") {
   CHECK(f.link->to == 3);
 }
 
-TEST_CASE("StalledRankIsNamedWhenCountersDoNotTellTheRingApart") {
+TEST_CASE("ARecordMarkedStalledNamesNobodyWhenCountersDoNotTellTheRingApart") {
+  // `stalled` was simgpu's own fact; no debugger reads it from a GPU, so it decides nothing.
   auto same = [](int, int) -> std::optional<uint64_t> { return 4; };
   auto ranks = verdict_test::ringJob(4, 6, 1, same, same);
   ranks[1].dump.ring_progress[0].stalled = true;
   ranks[1].dump.ring_progress[0].recv.reset();
   ranks[1].dump.ring_progress[0].send.reset();
   RingFinding f = analyzeRanks(ranks, 6);
-  REQUIRE(f.rank);
-  CHECK(*f.rank == 1);
-  CHECK(f.stalled_ranks == std::vector<int>{1});
+  CHECK_FALSE(f.rank);
+  CHECK_FALSE(f.link);
 }

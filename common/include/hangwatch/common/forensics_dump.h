@@ -86,7 +86,7 @@ struct RingProgress {
   std::string algorithm;  // "RING", ...
   std::string protocol;   // "SIMPLE", "LL", "LL128"
   std::string source;     // "sim-frame", "cuda-registers", "nccl-host"
-  bool stalled = false;   // the device stopped inside the collective (simgpu dead-rank)
+  bool stalled = false;   // kept for old dumps; no debugger can read it on a GPU, so no verdict uses it
   std::optional<RingMismatch> mismatch;
   std::vector<RingWaiter> waiting_threads;
   // NCCL's own index of the operation on the communicator's shared resources (its proxy

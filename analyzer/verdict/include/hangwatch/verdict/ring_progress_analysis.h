@@ -36,7 +36,6 @@ struct RingFinding {
   int channels_agree = 0;
   int channels_total = 0;
   std::vector<ChannelFinding> channels;
-  std::vector<int> stalled_ranks;  // ranks whose device stopped inside the collective (records say `stalled`)
   std::string note;  // why nothing was named, when nothing was
   std::vector<Link> unseen;      // every channel's unseen connections, each once
   std::vector<Link> least_seen;  // the least-progress connections of the channels that named nothing

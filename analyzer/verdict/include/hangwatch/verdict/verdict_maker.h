@@ -54,7 +54,6 @@ class VerdictMaker {
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.
   Verdict sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const;
-  void nameStoppedRankInNode(ProxyFinding& pf, const CommPositions& p) const;
   // Ranks without a snapshot could outvote the group named odd one out.
   void hedgeMismatch(Verdict& v, const CommPositions& p, const HangFocus& f) const;
 

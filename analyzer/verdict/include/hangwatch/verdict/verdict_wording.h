@@ -28,7 +28,6 @@ enum class MissingData { kNoDump, kStillCollecting, kNoCounter, kUnreadableCount
 std::string missingDataText(MissingData m);  // DataGap::lacks
 // Why a rank of the node the profiler narrowed the stop to is named: its kernel channels
 // (`in_flight` of `total`, the latest started `started_s_ago`, < 0 unknown) never stopped.
-std::string stoppedInNodeText(int rank, int in_flight, int total, float started_s_ago, const std::vector<int>& node);
 std::string threadText(const std::string& name, int64_t tid);  // its name, else "tid 123"
 // "attempt 2 of 3 (restart-1, started 2026-11-25 13:45:01 UTC); --attempt N reports another one"
 std::string attemptText(const AttemptInfo& a);
