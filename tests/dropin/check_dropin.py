@@ -14,6 +14,7 @@ EXPECTED = {
     "driver": "13000",
     "runtime": "13000",
     "cc": "9.0",
+    "pci": "0000:1B:00.0",
     "sms": "132",
     "mem_info_ok": "1",
     "kernel_name": "_Z5scalePfif",
@@ -75,6 +76,8 @@ def main():
     if run.returncode != 0:
         fail(f"exit status {run.returncode}")
     values = dict(re.findall(r"(\w+)=(\S+)", run.stdout))
+    if "name=NVIDIA H100 80GB HBM3 cc=" not in run.stdout:
+        fail("the device is not named as an H100")
     for key, want in EXPECTED.items():
         if values.get(key) != want:
             fail(f"{key}={values.get(key)}, expected {want}")
