@@ -4,8 +4,11 @@ optionally under libhangwatch.so, and checks what it printed: the loader took ev
 and NCCL library from the folder without a warning, the kernels ran as timed device work,
 and each call simgpu lacks failed as unsupported with one line naming it."""
 import argparse
+import glob
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -57,6 +60,19 @@ def check_resolution(program, dropin):
             fail(f"{lib} not loaded from {dropin}:\n{trace.stdout}")
 
 
+def check_watchdog_timed_the_kernels(dumps):
+    """The watchdog's timeline (common/include/hangwatch/common/timeline_window.h) holds
+    the ten launches of the nvcc kernel under its device name."""
+    windows = glob.glob(os.path.join(dumps, "*", "timeline", "r00000.json"))
+    if len(windows) != 1:
+        fail(f"expected one timeline window under {dumps}, found {windows}")
+    with open(windows[0], encoding="utf-8") as f:
+        window = json.load(f)
+    kernels = [op for op in window["ops"] if op[0] == "kernel" and window["names"][op[1]] == "_Z5scalePfif"]
+    if len(kernels) != 10:
+        fail(f"the watchdog timed {len(kernels)} launches of _Z5scalePfif, expected 10")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--program", required=True)
@@ -67,10 +83,12 @@ def main():
     args.dropin = os.path.abspath(args.dropin)
     check_resolution(args.program, args.dropin)
     env = base_env(args.dropin)
-    os.makedirs(args.work_dir, exist_ok=True)
+    shutil.rmtree(args.work_dir, ignore_errors=True)  # one run's dumps only
+    os.makedirs(args.work_dir)
     if args.watchdog:
         env["LD_PRELOAD"] = args.watchdog
         env["HANGWATCH_DUMP_DIR"] = os.path.join(args.work_dir, "dumps")
+        env["HANGWATCH_KERNEL_SAMPLE"] = "1"  # time every launch, so all ten show
     run = subprocess.run([args.program], env=env, capture_output=True, text=True, timeout=60, cwd=args.work_dir)
     print(run.stdout, run.stderr, sep="\n")
     if run.returncode != 0:
@@ -88,6 +106,8 @@ def main():
         fail(f"unsupported-call lines: {stderr_lines}")
     if re.search(r"no version information|version `[^']*' not found|undefined symbol", run.stderr):
         fail("the dynamic loader complained")
+    if args.watchdog:
+        check_watchdog_timed_the_kernels(os.path.join(args.work_dir, "dumps"))
     print("PASS")
 
 
