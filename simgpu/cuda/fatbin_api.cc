@@ -16,7 +16,7 @@
 namespace {
 
 // What __cudaRegisterFatBinary hands back: the handle the program passes to every later
-// registration call of that module. Never freed: the program keeps the pointer in a static.
+// registration call of that module, until __cudaUnregisterFatBinary.
 struct FatBinaryModule {
   void* fat_cubin = nullptr;
   bool initialized = false;
@@ -49,6 +49,7 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
   if (fatCubinHandle == nullptr) return;
   simgpu::KernelRegistry::instance().removeModule(fatCubinHandle);
   simgpu::DeviceSymbols::instance().removeModule(fatCubinHandle);
+  delete reinterpret_cast<FatBinaryModule*>(fatCubinHandle);  // the registries keep it only as a key
 }
 
 void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
@@ -67,9 +68,10 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress
   simgpu::DeviceSymbols::instance().add(hostVar, {hostVar, size, fatCubinHandle});
 }
 
-// A __managed__ variable: the host reaches it through *hostVarPtrAddress, which the
-// runtime points at managed storage when the module is initialized (__cudaInitModule).
-// simgpu cannot read the variable's initial value from the cubin: it starts zeroed.
+// A __managed__ variable: nvcc makes the host's `m` a pointer (*hostVarPtrAddress) that
+// the runtime points at managed storage, and host code uses `*m`, so the symbol a program
+// passes to cudaGetSymbolAddress is the storage. simgpu cannot read the variable's initial
+// value from the cubin: it starts zeroed.
 void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, char* deviceAddress,
                               const char* deviceName, int ext, size_t size, int constant, int global) {
   if (hostVarPtrAddress == nullptr) return;
@@ -77,7 +79,7 @@ void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress, c
   if (cudaMallocManaged(&storage, size == 0 ? 1 : size, cudaMemAttachGlobal) != cudaSuccess) return;
   std::memset(storage, 0, size);
   *hostVarPtrAddress = storage;
-  simgpu::DeviceSymbols::instance().add(hostVarPtrAddress, {storage, size, fatCubinHandle});
+  simgpu::DeviceSymbols::instance().add(storage, {storage, size, fatCubinHandle});
 }
 
 char __cudaInitModule(void** fatCubinHandle) { return fatCubinHandle != nullptr ? 1 : 0; }

@@ -30,6 +30,7 @@ EXPECTED = {
     "nccl_allreduce": "0",
     "cudart_unsupported": "801",  # cudaErrorNotSupported
     "device_variable": "0",  # the device code does not run on simgpu
+    "managed_symbol": "1",
 }
 UNSUPPORTED_LINES = [
     "simgpu: cublasSetVector is not emulated; it returns CUBLAS_STATUS_NOT_SUPPORTED",

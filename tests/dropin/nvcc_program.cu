@@ -20,6 +20,7 @@
   } while (0)
 
 __device__ int launches;
+__managed__ int managed_value;
 
 __global__ void scale(float* x, int n, float a) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -101,6 +102,10 @@ int main() {
   libraries();
   cudaArraySparseProperties sparse;
   std::printf("cudart_unsupported=%d\n", static_cast<int>(cudaArrayGetSparseProperties(&sparse, nullptr)));
+  managed_value = 17;  // the host reaches a __managed__ variable through the runtime's storage
+  int* managed_address = nullptr;
+  CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&managed_address), managed_value));
+  std::printf("managed_symbol=%d\n", managed_address == &managed_value && *managed_address == 17 ? 1 : 0);
   int launched = 0;
   CHECK(cudaMemcpyFromSymbol(&launched, launches, sizeof(int)));
   std::printf("device_variable=%d\n", launched);  // 0: the device code did not run

@@ -17,6 +17,7 @@ void __cudaRegisterFatBinaryEnd(void**);
 void __cudaUnregisterFatBinary(void**);
 void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*);
 void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int);
+void __cudaRegisterManagedVar(void**, void**, char*, const char*, int, size_t, int, int);
 unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st*);
 cudaError_t __cudaPopCallConfiguration(dim3*, dim3*, size_t*, void*);
 cudaError_t __cudaGetKernel(cudaKernel_t*, const void*);
@@ -164,4 +165,24 @@ TEST_CASE("UnregisteredModuleFunctionsCanNoLongerBeLaunched") {
         cudaErrorInvalidDeviceFunction);
   cudaGetLastError();
   CHECK(stub_b_calls == 0);
+}
+
+TEST_CASE("ManagedVariableGetsZeroedManagedStorageNamedByItself") {
+  // nvcc turns `__managed__ int m;` into a host pointer the runtime sets; host code uses *m.
+  static int* managed = nullptr;
+  void** handle = __cudaRegisterFatBinary(fake_fatbin);
+  __cudaRegisterManagedVar(handle, reinterpret_cast<void**>(&managed), const_cast<char*>("m"), "m", 0, sizeof(int), 0,
+                           0);
+  __cudaRegisterFatBinaryEnd(handle);
+  REQUIRE(managed != nullptr);
+  CHECK(*managed == 0);
+  void* address = nullptr;
+  REQUIRE(cudaGetSymbolAddress(&address, managed) == cudaSuccess);
+  CHECK(address == managed);
+  cudaPointerAttributes attr;
+  REQUIRE(cudaPointerGetAttributes(&attr, managed) == cudaSuccess);
+  CHECK(attr.type == cudaMemoryTypeManaged);
+  __cudaUnregisterFatBinary(handle);
+  CHECK(cudaGetSymbolAddress(&address, managed) == cudaErrorInvalidSymbol);
+  cudaGetLastError();
 }
