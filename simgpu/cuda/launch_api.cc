@@ -201,7 +201,8 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
 
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
   if (config == nullptr) return recordError(cudaErrorInvalidValue);
-  return recordError(launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, simgpu::perThreadDefault(config->stream)));
+  return recordError(launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                            simgpu::perThreadDefault(config->stream)));
 }
 
 // What nvcc's <<<>>> compiles to since CUDA 12: a cudaKernel_t from __cudaGetKernel,

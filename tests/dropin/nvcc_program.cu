@@ -80,7 +80,8 @@ static void libraries() {
   CHECK(cudaMalloc(&a, 64 * 64 * sizeof(float)));
   CHECK(cudaMalloc(&c, 64 * 64 * sizeof(float)));
   cublasStatus_t s = cublasCreate(&handle);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &alpha, a, 64, a, 64, &beta, c, 64);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &alpha, a, 64, a, 64, &beta, c, 64);
   std::printf("cublas_sgemm=%d\n", static_cast<int>(s));
   std::printf("cublas_unsupported=%d\n", static_cast<int>(cublasSetVector(1, 4, &alpha, 1, c, 1)));
   cublasLtHandle_t lt;

@@ -11,7 +11,9 @@ namespace simgpu {
 // kHostRegistered: the program's own memory pinned by cudaHostRegister (not freed here).
 enum class MemoryKind { kDevice, kHostPinned, kManaged, kHostRegistered };
 
-inline bool isHostKind(MemoryKind kind) { return kind == MemoryKind::kHostPinned || kind == MemoryKind::kHostRegistered; }
+inline bool isHostKind(MemoryKind kind) {
+  return kind == MemoryKind::kHostPinned || kind == MemoryKind::kHostRegistered;
+}
 
 struct Allocation {
   size_t bytes = 0;

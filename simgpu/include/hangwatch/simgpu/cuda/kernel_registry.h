@@ -19,8 +19,8 @@ struct KernelInfo {
   std::vector<size_t> arg_sizes;
   KernelBody body = KernelBody::kHostFunction;
   const void* module = nullptr;  // the fat binary handle of an nvcc function
-  bool unregistered = false;
-  int max_dynamic_shared = 48 * 1024;  // cudaFuncAttributeMaxDynamicSharedMemorySize      // its module was unregistered: no longer launchable
+  bool unregistered = false;           // its module was unregistered: no longer launchable
+  int max_dynamic_shared = 48 * 1024;  // cudaFuncAttributeMaxDynamicSharedMemorySize
 };
 
 class KernelRegistry {
