@@ -1,7 +1,8 @@
 // A CUDA program as users write them, built by nvcc against the real CUDA 13, cuBLAS and
 // NCCL (-cudart shared) and run on simgpu through the drop-in folder: start-up queries,
-// <<<>>> launches timed by events, a __device__ variable, occupancy, cuBLAS, NCCL, and
-// calls simgpu does not emulate. Prints `key=value` lines that check_dropin.py checks.
+// <<<>>> launches timed by events, a CUDA graph of them, __device__ and __managed__
+// variables, occupancy, cuBLAS, NCCL, and calls simgpu does not emulate. Prints
+// `key=value` lines that check_dropin.py checks.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -68,6 +69,25 @@ static void kernels() {
   int min_grid = 0, block = 0;
   CHECK(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, scale));
   std::printf("kernel_ms=%.4f kernel_name=%s\n", ms, name);
+
+  // The same launches captured into a CUDA graph and replayed.
+  cudaStream_t capturing;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking));
+  CHECK(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < 3; ++i) scale<<<(n + 255) / 256, 256, 0, capturing>>>(x, n, 0.5f);
+  CHECK(cudaStreamEndCapture(capturing, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK(cudaEventRecord(start, capturing));
+  CHECK(cudaGraphLaunch(exec, capturing));
+  CHECK(cudaEventRecord(stop, capturing));
+  CHECK(cudaEventSynchronize(stop));
+  CHECK(cudaEventElapsedTime(&ms, start, stop));
+  std::printf("graph_ms=%.4f\n", ms);
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaStreamDestroy(capturing));
   std::printf("occupancy_block=%d occupancy_min_grid=%d\n", block, min_grid);
   CHECK(cudaFree(x));
   CHECK(cudaStreamDestroy(stream));
