@@ -1,6 +1,7 @@
 // Kernel launches: a sim kernel is a registered host function `void(void**)` run on
 // the stream's worker. Argument values are copied at launch, as real CUDA does, so
-// the caller may change its variables right after the launch returns.
+// the caller may change its variables right after the launch returns. An nvcc function
+// (fatbin_api.cc) is opaque work of its modeled duration (opaque_kernel.h).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
