@@ -63,7 +63,7 @@ int memoryAttribute(cudaDeviceAttr attr, int device) {
     case cudaDevAttrMemoryClockRate: return 2619000;
     case cudaDevAttrGlobalMemoryBusWidth: return 5120;
     case cudaDevAttrL2CacheSize: return 50 * 1024 * 1024;
-    case cudaDevAttrMaxPersistingL2CacheSize: return 0x4F00000;
+    case cudaDevAttrMaxPersistingL2CacheSize: return 50 * 1024 * 1024 / 4 * 3;  // 3/4 of L2, as the A100's
     case cudaDevAttrMaxAccessPolicyWindowSize: return 134213632;
     case cudaDevAttrCanMapHostMemory: return 1;
     case cudaDevAttrUnifiedAddressing: return 1;

@@ -32,6 +32,7 @@ TEST_CASE("PropertiesDescribeAnH100AndAgreeWithTheAttributes") {
     CHECK(value == from_prop);
   }
   CHECK(prop.sharedMemPerBlockOptin > prop.sharedMemPerBlock);
+  CHECK((prop.persistingL2CacheMaxSize > 0 && prop.persistingL2CacheMaxSize <= prop.l2CacheSize));
 }
 
 TEST_CASE("UnknownAttributeAndDeviceFailAsDocumented") {
