@@ -7,6 +7,13 @@ include(GNUInstallDirs)
 install(TARGETS hangwatch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS forensics RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(hangwatch_datadir ${CMAKE_INSTALL_DATADIR}/hangwatch)
+# simgpu's drop-in CUDA/cuBLAS/NCCL libraries (simgpu/dropin), one folder for
+# LD_LIBRARY_PATH: a real program tried on the emulator without a GPU.
+if(TARGET dropin_cudart)
+  set(dropin_targets dropin_cudart dropin_cublas dropin_cublasLt dropin_nccl)
+  set_target_properties(${dropin_targets} PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS ${dropin_targets} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/hangwatch/simgpu NAMELINK_SKIP)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/gdb-scripts/ DESTINATION ${hangwatch_datadir}/gdb-scripts
         PATTERN tests EXCLUDE PATTERN __pycache__ EXCLUDE PATTERN README.md EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/examples/prometheus/hangwatch.rules.yml

@@ -1,6 +1,7 @@
 // Kernel launches: a sim kernel is a registered host function `void(void**)` run on
 // the stream's worker. Argument values are copied at launch, as real CUDA does, so
-// the caller may change its variables right after the launch returns.
+// the caller may change its variables right after the launch returns. An nvcc function
+// (fatbin_api.cc) is opaque work of its modeled duration (opaque_kernel.h).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -11,6 +12,7 @@
 
 #include "hangwatch/simgpu/cuda/kernel_registry.h"
 #include "hangwatch/simgpu/cuda/last_error.h"
+#include "hangwatch/simgpu/cuda/opaque_kernel.h"
 #include "hangwatch/simgpu/cuda/per_thread_stream.h"
 #include "hangwatch/simgpu/cuda/runtime.h"
 #include "hangwatch/simgpu/kernel.h"
@@ -49,7 +51,7 @@ bool validDim(dim3 d) { return d.x > 0 && d.y > 0 && d.z > 0; }
 
 // Runtime and driver launches share this; only the runtime records the error as the
 // thread's last error (driver calls leave it alone).
-cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, cudaStream_t stream) {
+cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, size_t shared_mem, cudaStream_t stream) {
   std::optional<simgpu::KernelInfo> kernel = simgpu::KernelRegistry::instance().find(func);
   if (!kernel) return cudaErrorInvalidDeviceFunction;
   if (!validDim(grid) || !validDim(block) || block.x * block.y * block.z > 1024) return cudaErrorInvalidConfiguration;
@@ -57,6 +59,11 @@ cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, cudaStr
   Runtime& rt = Runtime::current();
   std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
   if (!s) return cudaErrorInvalidResourceHandle;
+  if (kernel->body == simgpu::KernelBody::kOpaqueDevice) {
+    const std::chrono::nanoseconds modeled = simgpu::opaque_kernel::launchTime(grid, block, shared_mem);
+    simgpu::DeviceWork work = [modeled] { simgpu::occupyDevice(std::chrono::steady_clock::now(), modeled); };
+    return rt.submit(*s, simgpu::StreamTask{std::move(kernel->name), std::move(work), {}});
+  }
   auto pack = std::make_shared<ArgumentPack>(kernel->arg_sizes, args);
   auto entry = reinterpret_cast<KernelEntry>(const_cast<void*>(func));
   simgpu::DeviceWork work = [pack, entry] {
@@ -88,26 +95,27 @@ cudaStream_t driverStream(CUstream s, bool per_thread) {
 }
 
 CUresult launchDriver(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                      CUstream stream, void** params, void** extra, bool per_thread) {
+                      unsigned shared_mem, CUstream stream, void** params, void** extra, bool per_thread) {
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (extra != nullptr) return CUDA_ERROR_NOT_SUPPORTED;  // packed argument buffers are not modeled
-  return driverResult(launch(kernelEntry(f), dim3(gx, gy, gz), dim3(bx, by, bz), params, driverStream(stream, per_thread)));
+  return driverResult(launch(kernelEntry(f), dim3(gx, gy, gz), dim3(bx, by, bz), params, shared_mem,
+                             driverStream(stream, per_thread)));
 }
 
 CUresult CUDAAPI simLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                 unsigned bz, unsigned, CUstream stream, void** params, void** extra) {
-  return launchDriver(f, gx, gy, gz, bx, by, bz, stream, params, extra, false);
+                                 unsigned bz, unsigned shared_mem, CUstream stream, void** params, void** extra) {
+  return launchDriver(f, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra, false);
 }
 
 CUresult CUDAAPI simLaunchKernelPtsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                     unsigned bz, unsigned, CUstream stream, void** params, void** extra) {
-  return launchDriver(f, gx, gy, gz, bx, by, bz, stream, params, extra, true);
+                                     unsigned bz, unsigned shared_mem, CUstream stream, void** params, void** extra) {
+  return launchDriver(f, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra, true);
 }
 
 CUresult launchDriverEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool per_thread) {
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return launchDriver(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->hStream,
-                      params, extra, per_thread);
+  return launchDriver(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                      c->sharedMemBytes, c->hStream, params, extra, per_thread);
 }
 
 CUresult CUDAAPI simLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
@@ -179,22 +187,23 @@ cudaError_t cudaFuncGetName(const char** name, const void* func) {
 
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
-  return recordError(launch(func, gridDim, blockDim, args, stream));
+  return recordError(launch(func, gridDim, blockDim, args, sharedMem, stream));
 }
 
 cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                   cudaStream_t stream) {
-  return recordError(launch(func, gridDim, blockDim, args, simgpu::perThreadDefault(stream)));
+  return recordError(launch(func, gridDim, blockDim, args, sharedMem, simgpu::perThreadDefault(stream)));
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   if (config == nullptr) return recordError(cudaErrorInvalidValue);
-  return recordError(launch(func, config->gridDim, config->blockDim, args, config->stream));
+  return recordError(launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream));
 }
 
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
   if (config == nullptr) return recordError(cudaErrorInvalidValue);
-  return recordError(launch(func, config->gridDim, config->blockDim, args, simgpu::perThreadDefault(config->stream)));
+  return recordError(launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                            simgpu::perThreadDefault(config->stream)));
 }
 
 // What nvcc's <<<>>> compiles to since CUDA 12: a cudaKernel_t from __cudaGetKernel,
@@ -210,12 +219,12 @@ cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* func) { return __cud
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                cudaStream_t stream) {
-  return recordError(launch(kernelEntry(kernel), gridDim, blockDim, args, stream));
+  return recordError(launch(kernelEntry(kernel), gridDim, blockDim, args, sharedMem, stream));
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                     cudaStream_t stream) {
-  return recordError(launch(kernelEntry(kernel), gridDim, blockDim, args, simgpu::perThreadDefault(stream)));
+  return recordError(launch(kernelEntry(kernel), gridDim, blockDim, args, sharedMem, simgpu::perThreadDefault(stream)));
 }
 
 cudaError_t cudaGetFuncBySymbol(cudaFunction_t* function, const void* func) {

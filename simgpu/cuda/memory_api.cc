@@ -29,10 +29,10 @@ std::chrono::nanoseconds copyTime(size_t bytes) {
 // freeing and the synchronous copies and sets are not stream work a graph could replay.
 cudaError_t checkUnsafe() { return recordError(Runtime::current().checkUnsafeCall()); }
 
-cudaError_t allocate(void** ptr, size_t size, MemoryKind kind) {
+cudaError_t allocate(void** ptr, size_t size, MemoryKind kind, unsigned host_flags = 0) {
   if (ptr == nullptr) return recordError(cudaErrorInvalidValue);
   if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
-  *ptr = AllocationTable::instance().allocate(size, kind, Runtime::threadDevice());
+  *ptr = AllocationTable::instance().allocate(size, kind, Runtime::threadDevice(), host_flags);
   if (*ptr == nullptr) return recordError(cudaErrorMemoryAllocation);
   return cudaSuccess;
 }
@@ -86,7 +86,9 @@ cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return allocate(ptr, size, MemoryKind::kHostPinned); }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
-  return allocate(pHost, size, MemoryKind::kHostPinned);
+  constexpr unsigned kKnown = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if ((flags & ~kKnown) != 0) return recordError(cudaErrorInvalidValue);
+  return allocate(pHost, size, MemoryKind::kHostPinned, flags);
 }
 
 cudaError_t cudaFree(void* devPtr) {
@@ -184,12 +186,37 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int s
   return queueCopy(dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
 }
 
-// Pinned host memory is mapped at the same address for the device (unified addressing).
+// Pinned and registered host memory is mapped at the same address for the device
+// (unified addressing).
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
   if (pDevice == nullptr || flags != 0) return recordError(cudaErrorInvalidValue);
   std::optional<Allocation> a = AllocationTable::instance().find(pHost);
-  if (!a || a->kind != MemoryKind::kHostPinned) return recordError(cudaErrorInvalidValue);
+  if (!a || !simgpu::isHostKind(a->kind)) return recordError(cudaErrorInvalidValue);
   *pDevice = pHost;
+  return cudaSuccess;
+}
+
+// With unified addressing all pinned memory is mapped, whatever flags it was made with.
+cudaError_t cudaHostGetFlags(unsigned int* pFlags, void* pHost) {
+  if (pFlags == nullptr) return recordError(cudaErrorInvalidValue);
+  std::optional<Allocation> a = AllocationTable::instance().find(pHost);
+  if (!a || a->kind != MemoryKind::kHostPinned) return recordError(cudaErrorInvalidValue);
+  *pFlags = a->host_flags | cudaHostAllocMapped;
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  constexpr unsigned kKnown =
+      cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+  if (ptr == nullptr || size == 0 || (flags & ~kKnown) != 0) return recordError(cudaErrorInvalidValue);
+  if (!AllocationTable::instance().registerHost(ptr, size, flags, Runtime::threadDevice()))
+    return recordError(cudaErrorHostMemoryAlreadyRegistered);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void* ptr) {
+  if (ptr == nullptr) return recordError(cudaErrorInvalidValue);
+  if (!AllocationTable::instance().unregisterHost(ptr)) return recordError(cudaErrorHostMemoryNotRegistered);
   return cudaSuccess;
 }
 

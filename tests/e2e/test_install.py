@@ -33,6 +33,10 @@ INSTALLED = [
     "share/doc/hangwatch/watchdog.md",
     "share/doc/hangwatch/forensics.md",
 ]
+# simgpu's drop-in libraries, built where the real CUDA libraries are (simgpu/dropin).
+if (BUILD_DIR / "simgpu-dropin" / "libcudart.so.13").exists():
+    INSTALLED += [f"lib/hangwatch/simgpu/{lib}"
+                  for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2")]
 
 # All libhangwatch.so may need (README "Install"): the C library, at glibc 2.28's versions.
 C_LIBRARY = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "ld-linux-x86-64.so.2"}

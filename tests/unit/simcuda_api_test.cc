@@ -42,9 +42,9 @@ TEST_CASE("DeviceQueriesDescribeTheEmulatedDevices") {
   CHECK(simgpu::currentDevice() == 3);
   cudaDeviceProp prop;
   REQUIRE(cudaGetDeviceProperties(&prop, 3) == cudaSuccess);
-  CHECK(std::string(prop.name) == "simgpu 1 TFLOPS");
+  CHECK(std::string(prop.name) == "NVIDIA H100 80GB HBM3");
   CHECK(prop.major == 9);
-  CHECK(prop.pciBusID == 3);
+  CHECK(prop.pciBusID == 0x61);  // the fourth GPU of a DGX H100
   CHECK(prop.totalGlobalMem > (size_t{1} << 30));
   int sms = 0;
   REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 3) == cudaSuccess);

@@ -1,6 +1,8 @@
 #pragma once
-// Sim kernels registered by simgpuRegisterKernel: the nvcc-registration analogue
-// that tells cudaLaunchKernel how many argument bytes to copy at launch time.
+// Launchable functions, keyed by the address a program launches them by. Two kinds:
+// sim kernels (simgpuRegisterKernel: a host body and the argument sizes to copy at
+// launch) and nvcc's device functions (__cudaRegisterFunction: a host stub whose device
+// code simgpu cannot run, so a launch is opaque device work of modeled duration).
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -10,9 +12,15 @@
 
 namespace simgpu {
 
+enum class KernelBody { kHostFunction, kOpaqueDevice };
+
 struct KernelInfo {
   std::string name;
   std::vector<size_t> arg_sizes;
+  KernelBody body = KernelBody::kHostFunction;
+  const void* module = nullptr;  // the fat binary handle of an nvcc function
+  bool unregistered = false;           // its module was unregistered: no longer launchable
+  int max_dynamic_shared = 48 * 1024;  // cudaFuncAttributeMaxDynamicSharedMemorySize
 };
 
 class KernelRegistry {
@@ -23,6 +31,11 @@ class KernelRegistry {
   std::optional<KernelInfo> find(const void* entry);
   // Name storage stays valid for the life of the process, as cudaFuncGetName promises.
   const char* name(const void* entry);
+  // __cudaUnregisterFatBinary: the module's functions can no longer be launched (their
+  // names stay, as cudaFuncGetName's storage must).
+  void removeModule(const void* module);
+  // cudaFuncSetAttribute's limit for later launches; false for an unknown function.
+  bool setMaxDynamicShared(const void* entry, int bytes);
 
   void lockForFork() { mutex_.lock(); }
   void unlockAfterFork() { mutex_.unlock(); }
