@@ -8,7 +8,9 @@ set -euo pipefail
 started=$(date +%s)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${HANGWATCH_BUILD_DIR:-$repo/build}"
+# Its own build folder, compiled for speed (HANGWATCH_FAST_BUILD: -O1 with line tables, simgpu
+# with full debug info for the debugger phase); scripts/test.sh's build/ is left alone.
+build="${HANGWATCH_BUILD_DIR:-$repo/build-demo}"
 nranks=4
 faults='dead-link=1->2@op=10'
 work="$(mktemp -d /tmp/hangwatch-demo.XXXXXX)"
@@ -37,7 +39,7 @@ say "dependencies"
 "$repo/scripts/install-deps.sh"
 
 say "build ($build: the preload, the forensics CLI, ring_train and simgpu)"
-cmake -S "$repo" -B "$build" -G Ninja >/dev/null
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGWATCH_FAST_BUILD=ON >/dev/null
 ninja -C "$build" hangwatch forensics ring_train
 
 dumps="$work/dumps"
