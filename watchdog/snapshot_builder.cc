@@ -68,8 +68,14 @@ SnapshotProgress buildProgress(const ProxyProgress& table, uint64_t inits, int64
   std::sort(p.kernel_channels.begin(), p.kernel_channels.end(), [](const auto& a, const auto& b) {
     return std::tie(a.nccl_comm, a.channel) < std::tie(b.nccl_comm, b.channel);
   });
+  for (const ProxyProgress::AlgorithmView& a : table.algorithms())
+    p.algorithms.push_back({CommTable::hashHex(a.comm_id), a.algo, a.launched, secondsAgo(a.last_ns, now_ns)});
+  std::sort(p.algorithms.begin(), p.algorithms.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.nccl_comm, a.algo) < std::tie(b.nccl_comm, b.algo);
+  });
   p.dropped_connections = table.droppedConnections();
   p.dropped_kernel_channels = table.droppedKernelChannels();
+  p.dropped_comms = table.droppedComms();
   return p;
 }
 

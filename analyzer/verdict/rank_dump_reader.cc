@@ -60,6 +60,11 @@ void takeProgress(RankSummary& s, const SnapshotProgress& p) {
       s.kernel_channels.push_back(
           {id, k.channel, k.started, k.stopped, k.started_s_ago ? static_cast<float>(*k.started_s_ago) : -1.0f});
   }
+  for (const SnapshotCollAlgorithm& a : p.algorithms) {
+    const uint64_t id = ncclIdValue(a.nccl_comm);
+    if (wanted.count(id))
+      s.algorithms.push_back({id, a.algo, a.launched, a.last_s_ago ? static_cast<float>(*a.last_s_ago) : -1.0f});
+  }
 }
 
 void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {

@@ -20,6 +20,19 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->progress->connections[1].untracked_ops == 2u);
   CHECK(back->progress->kernel_channels[0].stopped == 3u);
   CHECK(back->progress->dropped_connections == 1u);
+  REQUIRE(back->progress->algorithms.size() == 2);
+  CHECK(back->progress->algorithms[1].algo == "TREE");
+  CHECK(back->progress->algorithms[0].launched == 812u);
+  CHECK(back->progress->algorithms[0].last_s_ago == std::optional<double>(2.5));
+  CHECK_FALSE(back->progress->algorithms[1].last_s_ago);
+  CHECK(back->progress->dropped_comms == 2u);
+  // A dump written before the algorithms were recorded reads as none seen.
+  nlohmann::json old = toJson(s);
+  old["progress"].erase("algorithms");
+  old["progress"].erase("dropped_comms");
+  auto older = watchdogSnapshotFromJson(old);
+  REQUIRE(older.ok());
+  CHECK(older->progress->algorithms.empty());
   CHECK(back->streams[0].pending[1].peer == std::optional<int>(3));
   CHECK(back->streams[0].device == std::optional<int>(3));
   CHECK(back->trigger->stuck_op->seq == std::optional<uint64_t>(10));

@@ -72,6 +72,8 @@ class NcclLikeComm {
       d.type = np::kColl;
       d.parentObj = coll_api_;
       d.coll.func = "AllReduce";
+      d.coll.algo = "RING";  // NCCL always names them (src/enqueue.cc)
+      d.coll.proto = "SIMPLE";
       d.coll.parentGroup = group;
       plugin_.startEvent(context_, &coll, &d);
     }

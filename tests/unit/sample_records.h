@@ -151,7 +151,10 @@ inline WatchdogSnapshot richSnapshot() {
   c.untracked_ops = 2;
   p.connections.push_back(c);
   p.kernel_channels.push_back({"1852e9190e780d2a", 1, 4, 3, 1.5, std::nullopt});
+  p.algorithms.push_back({"1852e9190e780d2a", "RING", 812, 2.5});
+  p.algorithms.push_back({"1852e9190e780d2a", "TREE", 40, std::nullopt});
   p.dropped_connections = 1;
+  p.dropped_comms = 2;
   s.progress = p;
   return s;
 }

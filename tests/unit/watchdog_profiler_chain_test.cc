@@ -20,6 +20,7 @@
 #include "hangwatch/watchdog/metrics/link_meter.h"
 #include "hangwatch/watchdog/metrics/link_profiler.h"
 #include "hangwatch/watchdog/metrics/profiler_chain.h"
+#include "hangwatch/watchdog/metrics/proxy_progress.h"
 #include "profiler_driver.h"
 
 using namespace hangwatch::watchdog;
@@ -423,4 +424,20 @@ TEST_CASE("WithoutAChoiceOrNcclsDefaultLibraryThereIsNoJobPlugin") {
   CHECK(loadJobPlugin().table == nullptr);
   unsetenv(kJobProfilerPluginVar);
   CHECK(loadJobPlugin().table == nullptr);
+}
+
+// A Coll event goes to the job's plugin as its own event; hangwatch still notes the algorithm
+// NCCL chose, whether the job asked for Coll events or they came as implied parents.
+TEST_CASE("BesideTheJobsPluginHangwatchStillSeesWhichAlgorithmEachCollectiveRan") {
+  for (int job_mask : {static_cast<int>(np::kColl), static_cast<int>(np::kProxyOp), 0}) {
+    INFO("job mask " << job_mask);
+    proxyProgress().resetForTesting();
+    auto [alone, chained] = aloneAndChained(kJob, {job_mask}, oneCommunicator);
+    CHECK(alone == chained);  // the job's plugin sees what it sees alone
+    uint64_t ring = 0;
+    for (const ProxyProgress::AlgorithmView& a : proxyProgress().algorithms())
+      if (a.comm_id == 0xc0ffee && std::string(a.algo) == "RING") ring = a.launched;
+    CHECK(ring == 3);
+  }
+  proxyProgress().resetForTesting();
 }

@@ -221,12 +221,25 @@ TEST_CASE("ProxyThreadsAndTheSnapshotReaderShareTheTables") {
       plugin().stopEvent(kh);
     }
   };
-  std::thread a(proxy, 0), b(proxy, 1);
+  // A user thread launching collectives (Coll events come on the launching thread).
+  auto launcher = [&] {
+    for (int i = 0; i < kOps; ++i) {
+      np::EventDescr c{};
+      c.type = np::kColl;
+      c.coll.algo = i % 2 ? "RING" : "TREE";
+      void* ch = nullptr;
+      plugin().startEvent(ctx, &ch, &c);
+    }
+  };
+  std::thread a(proxy, 0), b(proxy, 1), l(launcher);
   uint64_t seen = 0;
   for (int i = 0; i < 50; ++i) {
     for (const auto& v : proxyProgress().connections()) seen += v.steps[3];
     for (const auto& k : proxyProgress().kernelChannels()) seen += k.stopped;
+    for (const auto& g : proxyProgress().algorithms()) seen += g.launched;
   }
+  l.join();
+  for (const auto& g : proxyProgress().algorithms()) CHECK(g.launched == kOps / 2u);
   a.join();
   b.join();
   for (int channel : {0, 1}) {
@@ -329,4 +342,76 @@ TEST_CASE("TheSnapshotCarriesNcclIdsAddressesAndProgress") {
   CHECK_FALSE(c.moved_s_ago[3]);
   plugin().stopEvent(send);
   plugin().finalize(ctx);
+}
+
+// NCCL sends a Coll event at launch as the implied parent of the task events hangwatch asks
+// for, with the algorithm it chose (src/enqueue.cc: coll.algo = ncclAlgoToString(...)).
+TEST_CASE("EachCommunicatorsCollectivesAreCountedByTheAlgorithmNcclChose") {
+  proxyProgress().resetForTesting();
+  void* a = initComm(0xa1, 8, 0);
+  void* b = initComm(0xb2, 8, 0);
+  auto launch = [](void* ctx, const char* algo) {
+    np::EventDescr d{};
+    d.type = np::kColl;
+    d.coll.func = "AllReduce";
+    d.coll.algo = algo;
+    d.coll.proto = "SIMPLE";
+    void* h = reinterpret_cast<void*>(0x1);
+    REQUIRE(plugin().startEvent(ctx, &h, &d) == ncclSuccess);
+    CHECK(h == nullptr);  // nothing to stop: the steps say the rest
+  };
+  launch(a, "RING");
+  launch(a, "RING");
+  launch(a, "TREE");
+  launch(b, "PAT");
+  launch(b, "SOMETHING_NEWER");
+  launch(b, nullptr);
+  std::vector<ProxyProgress::AlgorithmView> seen = proxyProgress().algorithms();
+  auto count = [&](uint64_t comm, std::string algo) -> uint64_t {
+    for (const auto& v : seen)
+      if (v.comm_id == comm && v.algo == algo) return v.launched;
+    return 0;
+  };
+  CHECK(count(0xa1, "RING") == 2);
+  CHECK(count(0xa1, "TREE") == 1);
+  CHECK(count(0xb2, "PAT") == 1);
+  CHECK(count(0xb2, "other") == 2);  // a name this build does not know, or none
+  CHECK(seen.size() == 4);
+  for (const auto& v : seen) CHECK(v.last_ns > 0);
+
+  StreamQueues queues;
+  HostCallSlots slots;
+  CommTable comms;
+  NcclCommIds ids;
+  SnapshotInputs in;
+  in.queues = &queues;
+  in.comms = &comms;
+  in.host_calls = &slots;
+  in.progress = &proxyProgress();
+  in.nccl_ids = &ids;
+  {
+    NcclCommIds::Capture capture;
+    ids.initSeen(0xa1, 8, 0);
+  }
+  in.now_ns = monotonicNs() + 1'000'000'000;
+  WatchdogSnapshot s = buildSnapshot(in);
+  REQUIRE(s.progress);
+  REQUIRE(s.progress->algorithms.size() == 4);
+  const SnapshotCollAlgorithm& first = s.progress->algorithms[0];  // sorted by communicator, then name
+  CHECK(first.nccl_comm == "00000000000000a1");
+  CHECK(first.algo == "RING");
+  CHECK(first.launched == 2);
+  REQUIRE(first.last_s_ago);
+  CHECK(*first.last_s_ago == Approx(1.0).margin(0.5));
+  CHECK(s.progress->dropped_comms == 0);
+  plugin().finalize(a);
+  plugin().finalize(b);
+}
+
+TEST_CASE("TheAlgorithmTableIsBoundedAndCountsWhatItDrops") {
+  proxyProgress().resetForTesting();
+  for (uint64_t c = 1; c <= ProxyProgress::kMaxComms + 3; ++c) proxyProgress().collLaunched(c, "RING", 1);
+  CHECK(proxyProgress().algorithms().size() == ProxyProgress::kMaxComms);
+  CHECK(proxyProgress().droppedComms() == 3);
+  proxyProgress().resetForTesting();
 }

@@ -103,6 +103,11 @@ ncclResult_t startEvent(void* context, void** handle, np::EventDescr* descr) {
     ProxyOpRecord::Step& step = op->steps[static_cast<unsigned>(descr->proxyStep.step) % kStepSlots];
     step = ProxyOpRecord::Step{kStepHandle, -1, op, 0, 0};
     *handle = &step;
+  } else if (descr->type == np::kColl) {
+    // NCCL sends Coll events as the parents of the task events asked for (emittingMask), at
+    // launch, on the launching thread: which algorithm this collective runs. No handle: its
+    // stop says nothing the steps do not.
+    proxyProgress().collLaunched(static_cast<Context*>(context)->comm_id, descr->coll.algo, monotonicNs());
   } else if (descr->type == np::kKernelCh) {
     auto* ctx = static_cast<Context*>(context);
     KernelChannel* k = proxyProgress().kernelChannel(ctx->comm_id, descr->kernelCh.channelId);

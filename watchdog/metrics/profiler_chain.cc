@@ -150,6 +150,14 @@ ncclResult_t ProfilerChain::startEvent(void* context, void** handle, np::EventDe
     case np::kProxyStep:
       startStep(ctx, handle, d);
       break;
+    case np::kColl:
+      // Hangwatch's side only notes the algorithm and keeps no handle: the event is the job's.
+      if (ctx != nullptr && ctx->ours != nullptr) {
+        void* ignored = nullptr;
+        ours_.startEvent(ctx->ours, &ignored, &d);
+      }
+      startJobOnly(ctx, handle, d);
+      break;
     default:
       startJobOnly(ctx, handle, d);
   }

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <cstring>
+
 namespace hangwatch::watchdog {
 namespace {
 
@@ -26,6 +28,8 @@ int publishedState(const std::atomic<int>& state) {
 
 const char* const kSendStages[kProxyStages] = {"posted", "filled", "sent", "done"};
 const char* const kRecvStages[kProxyStages] = {"posted", "arrived", "delivered", "done"};
+const char* const kAlgorithmNames[kCollAlgorithms] = {"TREE", "RING",     "COLLNET_DIRECT", "COLLNET_CHAIN",
+                                                      "NVLS", "NVLS_TREE", "PAT",           "other"};
 
 }  // namespace
 
@@ -116,6 +120,29 @@ KernelChannel* ProxyProgress::kernelChannel(uint64_t comm_id, int channel) {
   return nullptr;
 }
 
+void ProxyProgress::collLaunched(uint64_t comm_id, const char* algo, int64_t now_ns) {
+  const int a = collAlgorithmIndex(algo);
+  const uint64_t h = mix(comm_id);
+  for (size_t probe = 0; probe < kMaxComms; ++probe) {
+    CommAlgorithms& c = comms_[(h + probe) % kMaxComms];
+    int s = publishedState(c.state);
+    if (s == kFree) {
+      int expected = kFree;
+      if (c.state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
+        c.comm_id = comm_id;
+        c.state.store(kPublished, std::memory_order_release);
+      }
+      s = publishedState(c.state);
+    }
+    if (c.comm_id == comm_id) {
+      c.launched[a].fetch_add(1, std::memory_order_relaxed);
+      c.last_ns[a].store(now_ns, std::memory_order_relaxed);
+      return;
+    }
+  }
+  dropped_comms_.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::vector<ProxyConnection::View> ProxyProgress::connections() const {
   std::vector<ProxyConnection::View> out;
   for (const ProxyConnection& c : connections_)
@@ -130,6 +157,18 @@ std::vector<ProxyProgress::KernelChannelView> ProxyProgress::kernelChannels() co
       out.push_back({k.comm_id, k.channel, k.started.load(std::memory_order_relaxed),
                      k.stopped.load(std::memory_order_relaxed), k.started_ns.load(std::memory_order_relaxed),
                      k.stopped_ns.load(std::memory_order_relaxed)});
+  return out;
+}
+
+std::vector<ProxyProgress::AlgorithmView> ProxyProgress::algorithms() const {
+  std::vector<AlgorithmView> out;
+  for (const CommAlgorithms& c : comms_) {
+    if (c.state.load(std::memory_order_acquire) != kPublished) continue;
+    for (int a = 0; a < kCollAlgorithms; ++a) {
+      const uint64_t n = c.launched[a].load(std::memory_order_relaxed);
+      if (n > 0) out.push_back({c.comm_id, kAlgorithmNames[a], n, c.last_ns[a].load(std::memory_order_relaxed)});
+    }
+  }
   return out;
 }
 
@@ -152,8 +191,16 @@ void ProxyProgress::resetForTesting() {
     k.started_ns.store(0);
     k.stopped_ns.store(0);
   }
+  for (CommAlgorithms& c : comms_) {
+    c.state.store(kFree);
+    for (int a = 0; a < kCollAlgorithms; ++a) {
+      c.launched[a].store(0);
+      c.last_ns[a].store(0);
+    }
+  }
   dropped_connections_.store(0);
   dropped_kernel_channels_.store(0);
+  dropped_comms_.store(0);
 }
 
 ProxyProgress& proxyProgress() {
@@ -162,5 +209,16 @@ ProxyProgress& proxyProgress() {
 }
 
 const char* const* proxyStageNames(bool send) { return send ? kSendStages : kRecvStages; }
+
+const char* collAlgorithmName(int index) {
+  return index >= 0 && index < kCollAlgorithms ? kAlgorithmNames[index] : kAlgorithmNames[kCollAlgorithms - 1];
+}
+
+int collAlgorithmIndex(const char* name) {
+  if (name == nullptr) return kCollAlgorithms - 1;
+  for (int a = 0; a < kCollAlgorithms - 1; ++a)
+    if (std::strcmp(name, kAlgorithmNames[a]) == 0) return a;
+  return kCollAlgorithms - 1;
+}
 
 }  // namespace hangwatch::watchdog

@@ -70,12 +70,23 @@ struct SnapshotKernelChannel {
   std::optional<double> stopped_s_ago;
 };
 
+// The collectives NCCL launched on one communicator with one algorithm (Coll events'
+// `algo`: TREE, RING, COLLNET_DIRECT, COLLNET_CHAIN, NVLS, NVLS_TREE, PAT, or "other").
+struct SnapshotCollAlgorithm {
+  std::string nccl_comm;
+  std::string algo;
+  uint64_t launched = 0;
+  std::optional<double> last_s_ago;  // since the last one was launched
+};
+
 struct SnapshotProgress {
   uint64_t plugin_inits = 0;         // communicators NCCL initialised the profiler plugin for
   std::vector<SnapshotProxyConnection> connections;
   std::vector<SnapshotKernelChannel> kernel_channels;
+  std::vector<SnapshotCollAlgorithm> algorithms;  // absent in dumps from before 2026-11-26
   uint64_t dropped_connections = 0;  // beyond the table's capacity: not reported
   uint64_t dropped_kernel_channels = 0;
+  uint64_t dropped_comms = 0;        // communicators whose algorithms did not fit
 };
 
 // The names of a direction's stages in the snapshot, in stage order.
@@ -227,14 +238,27 @@ struct Schema<SnapshotKernelChannel> {
 };
 
 template <>
+struct Schema<SnapshotCollAlgorithm> {
+  static constexpr const char* what = "collective algorithm";
+  static constexpr auto fields = std::tuple{
+      field("nccl_comm", &SnapshotCollAlgorithm::nccl_comm, "algorithm nccl_comm"),
+      field("algo", &SnapshotCollAlgorithm::algo, "algo"),
+      field("launched", &SnapshotCollAlgorithm::launched, "algorithm launched"),
+      field("last_s_ago", &SnapshotCollAlgorithm::last_s_ago, "algorithm last_s_ago"),
+  };
+};
+
+template <>
 struct Schema<SnapshotProgress> {
   static constexpr const char* what = "progress";
   static constexpr auto fields = std::tuple{
       field("plugin_inits", &SnapshotProgress::plugin_inits, "plugin_inits"),
       field("connections", &SnapshotProgress::connections, "connections"),
       field("kernel_channels", &SnapshotProgress::kernel_channels, "kernel_channels"),
+      field("algorithms", &SnapshotProgress::algorithms, "algorithms"),
       field("dropped_connections", &SnapshotProgress::dropped_connections, "dropped_connections"),
       field("dropped_kernel_channels", &SnapshotProgress::dropped_kernel_channels, "dropped_kernel_channels"),
+      field("dropped_comms", &SnapshotProgress::dropped_comms, "dropped_comms"),
   };
 };
 

@@ -44,6 +44,14 @@ struct KernelChannelState {
   float started_s_ago = -1;  // -1: never
 };
 
+// The collectives NCCL launched with one algorithm on such a communicator (Coll events).
+struct CollAlgorithmUse {
+  uint64_t nccl_comm = 0;
+  std::string algo;        // NCCL's name: RING, TREE, PAT, NVLS, ...
+  uint64_t launched = 0;
+  float last_s_ago = -1;   // -1: unknown
+};
+
 struct RankSummary {
   int rank = -1;  // from the file name, the only rank a corrupt file still tells
   bool has_snapshot = false;
@@ -68,6 +76,7 @@ struct RankSummary {
   bool has_progress = false;
   std::vector<ProxyEnd> proxy_ends;
   std::vector<KernelChannelState> kernel_channels;
+  std::vector<CollAlgorithmUse> algorithms;
 
   // Each thread's stack is an id in JobData::stacks: ranks share a few hundred distinct stacks.
   std::vector<stackmerge::RankThread> threads;

@@ -13,7 +13,8 @@
 //         delivered (handed to the GPU, RecvGPUWait), done (the GPU consumed it).
 // Only NET connections report: P2P and SHM links inside a node emit no proxy events.
 // A kernel channel is (communicator id, channel): kernels started and stopped on it
-// (KernelCh events).
+// (KernelCh events). Per communicator, the algorithms NCCL chose for its collectives
+// (Coll events' `algo`): the connections' steps mean a ring's only when it ran RING.
 //
 // Memory is fixed (static tables, no allocation, no lock on the proxy thread): at most
 // kMaxConnections connections, kOpsPerConnection proxy operations in flight on each,
@@ -108,14 +109,31 @@ struct KernelChannel {
   std::atomic<int64_t> started_ns{0}, stopped_ns{0};
 };
 
+// The algorithms NCCL 2.28 names in a Coll event (src/collectives.cc, ncclAlgoToString),
+// and a last slot for any other name.
+inline constexpr int kCollAlgorithms = 8;
+const char* collAlgorithmName(int index);
+int collAlgorithmIndex(const char* name);  // kCollAlgorithms - 1 for a name not in the list
+
+// One communicator's collectives by algorithm: how many NCCL launched, and when the last one.
+struct CommAlgorithms {
+  std::atomic<int> state{0};  // 0 free, 1 being claimed, 2 published
+  uint64_t comm_id = 0;
+  std::atomic<uint64_t> launched[kCollAlgorithms] = {};
+  std::atomic<int64_t> last_ns[kCollAlgorithms] = {};
+};
+
 class ProxyProgress {
  public:
   static constexpr size_t kMaxConnections = 1024;
   static constexpr size_t kMaxKernelChannels = 512;
+  static constexpr size_t kMaxComms = 256;
 
   // The connection's record, made on first use; nullptr when the table is full.
   ProxyConnection* connection(const ProxyConnectionKey& key, int rank, int nranks);
   KernelChannel* kernelChannel(uint64_t comm_id, int channel);
+  // A collective of the communicator was launched with `algo` (a Coll event) at now_ns.
+  void collLaunched(uint64_t comm_id, const char* algo, int64_t now_ns);
 
   std::vector<ProxyConnection::View> connections() const;
   struct KernelChannelView {
@@ -125,8 +143,16 @@ class ProxyProgress {
     int64_t started_ns = 0, stopped_ns = 0;
   };
   std::vector<KernelChannelView> kernelChannels() const;
+  struct AlgorithmView {
+    uint64_t comm_id = 0;
+    const char* algo = "";
+    uint64_t launched = 0;
+    int64_t last_ns = 0;
+  };
+  std::vector<AlgorithmView> algorithms() const;  // one per (communicator, algorithm) seen
   uint64_t droppedConnections() const { return dropped_connections_.load(std::memory_order_relaxed); }
   uint64_t droppedKernelChannels() const { return dropped_kernel_channels_.load(std::memory_order_relaxed); }
+  uint64_t droppedComms() const { return dropped_comms_.load(std::memory_order_relaxed); }
 
   // Tests only: forget everything (no event may be in flight).
   void resetForTesting();
@@ -134,7 +160,8 @@ class ProxyProgress {
  private:
   ProxyConnection connections_[kMaxConnections];
   KernelChannel kernel_channels_[kMaxKernelChannels];
-  std::atomic<uint64_t> dropped_connections_{0}, dropped_kernel_channels_{0};
+  CommAlgorithms comms_[kMaxComms];
+  std::atomic<uint64_t> dropped_connections_{0}, dropped_kernel_channels_{0}, dropped_comms_{0};
 };
 
 // The process's table, shared by the plugin and the snapshot builder.
