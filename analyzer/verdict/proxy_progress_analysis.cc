@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -138,6 +139,27 @@ void kernelChannels(const JobData& job, const std::vector<int>& members, ProxyFi
   if (f.kernel_in_flight.empty()) f.kernel_not_started.clear();  // nothing runs anywhere: no contrast
 }
 
+// What NCCL launched the communicator's collectives with, on each member still waiting,
+// from when its oldest pending collective there was issued on (and 50 ms before, for the
+// two clocks' order: the watchdog stamps the call before NCCL's Coll event).
+void otherAlgorithms(const JobData& job, const std::string& comm, const std::vector<int>& members, ProxyFinding& f) {
+  constexpr double kSlackS = 0.05;
+  std::set<std::string> seen;
+  for (int m : members) {
+    const RankSummary* s = job.find(m);
+    if (s == nullptr) continue;
+    std::optional<double> issued_s_ago;
+    for (const SnapshotPendingOp& op : s->pending)
+      if (op.comm == comm && op.op_class == "collective") issued_s_ago = std::max(issued_s_ago.value_or(0), op.issued_s_ago);
+    if (!issued_s_ago) continue;
+    for (const CollAlgorithmUse& a : s->algorithms) {
+      if (a.nccl_comm != f.nccl_comm_id || a.algo == "RING" || a.launched == 0) continue;
+      if (a.last_s_ago < 0 || a.last_s_ago <= *issued_s_ago + kSlackS) seen.insert(a.algo);
+    }
+  }
+  f.other_algorithms.assign(seen.begin(), seen.end());
+}
+
 // A link on the wire names itself. True when that settles it (named, or ambiguous).
 bool nameWireLink(ProxyFinding& f) {
   std::map<std::pair<int, int>, std::set<int>> wire;
@@ -222,7 +244,13 @@ void narrowByNode(const JobData& job, const EndsByLink& ends, const std::vector<
     if (l.stall == ProxyStall::kReceiverSide) bounds.insert(l.link.to);
     if (l.stall == ProxyStall::kSenderSide) starved[l.channel].push_back(&l);
   }
-  for (const auto& [channel, links] : starved) orderStarvedSenders(channel, links, ends, bounds, f);
+  for (const auto& [channel, links] : starved) {
+    if (f.other_algorithms.empty()) {
+      orderStarvedSenders(channel, links, ends, bounds, f);
+    } else {
+      for (const ProxyLinkState* l : links) bounds.insert(l->link.from);  // no ring order to go by
+    }
+  }
   std::set<std::string> hosts;
   for (int r : bounds) {
     const RankSummary* s = job.find(r);
@@ -259,8 +287,12 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
              "(P2P, SHM, NVLink), which have no proxy and report no steps";
     return f;
   }
+  otherAlgorithms(job_, comm, members, f);
   if (nameWireLink(f)) return f;
-  const std::map<int, std::set<int>> stopped = stoppedRanks(ends, f);
+  // On a tree a healthy rank waiting on one child holds the other child's data and has
+  // nothing for its parent: it looks stopped like a dead one. Only a ring's rank is stopped so.
+  const std::map<int, std::set<int>> stopped =
+      f.other_algorithms.empty() ? stoppedRanks(ends, f) : std::map<int, std::set<int>>{};
   if (stopped.size() == 1) {
     f.rank = stopped.begin()->first;
     f.channels_agree = static_cast<int>(stopped.begin()->second.size());
@@ -274,7 +306,10 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
     f.note = "its network connections do not put the stop in fewer than all of the communicator's nodes";
     return f;
   }
-  f.note = stopped.size() > 1 ? "more than one rank looks stopped" : "no network connection is stuck on the wire";
+  f.note = stopped.size() > 1              ? "more than one rank looks stopped"
+           : !f.other_algorithms.empty() ? fmt::format("NCCL ran {} on it, whose steps do not say which rank stopped",
+                                                        fmt::join(f.other_algorithms, " and "))
+                                         : "no network connection is stuck on the wire";
   return f;
 }
 

@@ -259,6 +259,7 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     ringUndecided(v, facts);
   }
   hedgeRing(v, facts);
+  hedgeOtherAlgorithms(v, facts);
   return v;
 }
 
@@ -343,6 +344,29 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
   v.lacking_data.push_back(gapOf(*rf.rank, facts.focus.comm));
   v.suspects.push_back(rankSuspect(*rf.rank));
   wording_.culpritWithoutSnapshot(v, *rf.rank);
+}
+
+void VerdictMaker::hedgeOtherAlgorithms(Verdict& v, const RingFacts& facts) const {
+  const ProxyFinding& pf = facts.proxy;
+  if (pf.other_algorithms.empty()) return;
+  // Both ends of a link on the wire show it, whatever the algorithm's shape.
+  const bool wire = pf.link && v.culprit_link && *pf.link == *v.culprit_link;
+  const bool named = v.kind == VerdictKind::kCommunicationHang && !wire;
+  if (named) {
+    std::vector<Suspect> suspects;
+    if (v.culprit_link) suspects.push_back(linkSuspect(*v.culprit_link));
+    else
+      for (int r : v.culprit_ranks) suspects.push_back(rankSuspect(r, SuspectNote::kDebugger));
+    if (!pf.narrowed.empty()) suspects.push_back(nodeSuspect(pf.narrowed));
+    for (Suspect& s : v.suspects) suspects.push_back(std::move(s));
+    sortSuspects(suspects);
+    v.suspects = std::move(suspects);
+    v.kind = VerdictKind::kInconclusive;
+    v.confident = false;
+    v.culprit_link.reset();
+    v.culprit_ranks.clear();
+  }
+  wording_.otherAlgorithms(v, facts, named);
 }
 
 Verdict VerdictMaker::sourcesDisagree(Verdict v, const RingFinding& rf, const ProxyFinding& pf) const {

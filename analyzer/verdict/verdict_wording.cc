@@ -490,6 +490,27 @@ void VerdictWording::unseenLinks(Verdict& v, const RingFinding& rf, const std::v
                   "draining anything."};
 }
 
+void VerdictWording::otherAlgorithms(Verdict& v, const RingFacts& facts, bool hedged) const {
+  const std::string algos = fmt::format("{}", fmt::join(facts.proxy.other_algorithms, " and "));
+  v.evidence.push_back(fmt::format(
+      "NCCL launched {} collective(s) on communicator {} since the stuck one was issued (its profiler's Coll events): "
+      "the stuck collective, or one queued behind it, may not run on a ring, and a tree's or PAT's connections do not "
+      "stop the way a ring's do.",
+      algos, facts.focus.comm));
+  if (!hedged) return;
+  v.hinges_on = fmt::format(
+      "which algorithm the stuck collective ran: the culprit was read off the ring's connections, which {} does not "
+      "use the same way",
+      algos);
+  v.reason = fmt::format("least ring progress named {}, but NCCL ran {} on this communicator", suspectsText(v.suspects),
+                         algos);
+  v.headline = fmt::format("Inconclusive: {}; suspect {}.", v.reason, suspectsText(v.suspects));
+  v.next_steps = {
+      std::string("Rerun the failing step with NCCL_ALGO=Ring (or read the algorithm NCCL_DEBUG=INFO logs for this "
+                  "collective): on a ring the same evidence names the culprit."),
+      "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before draining anything."};
+}
+
 void VerdictWording::culpritWithoutSnapshot(Verdict& v, int rank) const {
   v.hinges_on =
       fmt::format("rank {}'s snapshot: whether its GPU stopped inside the collective or it never called it", rank);

@@ -5,6 +5,8 @@
 // stopped (analyzer/verdict/README.md): downstream of the fault connections are empty (the
 // sender's GPU has nothing to send), upstream they are full (the receiver's GPU takes nothing,
 // the sender waits for a posted buffer).
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "hangwatch/verdict/job_loader.h"
@@ -402,4 +404,77 @@ TEST_CASE("ADebuggerCulpritOutsideTheNodeTheProfilerNarrowedToIsNotConfident") {
       CHECK(v.hinges_on.find("ranks 4, 5, 6 and 7") != std::string::npos);
     }
   }
+}
+
+namespace {
+
+// NCCL's Coll events on every rank: `algo` launched `last_s_ago` seconds before the snapshot,
+// and the stuck collective issued `issued_s_ago` seconds before it.
+void addAlgorithm(std::vector<FakeRank>& ranks, const std::string& algo, double last_s_ago, double issued_s_ago) {
+  for (FakeRank& r : ranks) {
+    r.snap.streams[0].pending[0].issued_s_ago = issued_s_ago;
+    r.snap.progress->algorithms.push_back({kNcclId, "RING", 40, 30.0});
+    r.snap.progress->algorithms.push_back({kNcclId, algo, 3, last_s_ago});
+  }
+}
+
+}  // namespace
+
+// A tree rank waiting on one child holds the other child's data and has nothing for its
+// parent (NCCL 2.28 src/proxy.cc, ncclProxySaveOp gives a tree rank several network peers on
+// a channel): the ring's "neither takes nor gives" rule would name a healthy rank.
+TEST_CASE("ARankThatLooksStoppedIsOnlyASuspectWhenNcclRanATreeSinceTheStuckCollective") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {std::nullopt, 3});
+  addAlgorithm(ranks, "TREE", 4.0, 4.5);
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  bool rank3_suspect = false;
+  for (const Suspect& s : v.suspects) rank3_suspect = rank3_suspect || std::count(s.ranks.begin(), s.ranks.end(), 3);
+  CHECK(rank3_suspect);
+  CHECK(all(v).find("NCCL launched TREE collective(s)") != std::string::npos);
+}
+
+TEST_CASE("ATreeThatFinishedBeforeTheStuckCollectiveWasIssuedLeavesTheRingRulesOn") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {std::nullopt, 3});
+  addAlgorithm(ranks, "TREE", 9.0, 4.5);  // the last tree ran 4.5 s before the stuck ring collective
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK(all(v).find("TREE") == std::string::npos);
+}
+
+TEST_CASE("ALinkOnTheWireIsNamedWhateverTheAlgorithm") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {Link{5, 6}, std::nullopt});
+  addAlgorithm(ranks, "PAT", 4.0, 4.5);
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{5, 6});
+  CHECK(v.confident);
+  CHECK(all(v).find("NCCL launched PAT collective(s)") != std::string::npos);
+}
+
+TEST_CASE("TheDebuggersLeastRingProgressIsOnlyASuspectWhenNcclRanATree") {
+  // The debugger's ring records name 5 -> 6 and the profiler shows no link on the wire.
+  auto ranks = verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  addProxyProgress(ranks, 4, 2, {std::nullopt, 6});
+  addAlgorithm(ranks, "TREE", 4.0, 4.5);
+  const Verdict v = verdictOf(ranks, true);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  bool link_suspect = false;
+  for (const Suspect& s : v.suspects) link_suspect = link_suspect || (s.link && *s.link == Link{5, 6});
+  CHECK(link_suspect);
+  CHECK(v.hinges_on.find("which algorithm the stuck collective ran") != std::string::npos);
+  CHECK(v.next_steps.front().find("NCCL_ALGO=Ring") != std::string::npos);
 }

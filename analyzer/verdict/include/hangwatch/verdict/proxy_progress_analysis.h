@@ -56,6 +56,11 @@ struct ProxyFinding {
   std::vector<int> kernel_in_flight;     // ranks with a kernel channel started and not finished
   std::string note;                      // why nothing could be said, when nothing could
   std::string rank_evidence;             // `rank` named from other than its two network ends: why
+  // Algorithms other than RING that NCCL launched collectives of this communicator with since
+  // the stuck one was issued (Coll events): the stuck collective, or one queued behind it, may
+  // have run them. A tree's or PAT's steps are not a ring's: the ring-shaped rules (a rank that
+  // neither takes nor gives, the fewest steps sent) are then not used.
+  std::vector<std::string> other_algorithms;
   bool has_data() const { return !links.empty(); }
 };
 

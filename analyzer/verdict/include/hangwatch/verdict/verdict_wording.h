@@ -123,6 +123,9 @@ class VerdictWording {
   // are v.lacking_data and whose suspects are v.suspects; a culprit rank without a snapshot.
   void unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const;
   void culpritWithoutSnapshot(Verdict& v, int rank) const;
+  // NCCL's Coll events show another algorithm than RING since the stuck collective was
+  // issued; `hedged`: the ring-shaped culprit was made a suspect.
+  void otherAlgorithms(Verdict& v, const RingFacts& facts, bool hedged) const;
   // One sentence per culprit rank in v.where: the thread it stands in and its innermost frames.
   void whereCulpritsAre(Verdict& v) const;
 
