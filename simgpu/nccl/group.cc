@@ -102,12 +102,6 @@ void executeKernel(const std::vector<Op>& ops) {
   for (auto& t : threads) t.join();
 }
 
-// A dead-rank fault: "the host blocks in the collective" until the communicator is aborted.
-__attribute__((noinline)) ncclResult_t blockOnDeadDevice(const std::shared_ptr<Communicator>& comm) {
-  while (!comm->aborted()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  return ncclSystemError;
-}
-
 // NCCL launches with the communicator's device current (cudaSetDevice(comm->cudaDev) in
 // group.cc, the caller's device restored after): stream 0 is that device's stream.
 class CommDeviceScope {
@@ -208,12 +202,9 @@ ncclResult_t launch(std::vector<Op> ops, bool persistent) {
     it->second.push_back(std::move(op));
   }
   ncclResult_t result = ncclSuccess;
-  std::shared_ptr<Communicator> dead;
   std::vector<UserStream> user_streams;
   std::vector<std::vector<std::shared_ptr<KernelJoin>>> joins_of;  // per user stream
   for (auto& [comm, kernel_ops] : per_comm) {
-    for (const Op& op : kernel_ops)
-      if (isCollective(op.kind) && op.comm->deviceDeadAt(op.seq)) dead = op.comm;
     auto join = std::make_shared<KernelJoin>();
     size_t streams = 0;
     for (const Op& op : kernel_ops) {
@@ -268,7 +259,9 @@ ncclResult_t launch(std::vector<Op> ops, bool persistent) {
       result = ncclUnhandledCudaError;
     }
   }
-  if (dead && result == ncclSuccess) return blockOnDeadDevice(dead);
+  // A dead rank's kernel stalls on its GPU (Communicator::runOnChannel); the call returns as
+  // NCCL's does once the work is queued (src/enqueue.cc, ncclLaunchKernel), and the host runs
+  // on until it synchronizes with the stream.
   return result;
 }
 
