@@ -189,23 +189,24 @@ Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p
 RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) const {
   RingFacts facts{f, p, {}, {}, {}, 0};
   RingProgressAnalysis ring([&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
+  std::set<std::string> kernel_algorithms;
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
+      RingProgress joined = r;
       if (r.comm.empty() && !r.nccl_comm.empty()) {
         // A reader that saw only NCCL's own id (nccl-host, cuda): joined through this rank's
         // comms[].nccl_id, so every record source reaches the same analysis.
-        RingProgress joined = r;
         joined.comm = watchdogHashOf(s, r.nccl_comm);
-        ring.add(joined);
-        any = any || joined.comm == f.comm;
-        continue;
       }
-      ring.add(r);
-      any = any || r.comm == f.comm;
+      if (joined.comm == f.comm && !joined.algorithm.empty() && joined.algorithm != "RING")
+        kernel_algorithms.insert(joined.algorithm);
+      any = any || joined.comm == f.comm;
+      ring.add(std::move(joined));
     }
     facts.ranks_with_records += any;
   }
+  facts.kernel_algorithms.assign(kernel_algorithms.begin(), kernel_algorithms.end());
   facts.ring = ring.analyze(f.comm, f.seq, p.comm_size);
   if (facts.ring.channels_total == 0) facts.ring = ring.analyze(f.comm, std::nullopt, p.comm_size);
   for (const OpGroup& g : p.groups) facts.waiting.insert(facts.waiting.end(), g.ranks.begin(), g.ranks.end());
@@ -348,7 +349,7 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
 
 void VerdictMaker::hedgeOtherAlgorithms(Verdict& v, const RingFacts& facts) const {
   const ProxyFinding& pf = facts.proxy;
-  if (pf.other_algorithms.empty()) return;
+  if (pf.other_algorithms.empty() && facts.kernel_algorithms.empty()) return;
   // Both ends of a link on the wire show it, whatever the algorithm's shape.
   const bool wire = pf.link && v.culprit_link && *pf.link == *v.culprit_link;
   const bool named = v.kind == VerdictKind::kCommunicationHang && !wire;

@@ -491,12 +491,20 @@ void VerdictWording::unseenLinks(Verdict& v, const RingFinding& rf, const std::v
 }
 
 void VerdictWording::otherAlgorithms(Verdict& v, const RingFacts& facts, bool hedged) const {
-  const std::string algos = fmt::format("{}", fmt::join(facts.proxy.other_algorithms, " and "));
-  v.evidence.push_back(fmt::format(
-      "NCCL launched {} collective(s) on communicator {} since the stuck one was issued (its profiler's Coll events): "
-      "the stuck collective, or one queued behind it, may not run on a ring, and a tree's or PAT's connections do not "
-      "stop the way a ring's do.",
-      algos, facts.focus.comm));
+  std::set<std::string> all(facts.proxy.other_algorithms.begin(), facts.proxy.other_algorithms.end());
+  all.insert(facts.kernel_algorithms.begin(), facts.kernel_algorithms.end());
+  const std::string algos = fmt::format("{}", fmt::join(all, " and "));
+  if (!facts.kernel_algorithms.empty())
+    v.evidence.push_back(fmt::format(
+        "The debugger found the hung kernels on communicator {} running {} (their device function), not a ring: a "
+        "tree's or PAT's connections do not stop the way a ring's do.",
+        facts.focus.comm, fmt::join(facts.kernel_algorithms, " and ")));
+  if (!facts.proxy.other_algorithms.empty())
+    v.evidence.push_back(fmt::format(
+        "NCCL launched {} collective(s) on communicator {} since the stuck one was issued (its profiler's Coll "
+        "events): the stuck collective, or one queued behind it, may not run on a ring, and a tree's or PAT's "
+        "connections do not stop the way a ring's do.",
+        fmt::join(facts.proxy.other_algorithms, " and "), facts.focus.comm));
   if (!hedged) return;
   v.hinges_on = fmt::format(
       "which algorithm the stuck collective ran: the culprit was read off the ring's connections, which {} does not "

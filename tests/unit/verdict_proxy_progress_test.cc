@@ -478,3 +478,25 @@ TEST_CASE("TheDebuggersLeastRingProgressIsOnlyASuspectWhenNcclRanATree") {
   CHECK(v.hinges_on.find("which algorithm the stuck collective ran") != std::string::npos);
   CHECK(v.next_steps.front().find("NCCL_ALGO=Ring") != std::string::npos);
 }
+
+// On a GPU the debugger reads the hung kernel's device function (gdb-scripts cuda_kernels.py:
+// ncclDevFunc_AllReduce_Sum_f32_TREE_LL): a kernel that runs a tree makes the ring-named
+// culprit a suspect even with no profiler at all.
+TEST_CASE("AHungKernelTheDebuggerSawRunATreeMakesTheRingCulpritASuspect") {
+  auto ranks = verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  Verdict ring = verdictOf(ranks, true);
+  REQUIRE(ring.culprit_link);  // the same records on a ring name the link
+  CHECK(*ring.culprit_link == Link{5, 6});
+  for (FakeRank& r : ranks)
+    for (RingProgress& p : r.dump.ring_progress) p.algorithm = "TREE";
+  const Verdict v = verdictOf(ranks, true);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  bool link_suspect = false;
+  for (const Suspect& s : v.suspects) link_suspect = link_suspect || (s.link && *s.link == Link{5, 6});
+  CHECK(link_suspect);
+  CHECK(all(v).find("The debugger found the hung kernels") != std::string::npos);
+}

@@ -77,6 +77,9 @@ struct RingFacts {
   std::vector<int> waiting;  // members waiting in the collective or its host call, sorted
   int ranks_with_records = 0;
   RingGap gap = RingGap::kNone;
+  // Algorithms other than RING that the debugger saw the hung kernels run (the device
+  // function in the backtrace, e.g. ncclDevFunc_AllReduce_Sum_f32_TREE_LL), sorted.
+  std::vector<std::string> kernel_algorithms;
 };
 
 class VerdictWording {
