@@ -333,6 +333,30 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
 // or a culprit rank without its own snapshot.
 void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
   const RingFinding& rf = facts.ring;
+  if (v.culprit_link && !v.link_in_comm_ranks && v.source == "profiler") {
+    // Over sockets a sender whose receiving host died waits with its data queued, as on a
+    // dead link: an end that wrote no snapshot leaves the two apart only as suspects. (The
+    // debugger's ring records have their own hedges for ranks without data, below.)
+    std::vector<int> silent;
+    for (int r : {v.culprit_link->from, v.culprit_link->to}) {
+      const RankSummary* s = job_.find(r);
+      if (r >= 0 && (s == nullptr || !s->has_snapshot)) silent.push_back(r);
+    }
+    if (!silent.empty()) {
+      v.kind = VerdictKind::kInconclusive;
+      v.confident = false;
+      v.suspects.push_back(linkSuspect(*v.culprit_link));
+      for (int r : silent) {
+        v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
+        v.lacking_data.push_back(gapOf(r, facts.focus.comm));
+      }
+      sortSuspects(v.suspects);
+      wording_.linkEndSilent(v, *v.culprit_link, silent);
+      v.culprit_link.reset();
+      v.culprit_ranks.clear();
+      return;
+    }
+  }
   if (!rf.unseen.empty() && v.source != "profiler") {
     hedgeUnseenLinks(v, rf, facts.focus);
     return;

@@ -1,6 +1,7 @@
 #include "hangwatch/verdict/verdict_wording.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <fmt/format.h>
@@ -517,6 +518,30 @@ void VerdictWording::otherAlgorithms(Verdict& v, const RingFacts& facts, bool he
       std::string("Rerun the failing step with NCCL_ALGO=Ring (or read the algorithm NCCL_DEBUG=INFO logs for this "
                   "collective): on a ring the same evidence names the culprit."),
       "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before draining anything."};
+}
+
+namespace {
+std::string capitalized(std::string s) {
+  if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  return s;
+}
+}  // namespace
+
+void VerdictWording::linkEndSilent(Verdict& v, const Link& link, const std::vector<int>& silent) const {
+  const std::string who = ranksPhrase(silent);
+  v.evidence.push_back(fmt::format(
+      "{} wrote no snapshot. A sender whose receiver's host or process died waits with its data handed to the "
+      "network as it does on a dead link (over sockets NCCL's send only queues), so the link {} and {} are both "
+      "suspects.",
+      capitalized(who), linkText(link), who));
+  v.hinges_on = fmt::format("{}'s snapshot: whether its host and process are alive and took the data", who);
+  v.reason = fmt::format("the link {} stopped delivering, but {} wrote no snapshot: suspect {}", linkText(link), who,
+                         suspectsText(v.suspects));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.next_steps = {fmt::format("Look at {} first: is its host up, did its process exit or crash (its log, dmesg)?", who),
+                  fmt::format("If it is alive, test the link {} (nccl-tests between those GPUs; NVLink / InfiniBand "
+                              "error counters) before draining anything.",
+                              linkText(link))};
 }
 
 void VerdictWording::culpritWithoutSnapshot(Verdict& v, int rank) const {

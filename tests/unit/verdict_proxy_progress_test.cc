@@ -500,3 +500,23 @@ TEST_CASE("AHungKernelTheDebuggerSawRunATreeMakesTheRingCulpritASuspect") {
   CHECK(link_suspect);
   CHECK(all(v).find("The debugger found the hung kernels") != std::string::npos);
 }
+
+// Over sockets NCCL's isend only queues (src/transport/net_socket.cc): a sender whose
+// receiving host died sits in SendWait, "on the wire", as over a dead link. Without the
+// receiver's own snapshot the two cannot be told apart.
+TEST_CASE("ALinkOnTheWireWhoseReceiverSentNoSnapshotIsOnlyASuspectWithThatRank") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {Link{5, 6}, std::nullopt});
+  ranks.erase(ranks.begin() + 6);  // rank 6 wrote nothing
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  bool link_suspect = false, rank_suspect = false;
+  for (const Suspect& s : v.suspects) {
+    link_suspect = link_suspect || (s.link && *s.link == Link{5, 6});
+    rank_suspect = rank_suspect || (!s.link && s.ranks == std::vector<int>{6});
+  }
+  CHECK(link_suspect);
+  CHECK(rank_suspect);
+}

@@ -126,6 +126,8 @@ class VerdictWording {
   // are v.lacking_data and whose suspects are v.suspects; a culprit rank without a snapshot.
   void unseenLinks(Verdict& v, const RingFinding& rf, const std::vector<int>& dark) const;
   void culpritWithoutSnapshot(Verdict& v, int rank) const;
+  // The culprit link's end(s) `silent` wrote no snapshot: the link and they are suspects.
+  void linkEndSilent(Verdict& v, const Link& link, const std::vector<int>& silent) const;
   // NCCL's Coll events show another algorithm than RING since the stuck collective was
   // issued; `hedged`: the ring-shaped culprit was made a suspect.
   void otherAlgorithms(Verdict& v, const RingFacts& facts, bool hedged) const;
