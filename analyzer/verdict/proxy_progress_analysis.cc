@@ -40,6 +40,19 @@ struct Ends {
   const ProxyEnd* recv = nullptr;
 };
 
+// On InfiniBand the receiver's irecv sends the clear-to-send for the buffer it posts, and the
+// sender's isend gives no request until it arrives (NCCL 2.28 src/transport/net_ib: the
+// receiver's FIFO post; src/transport/net.cc records SendPeerWait while isend returns none).
+// A step the receiver posted (RecvWait) that the sender has ready and still waits to send
+// means that message was lost between them. The counts compare only over the same operations.
+bool creditLost(const Ends& e) {
+  if (e.send == nullptr || e.recv == nullptr) return false;
+  const ProxyEnd& s = *e.send;
+  const ProxyEnd& r = *e.recv;
+  if (s.ops != r.ops || s.ops_done != r.ops_done || s.untracked_ops != 0 || r.untracked_ops != 0) return false;
+  return s.steps[1] > s.steps[2] && r.steps[0] > s.steps[2] && r.steps[1] == s.steps[2];
+}
+
 ProxyLinkState classify(const Link& link, int channel, const Ends& e) {
   ProxyLinkState st;
   st.link = link;
@@ -56,6 +69,12 @@ ProxyLinkState classify(const Link& link, int channel, const Ends& e) {
         last < 0 ? std::string("no step ever completed") : "the last completion " + ago(last),
         r == EndState::kWaitingData ? "; " + to + " still waits for data (the last arrival " + ago(e.recv->moved_s_ago[1]) + ")"
                                     : "");
+  } else if (s == EndState::kCredit && r == EndState::kWaitingData && creditLost(e)) {
+    st.stall = ProxyStall::kCreditLost;
+    st.detail = fmt::format(
+        "{} posted a buffer for step {} and waits for its data; {} has it ready and still waits for {}'s "
+        "clear-to-send: that message was lost between them (the last step sent {})",
+        to, e.send->steps[2], from, to, ago(e.send->moved_s_ago[2]));
   } else if (s == EndState::kCredit || r == EndState::kOwnGpu || r == EndState::kFlush) {
     st.stall = ProxyStall::kReceiverSide;
     st.detail = r == EndState::kOwnGpu || r == EndState::kFlush
@@ -164,7 +183,8 @@ void otherAlgorithms(const JobData& job, const std::string& comm, const std::vec
 bool nameWireLink(ProxyFinding& f) {
   std::map<std::pair<int, int>, std::set<int>> wire;
   for (const ProxyLinkState& l : f.links)
-    if (l.stall == ProxyStall::kOnTheWire) wire[{l.link.from, l.link.to}].insert(l.channel);
+    if (l.stall == ProxyStall::kOnTheWire || l.stall == ProxyStall::kCreditLost)
+      wire[{l.link.from, l.link.to}].insert(l.channel);
   for (const auto& [k, chs] : wire) f.wire_links.push_back({k.first, k.second});
   if (wire.size() == 1) {
     f.link = f.wire_links.front();
@@ -272,6 +292,7 @@ const char* proxyStallText(ProxyStall s) {
     case ProxyStall::kReceiverSide: return "stopped at the receiver";
     case ProxyStall::kSenderSide: return "stopped at the sender";
     case ProxyStall::kWaitingForData: return "waiting for data";
+    case ProxyStall::kCreditLost: return "clear-to-send lost";
   }
   return "idle";
 }

@@ -117,6 +117,12 @@ std::string proxySummary(const ProxyFinding& pf) {
   if (pf.link) {
     const ProxyLinkState* l =
         first([&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kOnTheWire; });
+    if (l == nullptr) {
+      if (const ProxyLinkState* c = first(
+              [&](const ProxyLinkState& x) { return x.link == *pf.link && x.stall == ProxyStall::kCreditLost; }))
+        return fmt::format("the connection {} lost a clear-to-send (channel {}: {})", linkText(*pf.link), c->channel,
+                           c->detail);
+    }
     return fmt::format("the connection {} holds steps on the wire{}", linkText(*pf.link),
                        l ? fmt::format(" (channel {}: {})", l->channel, l->detail) : "");
   }

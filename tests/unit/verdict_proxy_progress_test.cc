@@ -520,3 +520,41 @@ TEST_CASE("ALinkOnTheWireWhoseReceiverSentNoSnapshotIsOnlyASuspectWithThatRank")
   CHECK(link_suspect);
   CHECK(rank_suspect);
 }
+
+namespace {
+
+// Link 5 -> 6 of an 8-rank ring, one rank a node: 5 has a step ready and waits for 6's
+// clear-to-send (SendPeerWait); 6 posted `recv_posted` buffers, none got data.
+std::vector<FakeRank> creditJob(uint64_t recv_posted) {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {Link{5, 6}, std::nullopt});
+  for (FakeRank& r : ranks) {
+    for (SnapshotProxyConnection& c : r.snap.progress->connections) {
+      const int me = *r.snap.identity.rank;
+      if (me == 5 && c.dir == "send" && c.peer == 6) c.steps = {16, 9, 8, 8};
+      if (me == 6 && c.dir == "recv" && c.peer == 5) c.steps = {recv_posted, 8, 8, 8};
+    }
+  }
+  return ranks;
+}
+
+}  // namespace
+
+// NCCL_NET=IB: the receiver's irecv posts the clear-to-send, the sender's isend returns no
+// request until it arrives. Both ends waiting for each other means it was lost on the link;
+// read as "the receiver posted no buffer" it would blame a rank that did.
+TEST_CASE("AClearToSendLostBetweenTwoRanksNamesTheirLinkNotTheReceiver") {
+  Verdict v = verdictOf(creditJob(9));
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{5, 6});
+  CHECK(v.confident);
+  CHECK(all(v).find("clear-to-send") != std::string::npos);
+
+  // The receiver posted no buffer for the step: the sender waits on the receiver, not the link.
+  v = verdictOf(creditJob(8));
+  INFO(all(v));
+  CHECK_FALSE(v.culprit_link);
+  CHECK(all(v).find("clear-to-send") == std::string::npos);
+}

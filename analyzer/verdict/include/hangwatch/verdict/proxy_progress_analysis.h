@@ -24,7 +24,9 @@
 
 namespace hangwatch::verdict {
 
-enum class ProxyStall { kIdle, kOnTheWire, kReceiverSide, kSenderSide, kWaitingForData };
+// kCreditLost: the receiver posted a buffer (RecvWait) that the sender still waits to be
+// cleared for (SendPeerWait): the clear-to-send between them was lost, so the link is at fault.
+enum class ProxyStall { kIdle, kOnTheWire, kReceiverSide, kSenderSide, kWaitingForData, kCreditLost };
 
 const char* proxyStallText(ProxyStall s);
 
