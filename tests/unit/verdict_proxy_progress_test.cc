@@ -408,6 +408,22 @@ TEST_CASE("ADebuggerCulpritOutsideTheNodeTheProfilerNarrowedToIsNotConfident") {
 
 namespace {
 
+// The debugger's ring records of 8 ranks name the link 5 -> 6 (least progress on it).
+std::vector<FakeRank> debuggerNames5To6() {
+  return verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+}
+
+// The link 5 -> 6 the ring named is a suspect of a verdict that names nobody.
+void checkLinkHedged(const Verdict& v) {
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  bool link_suspect = false;
+  for (const Suspect& s : v.suspects) link_suspect = link_suspect || (s.link && *s.link == Link{5, 6});
+  CHECK(link_suspect);
+}
+
 // NCCL's Coll events on every rank: `algo` launched `last_s_ago` seconds before the snapshot,
 // and the stuck collective issued `issued_s_ago` seconds before it.
 void addAlgorithm(std::vector<FakeRank>& ranks, const std::string& algo, double last_s_ago, double issued_s_ago) {
@@ -463,18 +479,12 @@ TEST_CASE("ALinkOnTheWireIsNamedWhateverTheAlgorithm") {
 
 TEST_CASE("TheDebuggersLeastRingProgressIsOnlyASuspectWhenNcclRanATree") {
   // The debugger's ring records name 5 -> 6 and the profiler shows no link on the wire.
-  auto ranks = verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  auto ranks = debuggerNames5To6();
   addProxyProgress(ranks, 4, 2, {std::nullopt, 6});
   addAlgorithm(ranks, "TREE", 4.0, 4.5);
   const Verdict v = verdictOf(ranks, true);
   INFO(all(v));
-  CHECK(v.kind == VerdictKind::kInconclusive);
-  CHECK_FALSE(v.confident);
-  CHECK_FALSE(v.culprit_link);
-  bool link_suspect = false;
-  for (const Suspect& s : v.suspects) link_suspect = link_suspect || (s.link && *s.link == Link{5, 6});
-  CHECK(link_suspect);
+  checkLinkHedged(v);
   CHECK(v.hinges_on.find("which algorithm the stuck collective ran") != std::string::npos);
   CHECK(v.next_steps.front().find("NCCL_ALGO=Ring") != std::string::npos);
 }
@@ -483,8 +493,7 @@ TEST_CASE("TheDebuggersLeastRingProgressIsOnlyASuspectWhenNcclRanATree") {
 // ncclDevFunc_AllReduce_Sum_f32_TREE_LL): a kernel that runs a tree makes the ring-named
 // culprit a suspect even with no profiler at all.
 TEST_CASE("AHungKernelTheDebuggerSawRunATreeMakesTheRingCulpritASuspect") {
-  auto ranks = verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+  auto ranks = debuggerNames5To6();
   Verdict ring = verdictOf(ranks, true);
   REQUIRE(ring.culprit_link);  // the same records on a ring name the link
   CHECK(*ring.culprit_link == Link{5, 6});
@@ -492,12 +501,7 @@ TEST_CASE("AHungKernelTheDebuggerSawRunATreeMakesTheRingCulpritASuspect") {
     for (RingProgress& p : r.dump.ring_progress) p.algorithm = "TREE";
   const Verdict v = verdictOf(ranks, true);
   INFO(all(v));
-  CHECK(v.kind == VerdictKind::kInconclusive);
-  CHECK_FALSE(v.confident);
-  CHECK_FALSE(v.culprit_link);
-  bool link_suspect = false;
-  for (const Suspect& s : v.suspects) link_suspect = link_suspect || (s.link && *s.link == Link{5, 6});
-  CHECK(link_suspect);
+  checkLinkHedged(v);
   CHECK(all(v).find("The debugger found the hung kernels") != std::string::npos);
 }
 

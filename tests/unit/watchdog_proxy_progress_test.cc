@@ -74,6 +74,23 @@ std::optional<ProxyConnection::View> find(const std::vector<ProxyConnection::Vie
   return std::nullopt;
 }
 
+// The watchdog's tables a snapshot reads, empty, with the process's profiler progress.
+struct SnapshotTables {
+  StreamQueues queues;
+  HostCallSlots slots;
+  CommTable comms;
+  NcclCommIds ids;
+  SnapshotInputs inputs() {
+    SnapshotInputs in;
+    in.queues = &queues;
+    in.comms = &comms;
+    in.host_calls = &slots;
+    in.progress = &proxyProgress();
+    in.nccl_ids = &ids;
+    return in;
+  }
+};
+
 constexpr auto kGpuWait = np::kProxyStepSendGPUWait;
 constexpr auto kPeerWait = np::kProxyStepSendPeerWait;
 constexpr auto kSendWait = np::kProxyStepSendWait;
@@ -305,18 +322,11 @@ TEST_CASE("IdsFromOtherThreadsAreTiedOnlyWhenExactlyOneNoteAndOneCommunicatorFit
 
 TEST_CASE("TheSnapshotCarriesNcclIdsAddressesAndProgress") {
   proxyProgress().resetForTesting();
-  StreamQueues queues;
-  HostCallSlots slots;
-  CommTable comms;
-  NcclCommIds ids;
-  CommEntry* e = comms.add(0x55d0c0a01000, 0xabc, 1, 8, 0);
+  SnapshotTables tables;
+  CommEntry* e = tables.comms.add(0x55d0c0a01000, 0xabc, 1, 8, 0);
   e->nccl_id = 0xc0ffee;
-  SnapshotInputs in;
-  in.queues = &queues;
-  in.comms = &comms;
-  in.host_calls = &slots;
-  in.progress = &proxyProgress();
-  in.nccl_ids = &ids;
+  SnapshotInputs in = tables.inputs();
+  NcclCommIds& ids = tables.ids;
   CHECK_FALSE(buildSnapshot(in).progress);  // no plugin init here: nothing to say, not "no progress"
   {
     NcclCommIds::Capture capture;
@@ -379,20 +389,12 @@ TEST_CASE("EachCommunicatorsCollectivesAreCountedByTheAlgorithmNcclChose") {
   CHECK(seen.size() == 4);
   for (const auto& v : seen) CHECK(v.last_ns > 0);
 
-  StreamQueues queues;
-  HostCallSlots slots;
-  CommTable comms;
-  NcclCommIds ids;
-  SnapshotInputs in;
-  in.queues = &queues;
-  in.comms = &comms;
-  in.host_calls = &slots;
-  in.progress = &proxyProgress();
-  in.nccl_ids = &ids;
+  SnapshotTables tables;
   {
     NcclCommIds::Capture capture;
-    ids.initSeen(0xa1, 8, 0);
+    tables.ids.initSeen(0xa1, 8, 0);
   }
+  SnapshotInputs in = tables.inputs();
   in.now_ns = monotonicNs() + 1'000'000'000;
   WatchdogSnapshot s = buildSnapshot(in);
   REQUIRE(s.progress);

@@ -26,6 +26,28 @@ int publishedState(const std::atomic<int>& state) {
   return s;
 }
 
+// The slot of `table` whose key `matches`, probing from `hash`; a free slot on the way is
+// claimed, given its key by `init` and published. nullptr when the table is full.
+template <typename Slot, size_t N, typename StateOf, typename Matches, typename Init>
+Slot* findOrClaim(Slot (&table)[N], uint64_t hash, StateOf state_of, Matches matches, Init init) {
+  for (size_t probe = 0; probe < N; ++probe) {
+    Slot& slot = table[(hash + probe) % N];
+    std::atomic<int>& state = state_of(slot);
+    int s = publishedState(state);
+    if (s == kFree) {
+      int expected = kFree;
+      if (state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
+        init(slot);
+        state.store(kPublished, std::memory_order_release);
+        return &slot;
+      }
+      s = publishedState(state);
+    }
+    if (matches(slot)) return &slot;
+  }
+  return nullptr;
+}
+
 const char* const kSendStages[kProxyStages] = {"posted", "filled", "sent", "done"};
 const char* const kRecvStages[kProxyStages] = {"posted", "arrived", "delivered", "done"};
 const char* const kAlgorithmNames[kCollAlgorithms] = {"TREE", "RING",     "COLLNET_DIRECT", "COLLNET_CHAIN",
@@ -75,72 +97,47 @@ ProxyConnection* ProxyProgress::connection(const ProxyConnectionKey& key, int ra
   const uint64_t h = mix(key.comm_id ^ mix((static_cast<uint64_t>(key.channel) << 33) ^
                                            (static_cast<uint64_t>(static_cast<uint32_t>(key.peer)) << 1) ^
                                            static_cast<uint64_t>(key.send)));
-  for (size_t probe = 0; probe < kMaxConnections; ++probe) {
-    ProxyConnection& c = connections_[(h + probe) % kMaxConnections];
-    int s = publishedState(c.state_);
-    if (s == kFree) {
-      int expected = kFree;
-      if (c.state_.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
+  ProxyConnection* c = findOrClaim(
+      connections_, h, [](ProxyConnection& c) -> std::atomic<int>& { return c.state_; },
+      [&](const ProxyConnection& c) {
+        return c.comm_id_ == key.comm_id && c.channel_ == key.channel && c.peer_ == key.peer && c.send_ == key.send;
+      },
+      [&](ProxyConnection& c) {
         c.comm_id_ = key.comm_id;
         c.channel_ = key.channel;
         c.peer_ = key.peer;
         c.send_ = key.send;
         c.rank_.store(rank, std::memory_order_relaxed);
         c.nranks_.store(nranks, std::memory_order_relaxed);
-        c.state_.store(kPublished, std::memory_order_release);
-        return &c;
-      }
-      s = publishedState(c.state_);
-    }
-    if (c.comm_id_ == key.comm_id && c.channel_ == key.channel && c.peer_ == key.peer && c.send_ == key.send)
-      return &c;
-  }
-  dropped_connections_.fetch_add(1, std::memory_order_relaxed);
-  return nullptr;
+      });
+  if (c == nullptr) dropped_connections_.fetch_add(1, std::memory_order_relaxed);
+  return c;
 }
 
 KernelChannel* ProxyProgress::kernelChannel(uint64_t comm_id, int channel) {
-  const uint64_t h = mix(comm_id ^ static_cast<uint64_t>(channel));
-  for (size_t probe = 0; probe < kMaxKernelChannels; ++probe) {
-    KernelChannel& k = kernel_channels_[(h + probe) % kMaxKernelChannels];
-    int s = publishedState(k.state);
-    if (s == kFree) {
-      int expected = kFree;
-      if (k.state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
+  KernelChannel* k = findOrClaim(
+      kernel_channels_, mix(comm_id ^ static_cast<uint64_t>(channel)),
+      [](KernelChannel& k) -> std::atomic<int>& { return k.state; },
+      [&](const KernelChannel& k) { return k.comm_id == comm_id && k.channel == channel; },
+      [&](KernelChannel& k) {
         k.comm_id = comm_id;
         k.channel = channel;
-        k.state.store(kPublished, std::memory_order_release);
-        return &k;
-      }
-      s = publishedState(k.state);
-    }
-    if (k.comm_id == comm_id && k.channel == channel) return &k;
-  }
-  dropped_kernel_channels_.fetch_add(1, std::memory_order_relaxed);
-  return nullptr;
+      });
+  if (k == nullptr) dropped_kernel_channels_.fetch_add(1, std::memory_order_relaxed);
+  return k;
 }
 
 void ProxyProgress::collLaunched(uint64_t comm_id, const char* algo, int64_t now_ns) {
-  const int a = collAlgorithmIndex(algo);
-  const uint64_t h = mix(comm_id);
-  for (size_t probe = 0; probe < kMaxComms; ++probe) {
-    CommAlgorithms& c = comms_[(h + probe) % kMaxComms];
-    int s = publishedState(c.state);
-    if (s == kFree) {
-      int expected = kFree;
-      if (c.state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) {
-        c.comm_id = comm_id;
-        c.state.store(kPublished, std::memory_order_release);
-      }
-      s = publishedState(c.state);
-    }
-    if (c.comm_id == comm_id) {
-      c.launched[a].fetch_add(1, std::memory_order_relaxed);
-      c.last_ns[a].store(now_ns, std::memory_order_relaxed);
-      return;
-    }
+  CommAlgorithms* c = findOrClaim(
+      comms_, mix(comm_id), [](CommAlgorithms& c) -> std::atomic<int>& { return c.state; },
+      [&](const CommAlgorithms& c) { return c.comm_id == comm_id; }, [&](CommAlgorithms& c) { c.comm_id = comm_id; });
+  if (c == nullptr) {
+    dropped_comms_.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
-  dropped_comms_.fetch_add(1, std::memory_order_relaxed);
+  const int a = collAlgorithmIndex(algo);
+  c->launched[a].fetch_add(1, std::memory_order_relaxed);
+  c->last_ns[a].store(now_ns, std::memory_order_relaxed);
 }
 
 std::vector<ProxyConnection::View> ProxyProgress::connections() const {
