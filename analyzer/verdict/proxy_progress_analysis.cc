@@ -160,20 +160,26 @@ void kernelChannels(const JobData& job, const std::vector<int>& members, ProxyFi
 
 // What NCCL launched the communicator's collectives with, on each member still waiting,
 // from when its oldest pending collective there was issued on (and 50 ms before, for the
-// two clocks' order: the watchdog stamps the call before NCCL's Coll event).
+// two clocks' order: the watchdog stamps the call before NCCL's Coll event). A collective
+// replayed in a CUDA graph may have had its Coll event only when it was captured: then any
+// algorithm ever seen on the communicator counts.
 void otherAlgorithms(const JobData& job, const std::string& comm, const std::vector<int>& members, ProxyFinding& f) {
   constexpr double kSlackS = 0.05;
+  constexpr double kEver = 1e300;
   std::set<std::string> seen;
   for (int m : members) {
     const RankSummary* s = job.find(m);
     if (s == nullptr) continue;
-    std::optional<double> issued_s_ago;
-    for (const SnapshotPendingOp& op : s->pending)
-      if (op.comm == comm && op.op_class == "collective") issued_s_ago = std::max(issued_s_ago.value_or(0), op.issued_s_ago);
-    if (!issued_s_ago) continue;
+    std::optional<double> since_s_ago;
+    for (const SnapshotPendingOp& op : s->pending) {
+      if (op.comm != comm) continue;
+      if (op.op_class == "collective") since_s_ago = std::max(since_s_ago.value_or(0), op.issued_s_ago);
+      if (op.op_class == "graph") since_s_ago = kEver;
+    }
+    if (!since_s_ago) continue;
     for (const CollAlgorithmUse& a : s->algorithms) {
       if (a.nccl_comm != f.nccl_comm_id || a.algo == "RING" || a.launched == 0) continue;
-      if (a.last_s_ago < 0 || a.last_s_ago <= *issued_s_ago + kSlackS) seen.insert(a.algo);
+      if (a.last_s_ago < 0 || a.last_s_ago <= *since_s_ago + kSlackS) seen.insert(a.algo);
     }
   }
   f.other_algorithms.assign(seen.begin(), seen.end());

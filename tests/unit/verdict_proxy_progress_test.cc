@@ -562,3 +562,21 @@ TEST_CASE("AClearToSendLostBetweenTwoRanksNamesTheirLinkNotTheReceiver") {
   CHECK_FALSE(v.culprit_link);
   CHECK(all(v).find("clear-to-send") == std::string::npos);
 }
+
+// A collective replayed in a CUDA graph: NCCL may have sent its Coll event only at capture,
+// long before the replay that hung, so a tree seen then still counts.
+TEST_CASE("AGraphReplayCountsATreeSeenOnItsCommunicatorAtAnyTime") {
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {std::nullopt, 3});
+  addAlgorithm(ranks, "TREE", 60.0, 4.5);
+  for (FakeRank& r : ranks) {
+    SnapshotPendingOp& op = r.snap.streams[0].pending[0];
+    op.op = "cudaGraphLaunch: ncclAllReduce";
+    op.op_class = "graph";
+  }
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK(v.culprit_ranks.empty());
+  CHECK(all(v).find("NCCL launched TREE collective(s)") != std::string::npos);
+}
