@@ -82,9 +82,11 @@ def run_round(args, program, restart, terminated):
     failed = None
     while failed is None and not terminated:
         codes = [p.poll() for p in procs]
-        if all(c is not None for c in codes):
-            break
+        # A failure is one even when every worker exited within the same poll (an aborting
+        # job's ranks exit together): torchrun reports it all the same.
         failed = next((r for r, c in enumerate(codes) if c not in (None, 0)), None)
+        if failed is None and all(c is not None for c in codes):
+            break
         time.sleep(0.05)
     if terminated:
         log("got SIGTERM: stopping the workers")
