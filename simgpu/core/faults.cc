@@ -52,7 +52,7 @@ Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
   std::string_view kind = token.substr(0, eq);
   std::string_view body = token.substr(eq + 1);
 
-  if (kind == "dead-rank" || kind == "dead-link") {
+  if (kind == "dead-rank" || kind == "dead-link" || kind == "lost-credit") {
     size_t at = body.find("@op=");
     if (at == std::string_view::npos) return bad(token, "expected '@op=K'");
     std::string_view who = body.substr(0, at);
@@ -75,7 +75,8 @@ Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
     } else {
       int from = 0, to = 0;
       if (!parseLink(who, from, to)) return bad(token, "expected A->B with two different ranks");
-      plan.dead_links.push_back({std::string(token), from, to, op, channel});
+      if (kind == "dead-link") plan.dead_links.push_back({std::string(token), from, to, op, channel});
+      else plan.lost_credits.push_back({std::string(token), from, to, op});
     }
     return true;
   }
@@ -96,7 +97,7 @@ Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
     }
     return true;
   }
-  return bad(token, "unknown fault kind (dead-rank, dead-link, slow-rank, slow-link)");
+  return bad(token, "unknown fault kind (dead-rank, dead-link, lost-credit, slow-rank, slow-link)");
 }
 
 }  // namespace
@@ -110,6 +111,12 @@ bool FaultPlan::rankDeadAt(int rank, uint64_t op) const {
 bool FaultPlan::linkDeadAt(int from, int to, uint64_t op, int channel) const {
   for (const auto& f : dead_links)
     if (f.from == from && f.to == to && op >= f.op && (!f.channel || *f.channel == channel)) return true;
+  return false;
+}
+
+bool FaultPlan::creditLostAt(int from, int to, uint64_t op) const {
+  for (const auto& f : lost_credits)
+    if (f.from == from && f.to == to && op >= f.op) return true;
   return false;
 }
 
@@ -141,6 +148,8 @@ Expected<bool> FaultPlan::checkRanksBelow(int world_size) const {
   for (const auto& f : slow_ranks)
     if (auto r = check(f.token, {f.rank}); !r) return r;
   for (const auto& f : slow_links)
+    if (auto r = check(f.token, {f.from, f.to}); !r) return r;
+  for (const auto& f : lost_credits)
     if (auto r = check(f.token, {f.from, f.to}); !r) return r;
   return true;
 }

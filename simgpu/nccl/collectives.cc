@@ -36,6 +36,7 @@ class CollectiveRunner {
     send_ = SendEnd{&comm.segment_->ringConnection(channel, r_), &cs.send_step, &cs.pacer, next, channel,
                     comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel),
                     comm.nodes_.crossesNodes(r_, next), profile ? profile->sendOp(channel) : nullptr};
+    if (counting == nullptr) comm.applySendFaults(send_, op.seq, cs.credit_heard);
     recv_ = RecvEnd{&comm.segment_->ringConnection(channel, prev), &cs.recv_step, prev, channel,
                     profile ? profile->recvOp(channel) : nullptr};
     scratch_ = comm.channels_[channel].scratch.data();

@@ -27,6 +27,8 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   if (!faults) return hangwatch::Error{"SIMGPU_FAULTS: " + faults.error()};
   auto node_key = localNodeKey(rank);
   if (!node_key) return hangwatch::Error{node_key.error()};
+  auto net = netFromEnvironment();
+  if (!net) return hangwatch::Error{net.error()};
 
   const simgpu::SimConfig& cfg = simgpu::simConfig();
   SegmentShape shape{nranks, cfg.nchannels, cfg.slot_bytes};
@@ -55,6 +57,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   if (rank == 0) segment->unlink();
 
   std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, device, std::move(segment), *faults));
+  comm->net_ = *net;
   int world = nranks;
   if (!comm->launcher_ranks_.empty()) {
     world = identity.world_size.value_or(0);
@@ -144,6 +147,13 @@ double Communicator::linkGbps(int from, int to) const {
 
 bool Communicator::linkDeadAt(int from, int to, uint64_t seq, int channel) const {
   return faults_.linkDeadAt(faultRank(from), faultRank(to), seq, channel);
+}
+
+void Communicator::applySendFaults(SendEnd& end, uint64_t seq, std::optional<uint64_t>& credit_heard) const {
+  end.eager = end.net && net_ == NetKind::kSocket;
+  if (!faults_.creditLostAt(faultRank(rank_), faultRank(end.peer), seq)) return;
+  if (!credit_heard) credit_heard = end.conn->head.value.load(std::memory_order_acquire);
+  end.credit_heard = &*credit_heard;
 }
 
 hangwatch::Expected<std::vector<int>> Communicator::exchangeSplit(int color, int key) {
@@ -249,6 +259,7 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
                   linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0),
                   nodes_.crossesNodes(rank_, op.peer), profile ? profile->sendOp(0) : nullptr};
+      applySendFaults(end, next_seq_.load(), ps.credit_heard);
       for (size_t off = 0; off < bytes; off += slot)
         if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
           return false;

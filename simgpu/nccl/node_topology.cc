@@ -1,5 +1,6 @@
 #include "hangwatch/simgpu/nccl/node_topology.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +45,19 @@ hangwatch::Expected<std::string> localNodeKey(int comm_rank) {
   if (const char* id = nonEmptyEnv("NCCL_HOSTID")) return "hostid:" + std::string(id);
   return "host:" + hostAndBootId();
 }
+
+hangwatch::Expected<NetKind> netFromEnvironment() {
+  const char* ib_disable = nonEmptyEnv("NCCL_IB_DISABLE");
+  const bool ib = ib_disable == nullptr || std::strtol(ib_disable, nullptr, 10) == 0;
+  const char* name = nonEmptyEnv("NCCL_NET");
+  if (name == nullptr) return ib ? NetKind::kIB : NetKind::kSocket;
+  if (::strcasecmp(name, "IB") == 0 && ib) return NetKind::kIB;
+  if (::strcasecmp(name, "Socket") == 0) return NetKind::kSocket;
+  return hangwatch::Error{fmt::format("NCCL_NET={}: failed to initialize any NET plugin (simnccl has {})", name,
+                                      ib ? "IB and Socket" : "Socket; NCCL_IB_DISABLE is set")};
+}
+
+const char* netName(NetKind net) { return net == NetKind::kIB ? "IB" : "Socket"; }
 
 NodeTopology::NodeTopology(const std::vector<std::string>& key_of_rank) : node_of_(key_of_rank.size()), nnodes_(0) {
   std::vector<const std::string*> first_of_node;

@@ -60,16 +60,24 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
     send_base_ = step;
   }
   const int op_step = static_cast<int>(step - send_base_);
-  if (end.proxy != nullptr) end.proxy->gpuReady(op_step);
+  // IB: the step waits for the receiver's clear-to-send in SendPeerWait; sockets: on the network.
+  if (end.proxy != nullptr) end.eager ? end.proxy->handedToNetwork(op_step, bytes) : end.proxy->gpuReady(op_step);
   if (step + 1 > static_cast<uint64_t>(kSteps)) {
-    WaitSite site = siteFor(kWaitSend, end.peer, end.channel, step + 1 - kSteps);
-    if (simnccl_wait_peer(&site, &end.conn->head, step + 1 - kSteps, &abort_) == kAborted) return false;
+    const uint64_t credit = step + 1 - kSteps;
+    StepCounter* head = &end.conn->head;
+    StepCounter heard{};  // a lost-credit fault: what this sender heard, which never moves
+    if (end.credit_heard != nullptr && *end.credit_heard < credit) {
+      heard.value.store(*end.credit_heard);
+      head = &heard;
+    }
+    WaitSite site = siteFor(kWaitSend, end.peer, end.channel, credit);
+    if (simnccl_wait_peer(&site, head, credit, &abort_) == kAborted) return false;
   }
   char* slot = segment_.slotData(*end.conn, step);
   if (bytes > 0) std::memcpy(slot, src, bytes);
   end.conn->slot_header[step % kSteps] = SlotHeader{op_.seq, static_cast<uint32_t>(op_.kind), static_cast<uint32_t>(bytes)};
   *end.step = step + 1;
-  if (end.proxy != nullptr) end.proxy->handedToNetwork(op_step, bytes);
+  if (end.proxy != nullptr && !end.eager) end.proxy->handedToNetwork(op_step, bytes);
   end.pacer->pace(bytes, end.gbps);
   // A dead link never completes its steps: the sender's stay handed to the network.
   if (end.dead) return true;

@@ -35,6 +35,20 @@ TEST_CASE("FaultsApplyFromTheirOpIndexOn") {
   CHECK_FALSE(plan->linkDeadAt(3, 2, 7, 1));
 }
 
+TEST_CASE("LostCreditAppliesToItsDirectionFromItsOpOn") {
+  auto plan = parseFaults("lost-credit=3->4@op=6");
+  REQUIRE(plan.ok());
+  REQUIRE(plan->lost_credits.size() == 1);
+  CHECK_FALSE(plan->empty());
+  CHECK_FALSE(plan->creditLostAt(3, 4, 5));
+  CHECK(plan->creditLostAt(3, 4, 6));
+  CHECK(plan->creditLostAt(3, 4, 40));
+  CHECK_FALSE(plan->creditLostAt(4, 3, 40));
+  CHECK_FALSE(plan->linkDeadAt(3, 4, 40, 0));  // data still flows
+  CHECK_FALSE(plan->checkRanksBelow(4).ok());
+  CHECK(plan->checkRanksBelow(5).ok());
+}
+
 TEST_CASE("EmptyFaultSpecIsHealthy") {
   auto plan = parseFaults("");
   REQUIRE(plan.ok());
@@ -48,7 +62,7 @@ TEST_CASE("MalformedFaultsAreRejectedNamingTheToken") {
       "dead-link=1->1@op=3",  "dead-link=1->2@op=3,chan=1", "dead-rank=1@op=2,channel=0",
       "slow-rank=2",          "slow-rank=2:0",      "slow-rank=2:1.5",    "slow-rank=2:abc",
       "slow-link=1->2",       "slow-link=3:0.5",    "fast-rank=1:0.5",    "dead-rank",
-      "dead-rank=1@op=3x",
+      "dead-rank=1@op=3x",    "lost-credit=1->2",   "lost-credit=2->2@op=1", "lost-credit=1->2@op=1,channel=0",
   };
   for (const char* token : bad) {
     std::string spec = std::string("slow-rank=0:0.5;") + token;

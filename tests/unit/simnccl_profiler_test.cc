@@ -564,6 +564,108 @@ TEST_CASE("DeadRankKeepsItsKernelChannelsRunningAndItsGpuStopsFillingAndConsumin
       CHECK(s->states == std::vector<int>{np::kProxyStepRecvWait});
 }
 
+namespace {
+
+// The unstopped steps of `op`, by their states.
+std::map<std::vector<int>, int> openStepStates(const testing::ProcessLog& log, const testing::LoggedEvent& op) {
+  std::map<std::vector<int>, int> states;
+  for (const auto* s : log.childrenOf(op, "ProxyStep"))
+    if (!s->stopped) ++states[s->states];
+  return states;
+}
+
+int stoppedSteps(const testing::ProcessLog& log, const testing::LoggedEvent& op) {
+  int n = 0;
+  for (const auto* s : log.childrenOf(op, "ProxyStep")) n += s->stopped;
+  return n;
+}
+
+}  // namespace
+
+// InfiniBand (src/transport/net_ib: the receiver's irecv posts the clear-to-send into the
+// sender's FIFO; ncclIbIsend returns no request until it is there; src/transport/net.cc
+// sendProxyProgress records SendPeerWait while isend gives none). With the clear-to-send
+// messages 2 -> 1 lost, rank 1 sends what it already had credit for, then its next step
+// waits in SendPeerWait forever, while rank 2 has posted its buffers and waits for data.
+TEST_CASE("LostCreditLeavesTheSenderWaitingForClearToSendWhileTheReceiverPostedItsBuffers") {
+  LogDir dir;
+  auto env = profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}, {"SIMGPU_FAULTS", "lost-credit=1->2@op=1"}});
+  auto logs = hangJob(env, 4, dir);
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  const auto& sender = logs.at(1);
+  const auto& receiver = logs.at(2);
+  const auto* sender_task = collWithSeq(sender, "AllReduce", 1);
+  const auto* receiver_task = collWithSeq(receiver, "AllReduce", 1);
+  REQUIRE(sender_task != nullptr);
+  REQUIRE(receiver_task != nullptr);
+  auto sends = proxyOpsOf(sender, *sender_task, true);
+  auto recvs = proxyOpsOf(receiver, *receiver_task, false);
+  REQUIRE(sends.size() == static_cast<size_t>(kChannels));
+  REQUIRE(recvs.size() == static_cast<size_t>(kChannels));
+  const std::vector<int> waiting_for_cts = {np::kProxyStepSendGPUWait, np::kProxyStepSendPeerWait};
+  for (int ch = 0; ch < kChannels; ++ch) {
+    INFO("channel " << ch);
+    auto send_open = openStepStates(sender, *sends.at(ch));
+    CHECK(send_open[waiting_for_cts] == 1);
+    CHECK(send_open.count(kSendStates) == 0);  // nothing on the wire: the data link is fine
+    // Every step that left arrived; the receiver has buffers posted beyond them.
+    CHECK(stoppedSteps(sender, *sends.at(ch)) == 8);
+    CHECK(stoppedSteps(receiver, *recvs.at(ch)) == 8);
+    auto recv_open = openStepStates(receiver, *recvs.at(ch));
+    CHECK(recv_open[{np::kProxyStepRecvWait}] >= 1);
+    CHECK(recv_open.size() == 1u);
+  }
+}
+
+// A sender its receiver holds back (here: it never hears of the freed buffers). On
+// InfiniBand the next step waits for the clear-to-send (SendPeerWait); the socket
+// transport's isend only queues the request (src/transport/net_socket.cc
+// ncclNetSocketIsend), so the same step sits in SendWait, as if on the wire. NCCL_NET picks
+// the network (src/init.cc, src/plugin/net.cc ncclNetInit, strcasecmp on the name).
+TEST_CASE("ASenderHeldBackByItsReceiverWaitsInSendPeerWaitOnIbAndSendWaitOnSockets") {
+  for (const char* net : {"", "ib", "Socket"}) {
+    INFO("NCCL_NET=" << net);
+    LogDir dir;
+    auto env = profilerEnv(dir, kAll,
+                           {{"SIMGPU_RANKS_PER_NODE", "1"}, {"SIMGPU_FAULTS", "lost-credit=1->2@op=1"}, {"NCCL_NET", net}});
+    auto logs = hangJob(env, 4, dir);
+    REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+    const auto* task = collWithSeq(logs.at(1), "AllReduce", 1);
+    REQUIRE(task != nullptr);
+    const bool socket = std::string(net) == "Socket";
+    const std::vector<int> held = {np::kProxyStepSendGPUWait,
+                                   socket ? np::kProxyStepSendWait : np::kProxyStepSendPeerWait};
+    for (const auto& [ch, op] : proxyOpsOf(logs.at(1), *task, true)) {
+      INFO("channel " << ch);
+      auto open = openStepStates(logs.at(1), *op);
+      CHECK(open[held] == 1);
+      CHECK(open.count(kSendStates) == 0);  // on IB nothing is on the wire; on sockets nothing waits for the peer
+      for (const auto* s : logs.at(1).childrenOf(*op, "ProxyStep")) {
+        const bool peer_wait = std::count(s->states.begin(), s->states.end(), np::kProxyStepSendPeerWait) > 0;
+        CHECK(peer_wait == (!socket && s->states.size() > 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("ANetworkNcclDoesNotHaveFailsInitNamingIt") {
+  for (auto [net, ib_disable] : {std::pair{"RoCE", ""}, std::pair{"IB", "1"}}) {
+    INFO("NCCL_NET=" << net << " NCCL_IB_DISABLE=" << ib_disable);
+    LogDir dir;
+    auto env = profilerEnv(dir, 0, {{"NCCL_NET", net}, {"NCCL_IB_DISABLE", ib_disable}});
+    testing::MultiRankJob job(2);
+    ncclUniqueId id = job.id();
+    job.start(
+        [&](int rank) {
+          ncclComm_t comm;
+          if (ncclCommInitRank(&comm, 2, id, rank) == ncclSuccess) return 1;
+          return std::string(ncclGetLastError(nullptr)).find("NCCL_NET=" + std::string(net)) != std::string::npos ? 0 : 2;
+        },
+        env);
+    CHECK(testing::allZero(job.wait()));
+  }
+}
+
 // src/enqueue.cc (collTaskAppend, p2pTaskAppend, ncclEnqueueCheck), src/group.cc
 // (ncclGroupEndInternal) and src/plugin/profiler.cc (ncclProfilerStartGroupApiEvent,
 // ncclProfilerRecordGroupApiEventState, ncclProfilerStart{Coll,P2p}ApiEvent): one GroupApi

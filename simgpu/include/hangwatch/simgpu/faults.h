@@ -4,6 +4,7 @@
 //   dead-link=A->B@op=K[,channel=C] from op K on, connection A->B delivers nothing more
 //   slow-rank=R:F                   rank R's GEMMs, copies and kernels take 1/F of their whole time
 //   slow-link=A->B:F                link A->B runs at fraction F of its bandwidth
+//   lost-credit=A->B@op=K           from op K on, B's clear-to-send messages to A are lost
 // Ranks are launcher ranks (RANK, OMPI_COMM_WORLD_RANK, ...); a process started without
 // a launcher uses its communicator rank. Op indices count the collectives one rank issues
 // on one communicator, from 0.
@@ -29,6 +30,13 @@ struct DeadLinkFault {
   uint64_t op;
   std::optional<int> channel;  // every channel when empty
 };
+// The reverse direction of a link fails: A keeps the credits it had, data A->B still flows.
+struct LostCreditFault {
+  std::string token;
+  int from;
+  int to;
+  uint64_t op;
+};
 struct SlowRankFault {
   std::string token;
   int rank;
@@ -46,12 +54,15 @@ struct FaultPlan {
   std::vector<DeadLinkFault> dead_links;
   std::vector<SlowRankFault> slow_ranks;
   std::vector<SlowLinkFault> slow_links;
+  std::vector<LostCreditFault> lost_credits;
 
   bool empty() const {
-    return dead_ranks.empty() && dead_links.empty() && slow_ranks.empty() && slow_links.empty();
+    return dead_ranks.empty() && dead_links.empty() && slow_ranks.empty() && slow_links.empty() &&
+           lost_credits.empty();
   }
   bool rankDeadAt(int rank, uint64_t op) const;
   bool linkDeadAt(int from, int to, uint64_t op, int channel) const;
+  bool creditLostAt(int from, int to, uint64_t op) const;
   double rankSpeed(int rank) const;  // product of matching slow-rank fractions, 1.0 if none
   double linkSpeed(int from, int to) const;
   // Error naming the first fault whose ranks are not below `world_size`.

@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,11 +93,13 @@ class Communicator {
     uint64_t recv_step = 0;  // ring: prev -> this rank
     LinkPacer pacer;
     std::vector<char> scratch;
+    std::optional<uint64_t> credit_heard;  // lost-credit fault: the receiver's head as last heard
   };
   struct PeerState {
     uint64_t send_step = 0;
     uint64_t recv_step = 0;
     LinkPacer pacer;
+    std::optional<uint64_t> credit_heard;
   };
   struct ChannelWorker {
     std::thread thread;
@@ -114,6 +117,9 @@ class Communicator {
   int faultRank(int comm_rank) const;
   double linkGbps(int from, int to) const;
   bool linkDeadAt(int from, int to, uint64_t seq, int channel) const;
+  // The sending end's fault state from op `seq` on: a lost-credit fault freezes the credit
+  // it has heard of at the receiver's head when the fault begins (`credit_heard`).
+  void applySendFaults(SendEnd& end, uint64_t seq, std::optional<uint64_t>& credit_heard) const;
   ChannelSteps stepsOn(const Op& op, int channel);
 
   int rank_;
@@ -132,6 +138,7 @@ class Communicator {
   std::vector<PeerState> peers_;
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
   NodeTopology nodes_;
+  NetKind net_ = NetKind::kIB;
   std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
 
   friend class CollectiveRunner;

@@ -1,6 +1,6 @@
 #pragma once
 // The step-level primitives simnccl's collectives are built from, shaped like
-// NCCL's SIMPLE protocol: a sender waits for a free slot (the receiver's head),
+// NCCL's SIMPLE protocol: a sender waits for a free slot (the receiver's head, its credit),
 // copies one step into it and posts the tail; a receiver waits for the tail,
 // consumes the slot and posts the head. At most kSteps steps are in flight. On a
 // connection between nodes (NCCL's NET transport) each step also moves the
@@ -58,6 +58,12 @@ struct SendEnd {
   bool dead;            // dead-link fault: steps are posted locally but never delivered
   bool net;             // the connection crosses nodes: the receiver's proxy is told of each step
   NetProxyOp* proxy;    // this operation's send ProxyOp on it, or null
+  // NCCL_NET=Socket on a connection between nodes: isend only queues the step, so it is on
+  // the network (SendWait) as soon as the GPU has it, also while the receiver holds it back.
+  bool eager = false;
+  // A lost-credit fault: the receiver's head as this sender last heard of it, which no
+  // longer moves; null when the credits arrive.
+  const uint64_t* credit_heard = nullptr;
 };
 
 struct RecvEnd {
