@@ -312,6 +312,15 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
   if (f.links.empty()) {
     f.note = "NCCL's profiler saw no network connection of this communicator: its links are inside nodes "
              "(P2P, SHM, NVLink), which have no proxy and report no steps";
+    std::set<std::string> hosts;
+    for (int m : members) {
+      const RankSummary* s = job_.find(m);
+      hosts.insert(s != nullptr && s->has_snapshot ? s->host : std::string());
+    }
+    if (hosts.size() == 1 && !hosts.begin()->empty()) {
+      f.members_host = *hosts.begin();
+      f.members_on_host = members;
+    }
     return f;
   }
   otherAlgorithms(job_, comm, members, f);

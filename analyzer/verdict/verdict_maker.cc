@@ -321,6 +321,7 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
       break;
     case RingGap::kNoRecords:
       for (int r : facts.waiting) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
+      if (!pf.members_host.empty()) v.suspects.push_back(nodeSuspect(pf.members_on_host));
       break;
     case RingGap::kNamesNothing:
     case RingGap::kNone:

@@ -345,6 +345,10 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
       v.reason = "every rank waits in the same collective and no rank has ring progress records "
                  "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
       if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
+      if (!pf.members_host.empty())
+        v.reason += fmt::format("; all of the communicator's ranks run on host {}, so the fault is a GPU or a link "
+                                "inside that node",
+                                pf.members_host);
       v.hinges_on = "ring progress, which no rank has";
       v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
                              "forensics collect by hand on two neighbouring ranks while the job still hangs.");

@@ -205,6 +205,22 @@ TEST_CASE("WithoutTheProfilersDataTheVerdictSaysWhyNotInsteadOfGuessing") {
   INFO(all(v));
   CHECK(v.kind == VerdictKind::kInconclusive);
   CHECK(v.reason.find("no network connection") != std::string::npos);
+  // Every rank of the communicator runs on node0: whatever stopped it is inside that node.
+  CHECK_FALSE(v.confident);
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(v.reason.find("run on host node0") != std::string::npos);
+}
+
+TEST_CASE("ACommunicatorWithoutNetworkLinksIsOnlyPutInANodeWhenEveryMemberSaysWhichNode") {
+  auto one_silent = job(4);
+  addProxyProgress(one_silent, 4, 1, {Link{1, 2}, std::nullopt});
+  one_silent[3].snap.identity.host.clear();  // a snapshot that does not name its host
+  Verdict v = verdictOf(one_silent);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK(v.suspects.empty());
+  CHECK(v.reason.find("run on host") == std::string::npos);
 }
 
 TEST_CASE("ProfilerProgressOfAnotherCommunicatorIsNotMistakenForTheHungOne") {

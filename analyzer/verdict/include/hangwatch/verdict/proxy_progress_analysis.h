@@ -63,6 +63,10 @@ struct ProxyFinding {
   // have run them. A tree's or PAT's steps are not a ring's: the ring-shaped rules (a rank that
   // neither takes nor gives, the fewest steps sent) are then not used.
   std::vector<std::string> other_algorithms;
+  // No network connection, and every member's snapshot names one host: the communicator runs
+  // inside that node, so whatever stopped it (a GPU, an NVLink or PCIe link) is there.
+  std::string members_host;
+  std::vector<int> members_on_host;
   bool has_data() const { return !links.empty(); }
 };
 
