@@ -1,0 +1,73 @@
+"""verdict_matrix.py's own logic, without jobs: the cases cover every pair of values, the CI
+slice every value, and the judge tells right, hedged, missed and wrong apart."""
+import itertools
+import unittest
+
+import verdict_matrix as vm
+
+
+def verdict(kind, confident, ranks=(), link=None, suspects=(), link_ranks="global"):
+    return {"kind": kind, "confident": confident, "culprit_ranks": list(ranks),
+            "culprit_link": {"from": link[0], "to": link[1]} if link else None, "culprit_link_ranks": link_ranks,
+            "suspects": [{"ranks": list(r), "link": None} for r in suspects]}
+
+
+class Cover(unittest.TestCase):
+    def test_every_pair_of_values_is_in_some_case(self):
+        cases = vm.pairwise_cases()
+        names = list(vm.DIMENSIONS)
+        for a, b in itertools.combinations(names, 2):
+            for va, vb in itertools.product(vm.DIMENSIONS[a], vm.DIMENSIONS[b]):
+                self.assertTrue(any(c[a] == va and c[b] == vb for c in cases), f"{a}={va} {b}={vb}")
+        full = 1
+        for values in vm.DIMENSIONS.values():
+            full *= len(values)
+        self.assertLess(len(cases), full // 10)
+
+    def test_the_ci_slice_holds_every_value(self):
+        chosen = vm.ci_slice(vm.pairwise_cases())
+        for name, values in vm.DIMENSIONS.items():
+            self.assertEqual({c[name] for c in chosen}, set(values), name)
+        self.assertLessEqual(len(chosen), max(len(v) for v in vm.DIMENSIONS.values()) + 1)
+
+
+class Judge(unittest.TestCase):
+    link = {"kind": "communication-hang", "link": (2, 3)}
+    rank = {"kind": "communication-hang", "rank": 5}
+
+    def test_the_named_link_or_rank_is_right(self):
+        self.assertEqual(vm.judge(verdict("communication-hang", True, [2, 3], (2, 3)), self.link)[0], "right")
+        self.assertEqual(vm.judge(verdict("communication-hang", True, [5]), self.rank)[0], "right")
+
+    def test_a_confident_other_culprit_or_kind_is_wrong(self):
+        self.assertEqual(vm.judge(verdict("communication-hang", True, [3, 4], (3, 4)), self.link)[0], "wrong")
+        self.assertEqual(vm.judge(verdict("communication-hang", True, [3]), self.link)[0], "wrong")
+        self.assertEqual(vm.judge(verdict("collective-mismatch", True, [2]), self.link)[0], "wrong")
+        self.assertEqual(vm.judge(verdict("non-communication-hang", True, [5]), self.rank)[0], "wrong")
+        # A link in communicator ranks is not taken for global ranks.
+        self.assertEqual(vm.judge(verdict("communication-hang", True, [2, 3], (2, 3), link_ranks="communicator"),
+                                  self.link)[0], "wrong")
+
+    def test_not_confident_is_hedged_only_with_the_culprit_among_the_suspects(self):
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[[0, 1, 2, 3]]), self.link)[0], "hedged")
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[[4, 5, 6, 7]]), self.rank)[0], "hedged")
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[[0, 1]]), self.rank)[0], "missed")
+        self.assertEqual(vm.judge(verdict("inconclusive", False), self.link)[0], "missed")
+
+
+class Faults(unittest.TestCase):
+    def test_each_case_injects_its_fault_where_the_truth_says(self):
+        for case in vm.pairwise_cases() + vm.EDGE_CASES:
+            faults, args, truth = vm.fault_of(case)
+            if "link" in truth:
+                a, b = truth["link"]
+                self.assertEqual(faults, f"{case['fault']}={a}->{b}@op={vm.FAULT_OP}")
+            elif case["fault"] == "dead-gpu":
+                self.assertEqual(faults, f"dead-rank={truth['rank']}@op={vm.FAULT_OP}")
+            else:
+                self.assertEqual(faults, "")
+                self.assertIn(str(truth["rank"]), args)
+
+
+if __name__ == "__main__":
+    unittest.main()
