@@ -109,11 +109,16 @@ def _site_fields(frame):
     try:
         s = site.dereference()
         other_peer = int(s["other_peer"])
-        return {"nranks": int(s["nranks"]), "target_step": int(s["target_step"]), "base_step": int(s["base_step"]),
-                "other_peer": other_peer, "other_step_at": int(s["other_step"]),
-                "other_counter_at": int(s["other_counter"]), "other_base_step": int(s["other_base_step"])}
+        fields = {"nranks": int(s["nranks"]), "target_step": int(s["target_step"]), "base_step": int(s["base_step"]),
+                  "other_peer": other_peer, "other_step_at": int(s["other_step"]),
+                  "other_counter_at": int(s["other_counter"]), "other_base_step": int(s["other_base_step"])}
     except (gdb.error, gdb.MemoryError):
         return None
+    try:  # simgpu before 2026-11-27 ran only the ring and had no algorithm in the site
+        fields["algorithm"] = _cstr(s["algorithm"]) or "RING"
+    except (gdb.error, gdb.MemoryError):
+        fields["algorithm"] = "RING"
+    return fields
 
 
 class SimRingReader(RingReader):
@@ -182,6 +187,9 @@ class SimRingReader(RingReader):
             observed = target  # the step arrived; what it carries is the problem
         nranks = site["nranks"] if site else comm["nranks"]
         record = self._record(comm, op, seq, channel, rank, nranks)
+        if site:
+            # A tree rank waits on its parent and children: its peers are not a ring's prev and next.
+            record["algorithm"] = site["algorithm"]
         waiter["direction"] = "recv" if direction == RECV else "send"
         record["waiting_threads"].append(waiter)
         base = site["base_step"] if site else None

@@ -176,7 +176,12 @@ ncclResult_t appendTask(const char* fn, OpKind kind, const void* sendbuff, void*
   if (!isCollective(kind) && (peer < 0 || peer >= c.nranks()))
     return fail(ncclInvalidArgument, fmt::format("{}: invalid peer {}", fn, peer));
   Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
-  if (isCollective(kind)) op.seq = comm->state->nextCollectiveSeq();
+  if (isCollective(kind)) {
+    auto algo = c.algorithms().choose(kind);
+    if (!algo) return fail(ncclInvalidUsage, std::string(fn) + ": " + algo.error());
+    op.algo = *algo;
+    op.seq = comm->state->nextCollectiveSeq();
+  }
   if (!isCollective(kind))
     op.registered = insideRegisteredBuffer(*comm, kind == OpKind::Send ? sendbuff : recvbuff, count * dtypeSize(dtype));
   api_profile::taskAppend(comm->state->profilerHooks(), op, groupDepth(), simgpu::isCapturing(stream));

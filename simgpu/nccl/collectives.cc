@@ -1,9 +1,11 @@
-// The ring algorithms, one channel at a time: the channel's slice of the buffer
-// moves in steps of one slot, like NCCL's ring/SIMPLE kernels. The same code also
+// The ring algorithms and the tree AllReduce, one channel at a time: the channel's slice of
+// the buffer moves in steps of one slot, like NCCL's ring/SIMPLE and tree/SIMPLE kernels. The same code also
 // counts an operation's steps without moving data, as NCCL's proxy must know them
 // up front (ProxyOp nSteps).
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
@@ -29,17 +31,26 @@ class CollectiveRunner {
         chunk_(comm.segment_->shape().slot_bytes / esize_),
         transport_(*comm.segment_, comm.aborted_, comm.rank_, op),
         counting_(counting) {
-    int next = (r_ + 1) % n_;
-    int prev = (r_ + n_ - 1) % n_;
     Communicator::ChannelState& cs = comm.channels_[channel];
-    TaskProfile* profile = op.profile.get();
-    send_ = SendEnd{&comm.segment_->ringConnection(channel, r_), &cs.send_step, &cs.pacer, next, channel,
-                    comm.linkGbps(r_, next), comm.linkDeadAt(r_, next, op.seq, channel),
-                    comm.nodes_.crossesNodes(r_, next), profile ? profile->sendOp(channel) : nullptr};
-    if (counting == nullptr) comm.applySendFaults(send_, op.seq, cs.credit_heard);
-    recv_ = RecvEnd{&comm.segment_->ringConnection(channel, prev), &cs.recv_step, prev, channel,
-                    profile ? profile->recvOp(channel) : nullptr};
-    scratch_ = comm.channels_[channel].scratch.data();
+    SharedSegment& seg = *comm.segment_;
+    if (op.algo == Algo::kTree) {
+      const TreeLinks& t = comm.tree(channel);
+      if (t.up >= 0) {
+        up_send_ = sendEnd(seg.treeConnection(channel, r_, true), t.up, peerState(cs, t.up));
+        up_recv_ = recvEnd(seg.treeConnection(channel, r_, false), t.up, peerState(cs, t.up).recv_step);
+      }
+      for (int child : t.down) {
+        Communicator::PeerState& ps = peerState(cs, child);
+        child_recv_.push_back(recvEnd(seg.treeConnection(channel, child, true), child, ps.recv_step));
+        child_send_.push_back(sendEnd(seg.treeConnection(channel, child, false), child, ps));
+      }
+    } else {
+      const int next = (r_ + 1) % n_;
+      const int prev = (r_ + n_ - 1) % n_;
+      send_ = sendEnd(seg.ringConnection(channel, r_), next, cs.send_step, cs.pacer, cs.credit_heard);
+      recv_ = recvEnd(seg.ringConnection(channel, prev), prev, cs.recv_step);
+    }
+    scratch_ = cs.scratch.data();
     if (counting_) {
       Range p = part(op.count);
       counting_->has_work = p.end > p.begin;
@@ -48,7 +59,7 @@ class CollectiveRunner {
 
   bool run() {
     switch (op_.kind) {
-      case OpKind::AllReduce: return allReduce();
+      case OpKind::AllReduce: return op_.algo == Algo::kTree ? treeAllReduce() : allReduce();
       case OpKind::AllGather: return allGather();
       case OpKind::ReduceScatter: return reduceScatter();
       case OpKind::Broadcast: return broadcast();
@@ -67,23 +78,55 @@ class CollectiveRunner {
   const char* in(size_t elem) const { return static_cast<const char*>(op_.sendbuff) + elem * esize_; }
   char* out(size_t elem) const { return static_cast<char*>(op_.recvbuff) + elem * esize_; }
 
-  bool send(const void* src, size_t elems) {
-    if (counting_) return ++counting_->sends, true;
-    return transport_.send(send_, src, elems * esize_);
+  // While counting (on the launching thread) no end touches the channel's state.
+  Communicator::PeerState& peerState(Communicator::ChannelState& cs, int peer) {
+    return counting_ ? counted_ : cs.tree.at(peer);
   }
-  bool recvCopy(void* dst, size_t elems) {
-    if (counting_) return ++counting_->recvs, true;
-    return transport_.recv(recv_, [&](const void* data, size_t) {
+  SendEnd sendEnd(Connection& conn, int peer, Communicator::PeerState& ps) {
+    return sendEnd(conn, peer, ps.send_step, ps.pacer, ps.credit_heard);
+  }
+  SendEnd sendEnd(Connection& conn, int peer, uint64_t& step, LinkPacer& pacer, std::optional<uint64_t>& heard) {
+    TaskProfile* profile = op_.profile.get();
+    SendEnd end{&conn,
+                counting_ ? &counted_.send_step : &step,
+                &pacer,
+                peer,
+                channel_,
+                comm_.linkGbps(r_, peer),
+                comm_.linkDeadAt(r_, peer, op_.seq, channel_),
+                comm_.nodes_.crossesNodes(r_, peer),
+                profile ? profile->sendOp(channel_, peer) : nullptr};
+    if (!counting_) comm_.applySendFaults(end, op_.seq, heard);
+    return end;
+  }
+  RecvEnd recvEnd(Connection& conn, int peer, uint64_t& step) {
+    TaskProfile* profile = op_.profile.get();
+    return RecvEnd{&conn, counting_ ? &counted_.recv_step : &step, peer, channel_,
+                   profile ? profile->recvOp(channel_, peer) : nullptr};
+  }
+
+  bool sendTo(SendEnd& end, const void* src, size_t elems) {
+    if (counting_) return counting_->count(end.peer, true, end.conn), true;
+    return transport_.send(end, src, elems * esize_);
+  }
+  bool recvCopyFrom(RecvEnd& end, void* dst, size_t elems) {
+    if (counting_) return counting_->count(end.peer, false, end.conn), true;
+    return transport_.recv(end, [&](const void* data, size_t) {
       if (elems) std::memmove(dst, data, elems * esize_);
     });
   }
   // dst = own (op) incoming; `last` marks the final contribution (ncclAvg divides there).
-  bool recvReduce(void* dst, const void* own, size_t elems, bool last) {
-    if (counting_) return ++counting_->recvs, true;
-    return transport_.recv(recv_, [&](const void* data, size_t) {
+  bool recvReduceFrom(RecvEnd& end, void* dst, const void* own, size_t elems, bool last) {
+    if (counting_) return counting_->count(end.peer, false, end.conn), true;
+    return transport_.recv(end, [&](const void* data, size_t) {
       reduceInto(dst, own, data, elems, op_.dtype, op_.redop);
       if (last) finalizeAverage(dst, elems, op_.dtype, op_.redop, n_);
     });
+  }
+  bool send(const void* src, size_t elems) { return sendTo(send_, src, elems); }
+  bool recvCopy(void* dst, size_t elems) { return recvCopyFrom(recv_, dst, elems); }
+  bool recvReduce(void* dst, const void* own, size_t elems, bool last) {
+    return recvReduceFrom(recv_, dst, own, elems, last);
   }
   void copyLocal(void* dst, const void* src, size_t elems) {
     if (!counting_ && dst != src && elems) std::memmove(dst, src, elems * esize_);
@@ -111,6 +154,35 @@ class CollectiveRunner {
         if (!send(out(snd.begin), snd.end - snd.begin)) return false;
         if (!recvCopy(out(rcv.begin), rcv.end - rcv.begin)) return false;
       }
+    }
+    return true;
+  }
+
+  // NCCL's tree AllReduce (src/device/all_reduce.h, runTreeUpDown): every chunk is reduced
+  // up the tree (a leaf sends its own; an inner rank adds its children's to its own and sends
+  // the sum to its parent; the root adds its children's), then the result is broadcast down.
+  bool treeAllReduce() {
+    Range p = part(op_.count);
+    if (n_ == 1) return copyLocal(out(p.begin), in(p.begin), p.end - p.begin), true;
+    const bool root = !up_send_.has_value();
+    const size_t nchildren = child_recv_.size();
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      if (nchildren == 0) {
+        if (!sendTo(*up_send_, in(off), len)) return false;
+        continue;
+      }
+      for (size_t k = 0; k < nchildren; ++k) {
+        const bool last = root && k + 1 == nchildren;
+        if (!recvReduceFrom(child_recv_[k], out(off), k == 0 ? in(off) : out(off), len, last)) return false;
+      }
+      if (!root && !sendTo(*up_send_, out(off), len)) return false;
+    }
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      if (!root && !recvCopyFrom(*up_recv_, out(off), len)) return false;
+      for (SendEnd& child : child_send_)
+        if (!sendTo(child, out(off), len)) return false;
     }
     return true;
   }
@@ -192,10 +264,15 @@ class CollectiveRunner {
   size_t esize_;
   size_t chunk_;
   StepTransport transport_;
-  SendEnd send_{};
-  RecvEnd recv_{};
-  char* scratch_;
   ChannelSteps* counting_;
+  Communicator::PeerState counted_;  // the step counts ends use while counting
+  SendEnd send_{};  // ring
+  RecvEnd recv_{};
+  std::optional<SendEnd> up_send_;  // tree: to the parent and from it (none at the root)
+  std::optional<RecvEnd> up_recv_;
+  std::vector<RecvEnd> child_recv_;  // from each child, and to it
+  std::vector<SendEnd> child_send_;
+  char* scratch_;
 };
 
 bool runCollectiveOnChannel(Communicator& comm, const Op& op, int channel) {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "hangwatch/simgpu/nccl/algorithm.h"
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
@@ -11,11 +12,12 @@ namespace {
 
 namespace np = hangwatch::nccl_profiler;
 
-// What simnccl's kernels are: ring, SIMPLE protocol, with NCCL's full SIMPLE thread
-// count (512) plus the ring's extra sync warp (src/enqueue.cc, topoGetAlgoInfo).
-constexpr const char* kAlgo = "RING";
+// What simnccl's kernels are: SIMPLE protocol, with NCCL's full SIMPLE thread count (512)
+// plus the ring's extra sync warp, or the tree's four for its split threads (src/enqueue.cc,
+// topoGetAlgoInfo).
 constexpr const char* kProto = "SIMPLE";
 constexpr uint8_t kRingSimpleWarps = 512 / 32 + 1;
+constexpr uint8_t kTreeSimpleWarps = 512 / 32 + 4;
 
 // The first of `profiler`'s operations whose call saw a mask decides for the whole kernel,
 // as in NCCL.
@@ -51,9 +53,7 @@ CommProfiler::CommProfiler(std::unique_ptr<ProfilerHooks> hooks, SharedSegment& 
       rank_(rank),
       nranks_(segment.shape().nranks),
       nchannels_(segment.shape().nchannels),
-      aborted_(aborted),
-      ring_recv_next_(static_cast<size_t>(nchannels_)),
-      p2p_recv_next_(static_cast<size_t>(nranks_)) {}
+      aborted_(aborted) {}
 
 CommProfiler::~CommProfiler() { stop(); }
 
@@ -87,7 +87,8 @@ void* CommProfiler::startGroup(const std::vector<Op>& ops) {
   return hooks_->start(d);
 }
 
-void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_with_work, void* group_event) {
+void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_with_work, void* group_event,
+                             Algo algo) {
   np::EventDescr d{};
   d.rank = rank_;
   d.parentObj = op.api_event;
@@ -101,8 +102,8 @@ void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_wi
     d.coll.root = op.root;
     d.coll.datatype = api_profile::datatypeName(op.dtype);
     d.coll.nChannels = static_cast<uint8_t>(channels_with_work);
-    d.coll.nWarps = kRingSimpleWarps;
-    d.coll.algo = kAlgo;
+    d.coll.nWarps = algo == Algo::kTree ? kTreeSimpleWarps : kRingSimpleWarps;
+    d.coll.algo = algoName(algo);
     d.coll.proto = kProto;
     d.coll.parentGroup = group_event;
   } else {
@@ -124,23 +125,20 @@ std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
   const int mask = op.profiler_mask;
   const bool collective = isCollective(op.kind);
   const int channels = collective ? nchannels_ : 1;
-  const int send_peer = collective ? (rank_ + 1) % nranks_ : op.peer;
-  const int recv_peer = collective ? (rank_ + nranks_ - 1) % nranks_ : op.peer;
-  const bool net_send = nodes_.crossesNodes(rank_, send_peer);
-  const bool net_recv = nodes_.crossesNodes(recv_peer, rank_);
   const bool wants_task = (mask & np::emittingMask(collective ? np::kColl : np::kP2p)) != 0;
   const bool wants_proxy = (mask & np::emittingMask(np::kProxyOp)) != 0;
 
+  // Counted always: where each connection's next receives start must be known whatever
+  // this call's mask asks for.
   std::vector<ChannelSteps> steps;
-  if (wants_task || net_recv)
-    for (int c = 0; c < channels; ++c) steps.push_back(steps_on_channel(c));
+  for (int c = 0; c < channels; ++c) steps.push_back(steps_on_channel(c));
   int channels_with_work = 0;
   for (const ChannelSteps& s : steps) channels_with_work += s.has_work;
 
   std::shared_ptr<TaskProfile> profile;
   if (wants_task) {
     profile = std::make_shared<TaskProfile>(*hooks_, (mask & np::kKernelCh) != 0, channels);
-    startTask(*profile, op, channels_with_work, group_event);
+    startTask(*profile, op, channels_with_work, group_event, op.algo);
   }
   // comm->seqNumber counts every collective, except graph replays unless KernelCh events are on.
   const bool api_events = group_event != nullptr || (collective && op.api_event != nullptr);
@@ -148,32 +146,39 @@ std::shared_ptr<TaskProfile> CommProfiler::launch(const Op& op, bool persistent,
     ++seq_of_func_[static_cast<size_t>(op.kind)];
 
   const size_t slot = segment_.shape().slot_bytes;
-  for (int c = 0; c < channels && !steps.empty(); ++c) {
+  for (int c = 0; c < channels; ++c) {
     const ChannelSteps& s = steps[static_cast<size_t>(c)];
-    uint64_t recv_base = 0;
-    if (net_recv) {
-      uint64_t& next =
-          collective ? ring_recv_next_[static_cast<size_t>(c)] : p2p_recv_next_[static_cast<size_t>(op.peer)];
-      recv_base = next;
-      next += static_cast<uint64_t>(s.recvs);
-    }
-    if (!profile) continue;
-    TaskProfile::Channel& ch = profile->channel(c);
-    ch.has_work = s.has_work;
-    if (!wants_proxy) continue;
-    if (net_send && s.sends > 0) {
-      Connection& conn = collective ? segment_.ringConnection(c, rank_) : segment_.p2pConnection(rank_, op.peer);
-      const ProxyOpShape shape{true, c, send_peer, s.sends, slot, profile->task()};
-      ch.send = std::make_shared<NetProxyOp>(*hooks_, mask, shape, &conn, 0);
-    }
-    if (net_recv && s.recvs > 0) {
-      Connection& conn = collective ? segment_.ringConnection(c, recv_peer) : segment_.p2pConnection(op.peer, rank_);
-      const ProxyOpShape shape{false, c, recv_peer, s.recvs, slot, profile->task(), netRegistered(op)};
-      ch.recv = std::make_shared<NetProxyOp>(*hooks_, mask, shape, &conn, recv_base);
-      watchReceive(ch.recv);
+    if (profile) profile->channel(c).has_work = s.has_work;
+    // NCCL's proxy serves the NET connections only (ncclProxySaveOp, per peer of the pattern).
+    for (const PeerSteps& e : s.ends) {
+      const bool net = e.send ? nodes_.crossesNodes(rank_, e.peer) : nodes_.crossesNodes(e.peer, rank_);
+      if (!net || e.steps == 0) continue;
+      uint64_t base = 0;
+      if (!e.send) {
+        uint64_t& next = recv_next_[e.conn];
+        base = next;
+        next += static_cast<uint64_t>(e.steps);
+      }
+      if (!profile || !wants_proxy) continue;
+      const ProxyOpShape shape{e.send, c, e.peer, e.steps, slot, profile->task(), !e.send && netRegistered(op)};
+      auto proxy = std::make_shared<NetProxyOp>(*hooks_, mask, shape, e.conn, base);
+      profile->channel(c).ops.push_back({e.peer, e.send, proxy});
+      if (!e.send) watchReceive(std::move(proxy));
     }
   }
   return profile;
+}
+
+void ChannelSteps::count(int peer, bool send, Connection* conn) {
+  for (PeerSteps& e : ends)
+    if (e.peer == peer && e.send == send) return void(++e.steps);
+  ends.push_back({peer, send, 1, conn});
+}
+
+int ChannelSteps::steps(int peer, bool send) const {
+  for (const PeerSteps& e : ends)
+    if (e.peer == peer && e.send == send) return e.steps;
+  return 0;
 }
 
 }  // namespace simnccl

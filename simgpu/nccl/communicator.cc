@@ -29,6 +29,8 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   if (!node_key) return hangwatch::Error{node_key.error()};
   auto net = netFromEnvironment();
   if (!net) return hangwatch::Error{net.error()};
+  auto algos = AlgoTable::fromEnvironment();
+  if (!algos) return hangwatch::Error{algos.error()};
 
   const simgpu::SimConfig& cfg = simgpu::simConfig();
   SegmentShape shape{nranks, cfg.nchannels, cfg.slot_bytes};
@@ -58,6 +60,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
 
   std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, device, std::move(segment), *faults));
   comm->net_ = *net;
+  comm->algos_ = *algos;
   int world = nranks;
   if (!comm->launcher_ranks_.empty()) {
     world = identity.world_size.value_or(0);
@@ -96,6 +99,12 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
     launcher_ranks_.push_back(lr);
   }
   for (ChannelState& c : channels_) c.scratch.resize(segment_->shape().slot_bytes);
+  for (int c = 0; c < nchannels_; ++c) {
+    trees_.push_back(treeLinks(nodes_, nranks_, rank_, c, nchannels_));
+    // Made here, never later: a launch counts steps through them from another thread.
+    if (trees_.back().up >= 0) channels_[c].tree[trees_.back().up];
+    for (int child : trees_.back().down) channels_[c].tree[child];
+  }
 }
 
 Communicator::~Communicator() {
@@ -223,7 +232,12 @@ ChannelSteps Communicator::stepsOn(const Op& op, int channel) {
   if (isCollective(op.kind)) return countCollectiveSteps(*this, op, channel);
   const size_t slot = segment_->shape().slot_bytes;
   const int steps = static_cast<int>((op.count * dtypeSize(op.dtype) + slot - 1) / slot);
-  return ChannelSteps{true, op.kind == OpKind::Send ? steps : 0, op.kind == OpKind::Recv ? steps : 0};
+  const bool send = op.kind == OpKind::Send;
+  Connection* conn = send ? &segment_->p2pConnection(rank_, op.peer) : &segment_->p2pConnection(op.peer, rank_);
+  ChannelSteps s;
+  s.has_work = true;
+  if (steps > 0) s.ends.push_back({op.peer, send, steps, conn});
+  return s;
 }
 
 std::shared_ptr<TaskProfile> Communicator::profileLaunch(const Op& op, bool persistent, void* group_event) {
@@ -258,14 +272,14 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     if (op.kind == OpKind::Send) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
                   linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0),
-                  nodes_.crossesNodes(rank_, op.peer), profile ? profile->sendOp(0) : nullptr};
+                  nodes_.crossesNodes(rank_, op.peer), profile ? profile->sendOp(0, op.peer) : nullptr};
       applySendFaults(end, next_seq_.load(), ps.credit_heard);
       for (size_t off = 0; off < bytes; off += slot)
         if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
           return false;
     } else {
       RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0,
-                  profile ? profile->recvOp(0) : nullptr};
+                  profile ? profile->recvOp(0, op.peer) : nullptr};
       for (size_t off = 0; off < bytes; off += slot) {
         char* dst = static_cast<char*>(op.recvbuff) + off;
         size_t len = std::min(slot, bytes - off);

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "hangwatch/simgpu/nccl/algorithm.h"
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/custom_redop.h"
@@ -65,7 +66,7 @@ const char* kernelName(const std::vector<Op>& ops) {
     name = "ncclDevKernel_SendRecv";
   else
     name = std::string("ncclDevKernel_") + opName(op.kind) + "_" + redopTag(op.redop) + "_" + dtypeTag(op.dtype) +
-           "_RING_SIMPLE";
+           "_" + algoName(op.algo) + "_SIMPLE";
   std::lock_guard<std::mutex> lock(mutex);
   return names.insert(name).first->c_str();
 }

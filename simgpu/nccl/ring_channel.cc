@@ -1,5 +1,7 @@
 #include "hangwatch/simgpu/nccl/ring_channel.h"
 
+#include "hangwatch/simgpu/nccl/algorithm.h"
+
 #include <immintrin.h>
 
 #include <cstdio>
@@ -38,28 +40,30 @@ void LinkPacer::pace(size_t bytes, double gbps) {
 
 WaitSite StepTransport::siteFor(int direction, int peer, int channel, uint64_t target) const {
   WaitSite site{rank_, channel, peer, direction, op_.seq, opName(op_.kind), segment_.shape().nranks, target,
-                direction == kWaitSend ? send_base_ : recv_base_, -1, nullptr, nullptr, 0};
+                direction == kWaitSend ? send_end_->base : recv_end_->base, -1, nullptr, nullptr, 0,
+                algoName(op_.algo)};
   if (direction == kWaitRecv && send_end_ != nullptr) {
     site.other_peer = send_end_->peer;
     site.other_step = send_end_->step;
     site.other_counter = &send_end_->conn->head.value;
-    site.other_base_step = send_base_;
+    site.other_base_step = send_end_->base;
   } else if (direction == kWaitSend && recv_end_ != nullptr) {
     site.other_peer = recv_end_->peer;
     site.other_step = recv_end_->step;
     site.other_counter = &recv_end_->conn->tail.value;
-    site.other_base_step = recv_base_;
+    site.other_base_step = recv_end_->base;
   }
   return site;
 }
 
 bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   uint64_t step = *end.step;
-  if (send_end_ != &end) {
-    send_end_ = &end;
-    send_base_ = step;
+  if (!end.started) {
+    end.started = true;
+    end.base = step;
   }
-  const int op_step = static_cast<int>(step - send_base_);
+  send_end_ = &end;
+  const int op_step = static_cast<int>(step - end.base);
   // IB: the step waits for the receiver's clear-to-send in SendPeerWait; sockets: on the network.
   if (end.proxy != nullptr) end.eager ? end.proxy->handedToNetwork(op_step, bytes) : end.proxy->gpuReady(op_step);
   if (step + 1 > static_cast<uint64_t>(kSteps)) {
@@ -89,14 +93,15 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
 
 const char* StepTransport::awaitStep(RecvEnd& end) {
   uint64_t step = *end.step;
-  if (recv_end_ != &end) {
-    recv_end_ = &end;
-    recv_base_ = step;
+  if (!end.started) {
+    end.started = true;
+    end.base = step;
     if (end.proxy != nullptr && end.proxy->base() != step) reportBaseMismatch(end.proxy->base(), step);
   }
+  recv_end_ = &end;
   WaitSite site = siteFor(kWaitRecv, end.peer, end.channel, step + 1);
   if (simnccl_wait_peer(&site, &end.conn->tail, step + 1, &abort_) == kAborted) return nullptr;
-  if (end.proxy != nullptr) end.proxy->dataSeen(static_cast<int>(step - recv_base_));
+  if (end.proxy != nullptr) end.proxy->dataSeen(static_cast<int>(step - end.base));
   const SlotHeader& header = end.conn->slot_header[step % kSteps];
   if (isCollective(op_.kind) && (header.seq != op_.seq || header.op != static_cast<uint32_t>(op_.kind))) {
     simnccl_wait_matching_op(&site, header.seq, opName(static_cast<OpKind>(header.op)), &abort_);
@@ -109,7 +114,7 @@ void StepTransport::releaseStep(RecvEnd& end) {
   uint64_t step = *end.step + 1;
   *end.step = step;
   // The proxy posts the next receive before the freed slot is offered to the sender.
-  if (end.proxy != nullptr) end.proxy->gpuConsumed(static_cast<int>(step - 1 - recv_base_));
+  if (end.proxy != nullptr) end.proxy->gpuConsumed(static_cast<int>(step - 1 - end.base));
   publishStep(end.conn->head, step);
 }
 

@@ -34,7 +34,7 @@ size_t SegmentShape::connectionBytes() const {
 }
 
 size_t SegmentShape::totalBytes() const {
-  size_t conns = static_cast<size_t>(nchannels) * nranks + static_cast<size_t>(nranks) * nranks;
+  size_t conns = static_cast<size_t>(nchannels) * nranks * 3 + static_cast<size_t>(nranks) * nranks;
   return headerBytes(nranks) + conns * connectionBytes();
 }
 
@@ -80,6 +80,12 @@ Connection& SharedSegment::ringConnection(int channel, int from_rank) {
 
 Connection& SharedSegment::p2pConnection(int from, int to) {
   size_t index = static_cast<size_t>(shape_.nchannels) * shape_.nranks + static_cast<size_t>(from) * shape_.nranks + to;
+  return *reinterpret_cast<Connection*>(base_ + headerBytes(shape_.nranks) + index * shape_.connectionBytes());
+}
+
+Connection& SharedSegment::treeConnection(int channel, int child, bool up) {
+  size_t index = static_cast<size_t>(shape_.nchannels) * shape_.nranks + static_cast<size_t>(shape_.nranks) * shape_.nranks +
+                 (static_cast<size_t>(channel) * shape_.nranks + child) * 2 + (up ? 0 : 1);
   return *reinterpret_cast<Connection*>(base_ + headerBytes(shape_.nranks) + index * shape_.connectionBytes());
 }
 

@@ -18,7 +18,8 @@ uint64_t globalTimerNs() {
 
 void TaskProfile::kernelStarted(int c) {
   Channel& ch = channel(c);
-  if (ch.recv) ch.recv->kernelReached();
+  for (const PeerOp& p : ch.ops)
+    if (!p.send) p.op->kernelReached();
   if (!kernel_events_ || !ch.has_work) return;
   // As ncclProfilerStartKernelChEvent: the descriptor's rank is left unset.
   np::EventDescr d{};

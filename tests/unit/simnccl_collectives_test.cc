@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "multi_rank.h"
@@ -197,11 +199,11 @@ int collectivesOnRank(int rank, int nranks, const ncclUniqueId& id, const Case& 
   return wrong == 0 ? 0 : 1;
 }
 
-void runCases(int nranks, const std::vector<Case>& cases) {
+void runCases(int nranks, const std::vector<Case>& cases, const std::map<std::string, std::string>& env = {}) {
   for (const Case& c : cases) {
     testing::MultiRankJob job(nranks);
     ncclUniqueId id = job.id();
-    job.start([&](int rank) { return collectivesOnRank(rank, nranks, id, c); });
+    job.start([&](int rank) { return collectivesOnRank(rank, nranks, id, c); }, env);
     auto res = job.wait(std::chrono::seconds(90));
     INFO("nranks " << nranks << " dtype " << c.dtype << " op " << c.op << " count " << c.count);
     CHECK_FALSE(res.timed_out);
@@ -237,6 +239,20 @@ TEST_CASE("CollectivesAreCorrectOnFourRanks") {
 
 TEST_CASE("CollectivesAreCorrectOnEightRanks") {
   runCases(8, {{ncclFloat32, ncclSum, 300001}, {ncclFloat16, ncclSum, 20000}, {ncclInt32, ncclMax, 7777}});
+}
+
+// NCCL's tree AllReduce (algorithm.h): a chain inside each node, a double binary tree over
+// the nodes, on every shape; the other collectives stay on the ring.
+TEST_CASE("TreeAllReduceIsCorrectInsideANodeAndAcrossNodes") {
+  for (const char* per_node : {"", "1", "2", "3"}) {
+    std::map<std::string, std::string> env = {
+        {"NCCL_ALGO", "allreduce:tree"}, {"SIMGPU_RANKS_PER_NODE", per_node}, {"SIMGPU_HOSTID", ""},
+        {"RANK", ""}, {"OMPI_COMM_WORLD_RANK", ""}, {"SLURM_PROCID", ""}, {"PMI_RANK", ""}};
+    INFO("SIMGPU_RANKS_PER_NODE=" << per_node);
+    runCases(5, {{ncclFloat32, ncclSum, 300001}, {ncclFloat32, ncclAvg, 40000}, {ncclInt32, ncclMax, 7777}}, env);
+    runCases(8, {{ncclFloat32, ncclSum, 70000}, {ncclFloat64, ncclProd, 5000}}, env);
+    runCases(2, {{ncclFloat16, ncclSum, 100003}}, env);
+  }
 }
 
 TEST_CASE("SingleRankCommunicatorCopies") { runCases(1, {{ncclFloat32, ncclSum, 1000}, {ncclInt32, ncclAvg, 77}}); }

@@ -648,6 +648,48 @@ TEST_CASE("ASenderHeldBackByItsReceiverWaitsInSendPeerWaitOnIbAndSendWaitOnSocke
   }
 }
 
+// src/proxy.cc ncclProxySaveOp, pattern TreeUpDown: a proxy op per tree peer and direction,
+// receives from the children and a send to the parent (the reduce), a receive from the
+// parent and sends to the children (the broadcast); src/collectives.cc ncclAlgoToString
+// names the algorithm in the Coll event, src/enqueue.cc gives the tree 4 extra warps. Four
+// nodes of one rank: tree 0 (channel 0) is 0 -> 2 -> {1, 3}, tree 1 (channel 1) 3 -> 1 -> {2, 0}.
+TEST_CASE("ATreeAllReduceReportsTheTreeAndAProxyOpPerTreePeer") {
+  LogDir dir;
+  auto logs = runJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "1"}, {"NCCL_ALGO", "allreduce:tree"}}), 2,
+                     dir, allReduce);
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  using Ends = std::multiset<std::pair<long, long>>;  // (peer, send)
+  const std::map<std::pair<int, long>, Ends> want = {
+      {{2, 0}, {{1, 0}, {3, 0}, {0, 1}, {0, 0}, {1, 1}, {3, 1}}},
+      {{0, 0}, {{2, 0}, {2, 1}}},
+      {{1, 0}, {{2, 1}, {2, 0}}},
+      {{2, 1}, {{1, 1}, {1, 0}}},
+      {{1, 1}, {{2, 0}, {0, 0}, {3, 1}, {3, 0}, {2, 1}, {0, 1}}},
+      {{3, 1}, {{1, 0}, {1, 1}}},
+  };
+  const long chunks = static_cast<long>((kCount / kChannels + kSlotBytes / sizeof(float) - 1) / (kSlotBytes / sizeof(float)));
+  for (const auto& [rank, log] : logs) {
+    for (long seq = 0; seq < 2; ++seq) {
+      INFO("rank " << rank << " seq " << seq);
+      const auto* coll = collWithSeq(log, "AllReduce", seq);
+      REQUIRE(coll != nullptr);
+      CHECK(coll->str("algo") == "TREE");
+      CHECK(coll->num("warps") == 20);
+      checkKernelChannels(log, *coll, kChannels);
+      std::map<long, Ends> ends;
+      for (const auto* op : log.childrenOf(*coll, "ProxyOp")) {
+        ends[op->num("ch")].insert({op->num("peer"), op->num("send")});
+        CHECK(op->num("nsteps") == chunks);  // each chunk goes up once and down once
+        checkCompletedProxyOp(log, *op, op->num("send") ? kSendStates : kRecvStates);
+      }
+      for (long ch = 0; ch < kChannels; ++ch) {
+        auto it = want.find({rank, ch});
+        if (it != want.end()) CHECK(ends[ch] == it->second);
+      }
+    }
+  }
+}
+
 TEST_CASE("ANetworkNcclDoesNotHaveFailsInitNamingIt") {
   for (auto [net, ib_disable] : {std::pair{"RoCE", ""}, std::pair{"IB", "1"}}) {
     INFO("NCCL_NET=" << net << " NCCL_IB_DISABLE=" << ib_disable);

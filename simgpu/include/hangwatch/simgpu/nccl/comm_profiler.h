@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -25,11 +26,22 @@
 
 namespace simnccl {
 
-// The steps one rank moves on one channel for one operation.
+// The steps one rank moves on one connection for one operation.
+struct PeerSteps {
+  int peer;
+  bool send;
+  int steps;
+  Connection* conn;
+};
+
+// The steps one rank moves on one channel for one operation, per connection in the order
+// the operation first uses them (a ring: its next and its prev; a tree: parent and children).
 struct ChannelSteps {
   bool has_work = false;  // the channel has a share of the data (NCCL would schedule it)
-  int sends = 0;
-  int recvs = 0;
+  std::vector<PeerSteps> ends;
+
+  void count(int peer, bool send, Connection* conn);
+  int steps(int peer, bool send) const;
 };
 
 class CommProfiler {
@@ -57,7 +69,7 @@ class CommProfiler {
   void stop();
 
  private:
-  void startTask(TaskProfile& profile, const Op& op, int channels_with_work, void* group_event);
+  void startTask(TaskProfile& profile, const Op& op, int channels_with_work, void* group_event, Algo algo);
   void watchReceive(std::shared_ptr<NetProxyOp> op);
 
   std::unique_ptr<ProfilerHooks> hooks_;
@@ -69,8 +81,8 @@ class CommProfiler {
   const std::atomic<bool>& aborted_;
   std::mutex mutex_;  // launches from several threads (non-blocking communicators)
   std::array<uint64_t, 8> seq_of_func_{};  // NCCL's comm->seqNumber[func], by OpKind
-  std::vector<uint64_t> ring_recv_next_;   // per channel: the step the next operation's receives start at
-  std::vector<uint64_t> p2p_recv_next_;    // per peer
+  // Per connection this rank receives on: the step the next operation's receives start at.
+  std::map<const Connection*, uint64_t> recv_next_;
   std::unique_ptr<NetProxyThread> proxy_;  // started with the first receive between nodes
   bool stopped_ = false;
 };

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,8 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "hangwatch/simgpu/nccl/comm_profiler.h"
 #include "hangwatch/common/expected.h"
+#include "hangwatch/simgpu/nccl/algorithm.h"
+#include "hangwatch/simgpu/nccl/comm_profiler.h"
 #include "hangwatch/simgpu/nccl/node_topology.h"
 #include "hangwatch/simgpu/nccl/op.h"
 #include "hangwatch/simgpu/nccl/ring_channel.h"
@@ -51,6 +53,8 @@ class Communicator {
   cudaStream_t kernelStream();
   int nchannels() const { return nchannels_; }
   const NodeTopology& nodes() const { return nodes_; }
+  const AlgoTable& algorithms() const { return algos_; }
+  const TreeLinks& tree(int channel) const { return trees_[static_cast<size_t>(channel)]; }
 
   uint64_t nextCollectiveSeq() { return next_seq_++; }
   // A collective that was issued but never runs (ncclGroupSimulateEnd) gives its seq back.
@@ -88,18 +92,20 @@ class Communicator {
   std::atomic<ncclResult_t> pending{ncclSuccess};
 
  private:
+  struct PeerState {
+    uint64_t send_step = 0;
+    uint64_t recv_step = 0;
+    LinkPacer pacer;
+    std::optional<uint64_t> credit_heard;
+  };
   struct ChannelState {
     uint64_t send_step = 0;  // ring: this rank -> next
     uint64_t recv_step = 0;  // ring: prev -> this rank
     LinkPacer pacer;
     std::vector<char> scratch;
     std::optional<uint64_t> credit_heard;  // lost-credit fault: the receiver's head as last heard
-  };
-  struct PeerState {
-    uint64_t send_step = 0;
-    uint64_t recv_step = 0;
-    LinkPacer pacer;
-    std::optional<uint64_t> credit_heard;
+    // Tree: per peer (parent or child), this rank's ends of the connections with it.
+    std::map<int, PeerState> tree;
   };
   struct ChannelWorker {
     std::thread thread;
@@ -139,6 +145,8 @@ class Communicator {
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
   NodeTopology nodes_;
   NetKind net_ = NetKind::kIB;
+  AlgoTable algos_;
+  std::vector<TreeLinks> trees_;  // per channel, this rank's
   std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
 
   friend class CollectiveRunner;

@@ -13,6 +13,7 @@ class TaskProfile;
 struct PreMulSum;
 
 enum class OpKind : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, Send, Recv };
+enum class Algo { kRing, kTree };
 
 const char* opName(OpKind kind);
 bool isCollective(OpKind kind);
@@ -37,6 +38,7 @@ struct Op {
   void* group_api_event = nullptr;
   void* api_event = nullptr;
   bool registered = false;  // a p2p buffer inside one the user registered (ncclCommRegister)
+  Algo algo = Algo::kRing;  // chosen when the call is made (algorithm.h)
 };
 
 }  // namespace simnccl

@@ -36,6 +36,7 @@ struct WaitSite {
   const uint64_t* other_step;                   // steps posted (send) or consumed (recv), ever
   const std::atomic<uint64_t>* other_counter;   // the peer's head (send) or tail (recv)
   uint64_t other_base_step;
+  const char* algorithm;  // "RING" or "TREE": which peers a rank waits on
 };
 
 // Throughput shaping of one sending end: the link's bandwidth, averaged over steps.
@@ -64,6 +65,10 @@ struct SendEnd {
   // A lost-credit fault: the receiver's head as this sender last heard of it, which no
   // longer moves; null when the credits arrive.
   const uint64_t* credit_heard = nullptr;
+  // This operation's first step on the connection (set by the transport at its first send):
+  // the ProxyStep numbers count from it.
+  uint64_t base = 0;
+  bool started = false;
 };
 
 struct RecvEnd {
@@ -72,6 +77,8 @@ struct RecvEnd {
   int peer;
   int channel;
   NetProxyOp* proxy;  // this operation's receive ProxyOp on it, or null
+  uint64_t base = 0;  // as SendEnd's
+  bool started = false;
 };
 
 class StepTransport {
@@ -101,16 +108,13 @@ class StepTransport {
   void releaseStep(RecvEnd& end);
   WaitSite siteFor(int direction, int peer, int channel, uint64_t target) const;
 
-
   SharedSegment& segment_;
   const std::atomic<bool>& abort_;
   int rank_;
   const Op& op_;
-  // The ends this operation used and their step counts when it began, for WaitSite.
+  // The ends this operation used last in each direction, for WaitSite.
   const SendEnd* send_end_ = nullptr;
   const RecvEnd* recv_end_ = nullptr;
-  uint64_t send_base_ = 0;
-  uint64_t recv_base_ = 0;
 };
 
 }  // namespace simnccl

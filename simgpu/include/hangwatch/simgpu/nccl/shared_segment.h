@@ -1,7 +1,8 @@
 #pragma once
 // The POSIX shared-memory segment of one communicator: rank table, init barrier,
 // and every connection (ring: per channel and rank, the link rank -> ring next;
-// p2p: per ordered pair). Each connection has NCCL_STEPS slots of `slot_bytes`.
+// p2p: per ordered pair; tree: per channel and rank, the links to and from its parent).
+// Each connection has NCCL_STEPS slots of `slot_bytes`.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -70,6 +71,8 @@ class SharedSegment {
   RankRecord& rank(int r);
   Connection& ringConnection(int channel, int from_rank);  // from_rank -> ring next
   Connection& p2pConnection(int from, int to);
+  // Tree: `child` -> its parent (up) or its parent -> `child` (down), on `channel`.
+  Connection& treeConnection(int channel, int child, bool up);
   char* slotData(Connection& conn, uint64_t step);
   const SegmentShape& shape() const { return shape_; }
   void unlink();

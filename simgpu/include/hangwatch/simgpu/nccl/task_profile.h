@@ -17,11 +17,15 @@ namespace simnccl {
 
 class TaskProfile {
  public:
+  struct PeerOp {
+    int peer;
+    bool send;
+    std::shared_ptr<NetProxyOp> op;
+  };
   struct Channel {
     bool has_work = false;
-    std::shared_ptr<NetProxyOp> send;  // null: no NET connection, no steps, or not asked for
-    std::shared_ptr<NetProxyOp> recv;
-    void* kernel = nullptr;  // the KernelCh event while the channel runs the operation
+    std::vector<PeerOp> ops;  // per NET connection with steps, when proxy events are asked for
+    void* kernel = nullptr;   // the KernelCh event while the channel runs the operation
   };
 
   TaskProfile(ProfilerHooks& hooks, bool kernel_events, int nchannels)
@@ -35,14 +39,21 @@ class TaskProfile {
   void* task() const { return task_; }
 
   Channel& channel(int c) { return channels_[static_cast<size_t>(c)]; }
-  NetProxyOp* sendOp(int c) const { return channels_[static_cast<size_t>(c)].send.get(); }
-  NetProxyOp* recvOp(int c) const { return channels_[static_cast<size_t>(c)].recv.get(); }
+  // The ProxyOp of this operation's send to (recv from) `peer` on channel `c`, or null.
+  NetProxyOp* sendOp(int c, int peer) const { return find(c, peer, true); }
+  NetProxyOp* recvOp(int c, int peer) const { return find(c, peer, false); }
 
   // On the channel's thread, as the GPU would write workStarted / workCompleted.
   void kernelStarted(int c);
   void kernelFinished(int c);
 
  private:
+  NetProxyOp* find(int c, int peer, bool send) const {
+    for (const PeerOp& p : channels_[static_cast<size_t>(c)].ops)
+      if (p.peer == peer && p.send == send) return p.op.get();
+    return nullptr;
+  }
+
   ProfilerHooks& hooks_;
   const bool kernel_events_;
   void* task_ = nullptr;
