@@ -261,8 +261,13 @@ void orderStarvedSenders(int channel, const std::vector<const ProxyLinkState*>& 
       channel, least->link.from, least->link.to, sendEnd(least)->steps[3], fmt::join(others, ", "), least->link.from));
 }
 
-// Narrow by node: the stop is at or after the receiver of a receiver-side link and at or
-// before the sender of a sender-side link; what lies between is inside the nodes named.
+// Narrow by node: on a ring the stop is at or after the receiver of a receiver-side link and
+// at or before the sender of a sender-side link; what lies between is inside the nodes named.
+// On a tree (or any other algorithm) a sender-side link says nothing of where: every rank
+// waiting for its parent's broadcast, or for a child's reduce, shows one. Data that arrived
+// and that the receiving GPU does not take does: that GPU stopped, or it waits for another
+// input first; with one fault that is a child inside its node (the chain), or a network child
+// whose data would then not have arrived either: the receivers' nodes hold the stop.
 void narrowByNode(const JobData& job, const EndsByLink& ends, const std::vector<int>& members, ProxyFinding& f) {
   std::map<int, std::vector<const ProxyLinkState*>> starved;  // channel -> sender-side links
   std::set<int> bounds;                                       // ranks the stop lies next to
@@ -270,6 +275,7 @@ void narrowByNode(const JobData& job, const EndsByLink& ends, const std::vector<
     if (l.stall == ProxyStall::kReceiverSide) bounds.insert(l.link.to);
     if (l.stall == ProxyStall::kSenderSide) starved[l.channel].push_back(&l);
   }
+  if (!f.other_algorithms.empty() && !bounds.empty()) starved.clear();
   for (const auto& [channel, links] : starved) {
     if (f.other_algorithms.empty()) {
       orderStarvedSenders(channel, links, ends, bounds, f);

@@ -391,6 +391,10 @@ void VerdictMaker::hedgeOtherAlgorithms(Verdict& v, const RingFacts& facts) cons
     v.confident = false;
     v.culprit_link.reset();
     v.culprit_ranks.clear();
+  } else if (v.kind == VerdictKind::kInconclusive && v.suspects.empty() && !pf.narrowed.empty()) {
+    // The debugger's records named nobody on a tree; NCCL's profiler still put the stop in a node.
+    v.suspects.push_back(nodeSuspect(pf.narrowed));
+    v.confident = false;
   }
   wording_.otherAlgorithms(v, facts, named);
 }

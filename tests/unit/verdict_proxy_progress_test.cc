@@ -596,3 +596,48 @@ TEST_CASE("AGraphReplayCountsATreeSeenOnItsCommunicatorAtAnyTime") {
   CHECK(v.culprit_ranks.empty());
   CHECK(all(v).find("NCCL launched TREE collective(s)") != std::string::npos);
 }
+
+namespace {
+
+// NCCL's tree over two nodes of four (src/graph/trees.cc, connect.cc): channel 0 runs tree 0
+// (node 0's first rank 0 the root, node 1's first rank 4 its child), channel 1 the mirrored
+// tree 1 (4 the root, 0 its child). Something inside node 1 stopped (rank 4's GPU, or a rank
+// of its chain 5 -> 6 -> 7 that 4 reduces from first). Only the links 0 <-> 4 report:
+//   channel 0: 4 has sent nothing up to 0 (0 waits for it); 0 has nothing to broadcast to 4;
+//   channel 1: 0's reduce arrived at 4 and 4's GPU does not take it; 4 broadcast nothing.
+std::vector<FakeRank> treeStoppedInNodeOne() {
+  auto ranks = job(8);
+  for (FakeRank& r : ranks) {
+    const int me = *r.snap.identity.rank;
+    r.snap.identity.host = "node" + std::to_string(me / 4);
+    r.dump.host = r.snap.identity.host;
+    r.snap.comms[0].nccl_id = kNcclId;
+    r.snap.progress = SnapshotProgress{};
+    r.snap.progress->plugin_inits = 1;
+    for (int ch = 0; ch < 2; ++ch) r.snap.progress->kernel_channels.push_back({kNcclId, ch, 8, 7, 4.0, 5.0});
+  }
+  auto link = [&](int channel, int from, int to, std::array<uint64_t, 4> send, std::array<uint64_t, 4> recv) {
+    ranks[from].snap.progress->connections.push_back(end(from, 8, channel, to, true, send));
+    ranks[to].snap.progress->connections.push_back(end(to, 8, channel, from, false, recv));
+  };
+  const std::array<uint64_t, 4> nothing_filled = {8, 0, 0, 0}, waiting = {8, 0, 0, 0};
+  link(0, 4, 0, nothing_filled, waiting);
+  link(0, 0, 4, nothing_filled, waiting);
+  link(1, 0, 4, {8, 8, 8, 8}, {8, 8, 8, 0});  // arrived, the GPU takes none
+  link(1, 4, 0, nothing_filled, waiting);
+  addAlgorithm(ranks, "TREE", 4.0, 4.5);
+  return ranks;
+}
+
+}  // namespace
+
+// On a tree every rank that waits for its parent's broadcast or a child's reduce has nothing
+// to send: a sender-side link puts the stop nowhere. Data that arrived and is not taken does.
+TEST_CASE("OnATreeTheStopIsNarrowedToTheNodesWhoseGpusDoNotTakeWhatArrived") {
+  const Verdict v = verdictOf(treeStoppedInNodeOne());
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{4, 5, 6, 7});
+}
