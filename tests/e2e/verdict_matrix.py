@@ -14,7 +14,8 @@ A wrong verdict is the worst outcome: the run fails when any case is wrong or mi
     python3 tests/e2e/verdict_matrix.py --build build --slice ci   # every value once, and the edge cases
     python3 tests/e2e/verdict_matrix.py --build build --list       # the cases, without running
 
-Dimensions (simnccl runs only the ring algorithm so far: Tree and PAT are not in the matrix):
+Dimensions (simnccl has no PAT: AllGather and ReduceScatter always run the ring):
+    algo       Ring, Tree (the AllReduce; NCCL_ALGO=allreduce:tree)
     net        IB (rendezvous), Socket (eager sends)            NCCL_NET
     fault      dead link, lost clear-to-send, GPU that stops, host stall, collective mismatch
     nodes      1 node of 8, 2 nodes of 4 (UTS namespaces: root)
@@ -35,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DIMENSIONS = {
+    "algo": ["Ring", "Tree"],
     "net": ["IB", "Socket"],
     "fault": ["dead-link", "lost-credit", "dead-gpu", "host-stall", "mismatch"],
     "nodes": ["1x8", "2x4"],
@@ -74,9 +76,17 @@ def pairwise_cases():
 # collector off so that only NCCL's profiler events speak, on both networks. On sockets a
 # sender its receiver holds back sits in SendWait, as on a dead wire.
 EDGE_CASES = [
-    {"net": net, "fault": fault, "nodes": "2x4", "comms": "one", "launch": "eager", "collector": "off", "at": at}
+    {"algo": "Ring", "net": net, "fault": fault, "nodes": "2x4", "comms": "one", "launch": "eager", "collector": "off",
+     "at": at}
     for net in ("Socket", "IB")
     for fault, at in (("dead-link", (3, 4)), ("lost-credit", (3, 4)), ("dead-gpu", 4), ("host-stall", 4))
+] + [
+    # A tree over two nodes joins them at ranks 0 and 4: rank 4 is a child of 0 in the first
+    # tree and the root of the second. A GPU that stops on a leaf of the chain inside a node.
+    {"algo": "Tree", "net": net, "fault": fault, "nodes": "2x4", "comms": "one", "launch": "eager",
+     "collector": collector, "at": at}
+    for net, collector in (("IB", "off"), ("Socket", "on"))
+    for fault, at in (("dead-link", (4, 0)), ("lost-credit", (0, 4)), ("dead-gpu", 4), ("dead-gpu", 7))
 ]
 
 
@@ -99,7 +109,9 @@ def fault_of(case):
     fault = case["fault"]
     at = case.get("at")
     if fault in ("dead-link", "lost-credit"):
-        a, b = at or ((2, 3) if case["comms"] == "tp4" else ((3, 4) if case["nodes"] == "2x4" else (5, 6)))
+        # Between the nodes the ring crosses at 3 -> 4; the trees join the nodes' first ranks, 0 and 4.
+        between_nodes = (4, 0) if case["algo"] == "Tree" else (3, 4)
+        a, b = at or ((2, 3) if case["comms"] == "tp4" else (between_nodes if case["nodes"] == "2x4" else (5, 6)))
         return f"{fault}={a}->{b}@op={FAULT_OP}", [], {"kind": "communication-hang", "link": (a, b)}
     if fault == "dead-gpu":
         r = 5 if at is None else at
@@ -148,7 +160,8 @@ def run_case(case, root, build):
     faults, extra, truth = fault_of(case)
     env = report_jobs.watchdog_env(root, faults=faults)
     env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1" if case["collector"] == "on" else "0",
-                "NCCL_NET": case["net"], "SIMGPU_RANKS_PER_NODE": ""})
+                "NCCL_NET": case["net"], "NCCL_ALGO": "allreduce:tree" if case["algo"] == "Tree" else "",
+                "SIMGPU_RANKS_PER_NODE": ""})
     args = list(extra)
     if case["comms"] == "tp4":
         args += ["--tp", "4"]
