@@ -205,7 +205,9 @@ RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) co
       ring.add(std::move(joined));
     }
     facts.ranks_with_records += any;
+    if (any) facts.with_records.push_back(s.rank);
   }
+  std::sort(facts.with_records.begin(), facts.with_records.end());
   facts.kernel_algorithms.assign(kernel_algorithms.begin(), kernel_algorithms.end());
   facts.ring = ring.analyze(f.comm, f.seq, p.comm_size);
   if (facts.ring.channels_total == 0) facts.ring = ring.analyze(f.comm, std::nullopt, p.comm_size);
@@ -358,7 +360,9 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
       return;
     }
   }
-  if (!rf.unseen.empty() && v.source != "profiler") {
+  // A tree's ranks report their tree peers, never a ring's prev and next: ring links no rank
+  // reported are missing data only on a ring (hedgeOtherAlgorithms hedges a tree).
+  if (!rf.unseen.empty() && v.source != "profiler" && facts.kernel_algorithms.empty()) {
     hedgeUnseenLinks(v, rf, facts.focus);
     return;
   }
@@ -384,6 +388,13 @@ void VerdictMaker::hedgeOtherAlgorithms(Verdict& v, const RingFacts& facts) cons
     else
       for (int r : v.culprit_ranks) suspects.push_back(rankSuspect(r, SuspectNote::kDebugger));
     if (!pf.narrowed.empty()) suspects.push_back(nodeSuspect(pf.narrowed));
+    // Waiting ranks the debugger read nothing from: their own connections are unknown.
+    if (!facts.kernel_algorithms.empty() && facts.ranks_with_records > 0)
+      for (int r : facts.waiting)
+        if (!std::binary_search(facts.with_records.begin(), facts.with_records.end(), r)) {
+          suspects.push_back(rankSuspect(r));
+          v.lacking_data.push_back(gapOf(r, facts.focus.comm));
+        }
     for (Suspect& s : v.suspects) suspects.push_back(std::move(s));
     sortSuspects(suspects);
     v.suspects = std::move(suspects);

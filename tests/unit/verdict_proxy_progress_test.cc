@@ -6,6 +6,7 @@
 // sender's GPU has nothing to send), upstream they are full (the receiver's GPU takes nothing,
 // the sender waits for a posted buffer).
 #include <algorithm>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -640,4 +641,26 @@ TEST_CASE("OnATreeTheStopIsNarrowedToTheNodesWhoseGpusDoNotTakeWhatArrived") {
   CHECK_FALSE(v.confident);
   REQUIRE(v.suspects.size() == 1);
   CHECK(v.suspects[0].ranks == std::vector<int>{4, 5, 6, 7});
+}
+
+// Records of a tree name the tree peers each thread waits on; a ring's prev -> rank link that
+// no record names is then not missing data. Without this the ring links of ranks 0 and 1,
+// whose records are absent, became suspects of their own.
+TEST_CASE("ATreesRecordsDoNotMakeTheRingLinksNobodyReportedSuspects") {
+  auto ranks = verdict_test::ringJob(
+      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; },
+      {0, 1});
+  for (FakeRank& r : ranks)
+    for (RingProgress& p : r.dump.ring_progress) p.algorithm = "TREE";
+  const Verdict v = verdictOf(ranks, true);
+  INFO(all(v));
+  checkLinkHedged(v);
+  std::set<int> rank_suspects;
+  for (const Suspect& s : v.suspects) {
+    INFO(s.text);
+    CHECK_FALSE((s.link && (*s.link == Link{0, 1} || *s.link == Link{1, 2} || *s.link == Link{7, 0})));
+    if (!s.link && s.ranks.size() == 1) rank_suspects.insert(s.ranks[0]);
+  }
+  // Ranks 0 and 1 left no record: what their connections did is unknown, so they stay suspects.
+  CHECK(rank_suspects == std::set<int>{0, 1});
 }

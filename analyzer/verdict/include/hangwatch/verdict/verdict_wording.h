@@ -76,6 +76,7 @@ struct RingFacts {
   ProxyFinding proxy;
   std::vector<int> waiting;  // members waiting in the collective or its host call, sorted
   int ranks_with_records = 0;
+  std::vector<int> with_records;  // the ranks that have a record of this communicator, sorted
   RingGap gap = RingGap::kNone;
   // Algorithms other than RING that the debugger saw the hung kernels run (the device
   // function in the backtrace, e.g. ncclDevFunc_AllReduce_Sum_f32_TREE_LL), sorted.
