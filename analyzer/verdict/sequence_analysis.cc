@@ -64,7 +64,18 @@ std::optional<HangFocus> SequenceAnalysis::focus() const {
   if (job_.trigger && job_.trigger->stuck_op && job_.trigger->stuck_op->seq && !job_.trigger->stuck_op->comm.empty() &&
       members_.count(job_.trigger->stuck_op->comm)) {
     const StuckOp& s = *job_.trigger->stuck_op;
-    return HangFocus{s.comm, *s.seq, s.op, "TRIGGER.json"};
+    HangFocus f{s.comm, *s.seq, s.op, "TRIGGER.json"};
+    // The first rank to time out may be one that ran ahead: it finished the collective its
+    // peers still wait in (its sends fit in their buffers) and waits in the next one. The hang
+    // is where the members that are furthest behind on this communicator are overdue.
+    for (const RankSummary& r : job_.ranks) {
+      const SnapshotPendingOp* op = oldestOn(r, f.comm);
+      if (op && *op->seq < f.seq && r.timeout_s > 0 && op->age_s >= r.timeout_s) {
+        f.seq = *op->seq;
+        f.op = op->op;
+      }
+    }
+    return f;
   }
   // Else the (comm, seq) most ranks wait in; ties go to the larger communicator.
   std::map<std::pair<std::string, uint64_t>, std::pair<int, std::string>> votes;

@@ -9,7 +9,8 @@ import verdict_matrix as vm
 def verdict(kind, confident, ranks=(), link=None, suspects=(), link_ranks="global"):
     return {"kind": kind, "confident": confident, "culprit_ranks": list(ranks),
             "culprit_link": {"from": link[0], "to": link[1]} if link else None, "culprit_link_ranks": link_ranks,
-            "suspects": [{"ranks": list(r), "link": None} for r in suspects]}
+            "suspects": [{"ranks": list(r[0]), "link": {"from": r[1][0], "to": r[1][1]}} if isinstance(r, tuple)
+                         else {"ranks": list(r), "link": None} for r in suspects]}
 
 
 class Cover(unittest.TestCase):
@@ -53,6 +54,12 @@ class Judge(unittest.TestCase):
         self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[[4, 5, 6, 7]]), self.rank)[0], "hedged")
         self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[[0, 1]]), self.rank)[0], "missed")
         self.assertEqual(vm.judge(verdict("inconclusive", False), self.link)[0], "missed")
+        # A suspected link that only shares a rank with the faulty one is not it.
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[([1, 2], (1, 2))]), self.link)[0], "missed")
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[([2, 3], (2, 3))]), self.link)[0], "hedged")
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[([2], (2, None))]), self.link)[0], "hedged")
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[([3], (3, None))]), self.link)[0], "missed")
+        self.assertEqual(vm.judge(verdict("inconclusive", False, suspects=[([4, 5], (4, 5))]), self.rank)[0], "hedged")
 
 
 class Faults(unittest.TestCase):

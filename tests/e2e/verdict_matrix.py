@@ -141,15 +141,21 @@ def judge(verdict, truth):
         if truth["rank"] in ranks and (link is None or truth["rank"] in link) and len(ranks) <= 2:
             return "right", f"names ranks {sorted(ranks)}"
         return "wrong", f"confident, names ranks {sorted(ranks)} link {link}, the fault is on rank {truth['rank']}"
+    # The culprit is among the suspects: the link itself, a link out of its sender or into its
+    # receiver whose other end is unknown, or a rank or node holding the rank or a link end.
+    # Another link that only shares a rank with the faulty one is not it.
     wanted = set(truth["link"]) if "link" in truth else {truth["rank"]}
     for s in verdict.get("suspects") or []:
         slink = s.get("link")
-        if slink and "link" in truth and (slink["from"], slink["to"]) == truth["link"]:
-            return "hedged", "the link is a suspect"
-        if wanted & set(s.get("ranks") or []):
+        if slink:
+            ends = (slink["from"], slink["to"])
+            a, b = truth.get("link", (None, None))
+            if "link" in truth and (ends == (a, b) or ends == (a, None) or ends == (None, b)):
+                return "hedged", f"suspects link {ends[0]}->{ends[1]}"
+            if "rank" in truth and truth["rank"] in ends:
+                return "hedged", f"suspects link {ends[0]}->{ends[1]}, an end of which is rank {truth['rank']}"
+        elif wanted & set(s.get("ranks") or []):
             return "hedged", f"suspects ranks {s.get('ranks')}"
-    if wanted & ranks:
-        return "hedged", f"not confident, names ranks {sorted(ranks)}"
     return "missed", f"not confident and the culprit is not among the suspects ({verdict.get('kind')})"
 
 
@@ -204,6 +210,7 @@ def main():
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
     parser.add_argument("--only", type=int, action="append", help="run only case N (from --list; repeatable)")
     parser.add_argument("--json", help="write the results here as JSON")
+    parser.add_argument("--keep", help="keep each case's dump root as KEEP/case-N (default: removed)")
     args = parser.parse_args()
 
     cases = pairwise_cases()
@@ -230,6 +237,10 @@ def main():
         try:
             r = run_case(case, root, build)
         finally:
+            if args.keep:
+                kept = Path(args.keep) / f"case-{i}"
+                shutil.rmtree(kept, True)
+                shutil.move(root, kept)
             shutil.rmtree(root, True)
         results.append({"case": i, **case, **r})
         print(f"{i:2d}  {label(case):60s} {r['outcome']:7s} {r['why']}", flush=True)

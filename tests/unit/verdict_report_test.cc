@@ -129,6 +129,25 @@ TEST_CASE("ARankThatFinishedTheCollectiveAndRanAheadSkippedNothing") {
   CHECK(mentions(r.verdict, "finished it and went on (last issued seq 6)"));
 }
 
+TEST_CASE("WhenTheRankThatRanAheadTimesOutFirstTheHangIsWhereItsPeersWait") {
+  // The same job, but rank 0, waiting in seq 6 for peers that never finish seq 5, was the
+  // first to time out (the verdict matrix: --tp 4 --cuda-graph, a dead link inside the group):
+  // seq 6 waits only on seq 5, where the others are overdue, and a dead link at 0 -> 1 shows there.
+  verdict_test::TempDir dir;
+  auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 0 ? 40 : 47; };
+  auto consumed = [](int, int) -> std::optional<uint64_t> { return 47; };
+  std::vector<FakeRank> ranks = verdict_test::ringJob(4, 5, 2, delivered, consumed, {0});
+  ranks[0] = FakeRank(0, 4, 6);
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 0, 6);
+  Report r = reportOf(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(r.verdict.culprit_link);
+  CHECK(*r.verdict.culprit_link == Link{0, 1});
+  CHECK(mentions(r.verdict, "seq 5"));
+}
+
 TEST_CASE("JobDirectoryWithOnlyMetricsIsNoHang") {
   verdict_test::TempDir dir;
   (void)writeFileAtomically(metricsPath(dir.path, 0), "{}\n");
