@@ -608,9 +608,12 @@ TEST_CASE("LostCreditLeavesTheSenderWaitingForClearToSendWhileTheReceiverPostedI
     auto send_open = openStepStates(sender, *sends.at(ch));
     CHECK(send_open[waiting_for_cts] == 1);
     CHECK(send_open.count(kSendStates) == 0);  // nothing on the wire: the data link is fine
-    // Every step that left arrived; the receiver has buffers posted beyond them.
-    CHECK(stoppedSteps(sender, *sends.at(ch)) == 8);
-    CHECK(stoppedSteps(receiver, *recvs.at(ch)) == 8);
+    // Every step that left arrived (up to a buffer's worth: the credits heard before op 1, less
+    // any of op 0's steps rank 2 had not yet taken then); the receiver posted buffers beyond them.
+    const int sent = stoppedSteps(sender, *sends.at(ch));
+    CHECK(sent >= 1);
+    CHECK(sent <= 8);
+    CHECK(stoppedSteps(receiver, *recvs.at(ch)) == sent);
     auto recv_open = openStepStates(receiver, *recvs.at(ch));
     CHECK(recv_open[{np::kProxyStepRecvWait}] >= 1);
     CHECK(recv_open.size() == 1u);
