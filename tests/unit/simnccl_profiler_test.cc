@@ -165,6 +165,22 @@ std::map<long, const testing::LoggedEvent*> proxyOpsOf(const testing::ProcessLog
   return ops;
 }
 
+// The ProxyOps of AllReduce `seq` on the connection from -> to, by channel: the sender's
+// sends and the receiver's receives, one of each per channel.
+using OpsByChannel = std::map<long, const testing::LoggedEvent*>;
+std::pair<OpsByChannel, OpsByChannel> linkOps(const std::map<int, testing::ProcessLog>& logs, int from, int to,
+                                              long seq) {
+  const auto* sender_task = collWithSeq(logs.at(from), "AllReduce", seq);
+  const auto* receiver_task = collWithSeq(logs.at(to), "AllReduce", seq);
+  REQUIRE(sender_task != nullptr);
+  REQUIRE(receiver_task != nullptr);
+  auto sends = proxyOpsOf(logs.at(from), *sender_task, true);
+  auto recvs = proxyOpsOf(logs.at(to), *receiver_task, false);
+  REQUIRE(sends.size() == static_cast<size_t>(kChannels));
+  REQUIRE(recvs.size() == static_cast<size_t>(kChannels));
+  return {sends, recvs};
+}
+
 // NCCL keeps at most NCCL_STEPS steps of an operation posted and not completed.
 int mostStepsInFlight(const std::vector<const testing::LoggedEvent*>& steps) {
   int most = 0;
@@ -478,14 +494,7 @@ TEST_CASE("DeadLinkLeavesTheSendersStepsOnTheNetworkAndTheReceiversWaitingForDat
     for (const auto& [ch, op] : proxyOpsOf(*log, *first, rank == 1))
       checkCompletedProxyOp(*log, *op, rank == 1 ? kSendStates : kRecvStates);
   }
-  const auto* sender_task = collWithSeq(sender, "AllReduce", 1);
-  const auto* receiver_task = collWithSeq(receiver, "AllReduce", 1);
-  REQUIRE(sender_task != nullptr);
-  REQUIRE(receiver_task != nullptr);
-  auto sends = proxyOpsOf(sender, *sender_task, true);
-  auto recvs = proxyOpsOf(receiver, *receiver_task, false);
-  REQUIRE(sends.size() == static_cast<size_t>(kChannels));
-  REQUIRE(recvs.size() == static_cast<size_t>(kChannels));
+  auto [sends, recvs] = linkOps(logs, 1, 2, 1);
   for (int ch = 0; ch < kChannels; ++ch) {
     INFO("channel " << ch);
     const auto* send = sends.at(ch);
@@ -594,14 +603,7 @@ TEST_CASE("LostCreditLeavesTheSenderWaitingForClearToSendWhileTheReceiverPostedI
   REQUIRE(logs.size() == static_cast<size_t>(kRanks));
   const auto& sender = logs.at(1);
   const auto& receiver = logs.at(2);
-  const auto* sender_task = collWithSeq(sender, "AllReduce", 1);
-  const auto* receiver_task = collWithSeq(receiver, "AllReduce", 1);
-  REQUIRE(sender_task != nullptr);
-  REQUIRE(receiver_task != nullptr);
-  auto sends = proxyOpsOf(sender, *sender_task, true);
-  auto recvs = proxyOpsOf(receiver, *receiver_task, false);
-  REQUIRE(sends.size() == static_cast<size_t>(kChannels));
-  REQUIRE(recvs.size() == static_cast<size_t>(kChannels));
+  auto [sends, recvs] = linkOps(logs, 1, 2, 1);
   const std::vector<int> waiting_for_cts = {np::kProxyStepSendGPUWait, np::kProxyStepSendPeerWait};
   for (int ch = 0; ch < kChannels; ++ch) {
     INFO("channel " << ch);

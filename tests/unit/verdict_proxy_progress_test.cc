@@ -300,10 +300,9 @@ TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
 
 namespace {
 
-// Two nodes of 4 (hosts node0, node1) on a ring 0..7 whose only network links are 3 -> 4 and
-// 7 -> 0, both waiting at their sender (what simnccl and NCCL show for a stop inside a node):
-// `done3to4` and `done7to0` are the steps each sender got done, cumulative since the start.
-std::vector<FakeRank> bothNetLinksStarved(uint64_t done3to4, uint64_t done7to0, uint64_t ops7to0 = 3) {
+// Eight ranks on two nodes of four (hosts node0, node1), each with the profiler's progress
+// of communicator kNcclId and nothing in it yet.
+std::vector<FakeRank> twoNodesOfFour() {
   auto ranks = job(8);
   for (FakeRank& r : ranks) {
     const int me = *r.snap.identity.rank;
@@ -312,8 +311,16 @@ std::vector<FakeRank> bothNetLinksStarved(uint64_t done3to4, uint64_t done7to0, 
     r.snap.comms[0].nccl_id = kNcclId;
     r.snap.progress = SnapshotProgress{};
     r.snap.progress->plugin_inits = 1;
-    r.snap.progress->kernel_channels.push_back({kNcclId, 0, 3, 2, 3.0, 3.1});
   }
+  return ranks;
+}
+
+// Two nodes of 4 (hosts node0, node1) on a ring 0..7 whose only network links are 3 -> 4 and
+// 7 -> 0, both waiting at their sender (what simnccl and NCCL show for a stop inside a node):
+// `done3to4` and `done7to0` are the steps each sender got done, cumulative since the start.
+std::vector<FakeRank> bothNetLinksStarved(uint64_t done3to4, uint64_t done7to0, uint64_t ops7to0 = 3) {
+  auto ranks = twoNodesOfFour();
+  for (FakeRank& r : ranks) r.snap.progress->kernel_channels.push_back({kNcclId, 0, 3, 2, 3.0, 3.1});
   auto link = [&](int x, int y, uint64_t done, uint64_t ops) {
     SnapshotProxyConnection s = end(x, 8, 0, y, true, {done + 8, done, done, done});
     SnapshotProxyConnection r = end(y, 8, 0, x, false, {done + 8, done, done, done});
@@ -607,16 +614,9 @@ namespace {
 //   channel 0: 4 has sent nothing up to 0 (0 waits for it); 0 has nothing to broadcast to 4;
 //   channel 1: 0's reduce arrived at 4 and 4's GPU does not take it; 4 broadcast nothing.
 std::vector<FakeRank> treeStoppedInNodeOne() {
-  auto ranks = job(8);
-  for (FakeRank& r : ranks) {
-    const int me = *r.snap.identity.rank;
-    r.snap.identity.host = "node" + std::to_string(me / 4);
-    r.dump.host = r.snap.identity.host;
-    r.snap.comms[0].nccl_id = kNcclId;
-    r.snap.progress = SnapshotProgress{};
-    r.snap.progress->plugin_inits = 1;
+  auto ranks = twoNodesOfFour();
+  for (FakeRank& r : ranks)
     for (int ch = 0; ch < 2; ++ch) r.snap.progress->kernel_channels.push_back({kNcclId, ch, 8, 7, 4.0, 5.0});
-  }
   auto link = [&](int channel, int from, int to, std::array<uint64_t, 4> send, std::array<uint64_t, 4> recv) {
     ranks[from].snap.progress->connections.push_back(end(from, 8, channel, to, true, send));
     ranks[to].snap.progress->connections.push_back(end(to, 8, channel, from, false, recv));
