@@ -139,6 +139,13 @@ std::map<int, testing::ProcessLog> hangJob(const std::map<std::string, std::stri
   return testing::readCallLogs(dir.path());
 }
 
+// Four ranks, two a node (the ring's links 1 -> 2 and 3 -> 0 are NET), hung by `faults`.
+std::map<int, testing::ProcessLog> twoNodesHungBy(const std::string& faults, const LogDir& dir) {
+  auto logs = hangJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}, {"SIMGPU_FAULTS", faults}}), 4, dir);
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  return logs;
+}
+
 int ringNext(int r) { return (r + 1) % kRanks; }
 int ringPrev(int r) { return (r + kRanks - 1) % kRanks; }
 
@@ -481,9 +488,7 @@ TEST_CASE("WhatIsReportedFollowsThePluginsMask") {
 
 TEST_CASE("DeadLinkLeavesTheSendersStepsOnTheNetworkAndTheReceiversWaitingForData") {
   LogDir dir;
-  auto env = profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}, {"SIMGPU_FAULTS", "dead-link=1->2@op=1"}});
-  auto logs = hangJob(env, 4, dir);
-  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  auto logs = twoNodesHungBy("dead-link=1->2@op=1", dir);
   const auto& sender = logs.at(1);
   const auto& receiver = logs.at(2);
   // The first collective went through.
@@ -598,9 +603,7 @@ int stoppedSteps(const testing::ProcessLog& log, const testing::LoggedEvent& op)
 // waits in SendPeerWait forever, while rank 2 has posted its buffers and waits for data.
 TEST_CASE("LostCreditLeavesTheSenderWaitingForClearToSendWhileTheReceiverPostedItsBuffers") {
   LogDir dir;
-  auto env = profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "2"}, {"SIMGPU_FAULTS", "lost-credit=1->2@op=1"}});
-  auto logs = hangJob(env, 4, dir);
-  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  auto logs = twoNodesHungBy("lost-credit=1->2@op=1", dir);
   const auto& sender = logs.at(1);
   const auto& receiver = logs.at(2);
   auto [sends, recvs] = linkOps(logs, 1, 2, 1);
