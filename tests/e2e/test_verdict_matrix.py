@@ -1,6 +1,9 @@
 """verdict_matrix.py's own logic, without jobs: the cases cover every pair of values, the CI
 slice every value, and the judge tells right, hedged, missed and wrong apart."""
+import contextlib
+import io
 import itertools
+import sys
 import unittest
 
 import verdict_matrix as vm
@@ -78,3 +81,28 @@ class Faults(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RetryMissed(unittest.TestCase):
+    def run_main(self, outcomes, *flags):
+        calls = []
+
+        def fake(case, root, build):
+            calls.append(case)
+            return {"outcome": outcomes[len(calls) - 1], "why": "stub"}
+        import report_jobs
+        saved_run, can_run = vm.run_case, report_jobs.can_run_as_nodes
+        vm.run_case = fake
+        report_jobs.can_run_as_nodes = lambda: True
+        argv, sys.argv = sys.argv, ["verdict_matrix", "--only", "1", *flags]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                return vm.main(), len(calls)
+        finally:
+            sys.argv, vm.run_case, report_jobs.can_run_as_nodes = argv, saved_run, can_run
+
+    def test_a_missed_case_runs_again_only_when_asked_and_a_wrong_one_never(self):
+        self.assertEqual(self.run_main(["missed", "right"], "--retry-missed"), (0, 2))
+        self.assertEqual(self.run_main(["missed", "missed"], "--retry-missed"), (1, 2))
+        self.assertEqual(self.run_main(["missed"]), (1, 1))
+        self.assertEqual(self.run_main(["wrong"], "--retry-missed"), (1, 1))
