@@ -177,7 +177,10 @@ ncclResult_t appendTask(const char* fn, OpKind kind, const void* sendbuff, void*
     return fail(ncclInvalidArgument, fmt::format("{}: invalid peer {}", fn, peer));
   Op op{kind, sendbuff, recvbuff, count, dtype, redop, root, peer, 0, stream, comm->state, premul};
   if (isCollective(kind)) {
-    auto algo = c.algorithms().choose(kind);
+    const bool per_rank = kind == OpKind::AllGather || kind == OpKind::ReduceScatter;
+    const size_t nbytes = count * dtypeSize(dtype) * (per_rank ? static_cast<size_t>(c.nranks()) : 1);
+    auto algo = c.algorithms().choose(kind, nbytes, CommShape{c.nranks(), c.nodes().nodes()},
+                                      redop == ncclAvg || premul != nullptr);
     if (!algo) return fail(ncclInvalidUsage, std::string(fn) + ": " + algo.error());
     op.algo = *algo;
     op.seq = comm->state->nextCollectiveSeq();

@@ -1,5 +1,6 @@
-// The ring algorithms and the tree AllReduce, one channel at a time: the channel's slice of
-// the buffer moves in steps of one slot, like NCCL's ring/SIMPLE and tree/SIMPLE kernels. The same code also
+// The ring algorithms, the tree AllReduce and PAT's AllGather and ReduceScatter, one channel
+// at a time: the channel's slice of the buffer moves in steps of one slot, like NCCL's
+// ring/SIMPLE, tree/SIMPLE and PAT/SIMPLE kernels. The same code also
 // counts an operation's steps without moving data, as NCCL's proxy must know them
 // up front (ProxyOp nSteps).
 #include <algorithm>
@@ -44,6 +45,16 @@ class CollectiveRunner {
         child_recv_.push_back(recvEnd(seg.treeConnection(channel, child, true), child, ps.recv_step));
         child_send_.push_back(sendEnd(seg.treeConnection(channel, child, false), child, ps));
       }
+    } else if (op.algo == Algo::kPat) {
+      // NCCL's PAT connections (src/transport/generic.cc ncclTransportPatConnect).
+      const bool ag = op.kind == OpKind::AllGather;
+      for (int dim = 0; dim < patDimensions(n_); ++dim) {
+        const int to = ag ? mod(r_ - (1 << dim)) : mod(r_ + (1 << dim));
+        const int from = ag ? mod(r_ + (1 << dim)) : mod(r_ - (1 << dim));
+        Communicator::PeerState& ps = counting_ ? counted_ : cs.pat[static_cast<size_t>(2 * dim + (ag ? 1 : 0))];
+        pat_send_.push_back(sendEnd(seg.patConnection(channel, r_, dim, ag), to, ps));
+        pat_recv_.push_back(recvEnd(seg.patConnection(channel, from, dim, ag), from, ps.recv_step));
+      }
     } else {
       const int next = (r_ + 1) % n_;
       const int prev = (r_ + n_ - 1) % n_;
@@ -60,8 +71,8 @@ class CollectiveRunner {
   bool run() {
     switch (op_.kind) {
       case OpKind::AllReduce: return op_.algo == Algo::kTree ? treeAllReduce() : allReduce();
-      case OpKind::AllGather: return allGather();
-      case OpKind::ReduceScatter: return reduceScatter();
+      case OpKind::AllGather: return op_.algo == Algo::kPat ? patAllGather() : allGather();
+      case OpKind::ReduceScatter: return op_.algo == Algo::kPat ? patReduceScatter() : reduceScatter();
       case OpKind::Broadcast: return broadcast();
       case OpKind::Reduce: return reduce();
       default: return false;
@@ -219,6 +230,61 @@ class CollectiveRunner {
     return true;
   }
 
+  // PAT's exchange with NCCL's peers (src/proxy.cc ncclPatternPatDown): at the step of
+  // distance d = 1, 2, 4, ... a rank holds the blocks of ranks r .. r+d-1, sends them to
+  // r - d and receives those of r+d .. r+2d-1 from r + d (Bruck's order; NCCL's PatAGAlgorithm
+  // aggregates the same dimensions in another order, so the step counts per peer differ).
+  bool patAllGather() {
+    Range p = part(op_.count);
+    size_t count = op_.count;
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      copyLocal(out(r_ * count + off), in(off), len);
+      for (int dim = 0; (1 << dim) < n_; ++dim) {
+        const int d = 1 << dim;
+        for (int j = 0; j < std::min(d, n_ - d); ++j) {
+          if (!sendTo(pat_send_[dim], out(mod(r_ + j) * count + off), len)) return false;
+          if (!recvCopyFrom(pat_recv_[dim], out(mod(r_ + d + j) * count + off), len)) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // PAT's ReduceScatter with NCCL's peers (ncclPatternPatUp), the same exchange reversed: a
+  // rank starts with every block's partial sum at offsets 0 .. n-1 from itself; at distance
+  // d = 2^(dims-1) .. 1 it sends those at offsets d .. 2d-1 to r + d and adds what r - d
+  // sends into its offsets 0 .. d-1. Offset 0, its own block, is complete after d = 1.
+  bool patReduceScatter() {
+    Range p = part(op_.count);
+    size_t count = op_.count;
+    const int dims = patDimensions(n_);
+    for (size_t off = p.begin; off < p.end; off += chunk_) {
+      size_t len = std::min(chunk_, p.end - off);
+      if (n_ == 1) {
+        copyLocal(out(off), in(off), len);
+        continue;
+      }
+      if (!counting_) {
+        pat_work_.resize(static_cast<size_t>(n_) * len * esize_);
+        for (int j = 0; j < n_; ++j) copyLocal(work(j, len), in(mod(r_ + j) * count + off), len);
+      }
+      for (int dim = dims - 1; dim >= 0; --dim) {
+        const int d = 1 << dim;
+        for (int j = d; j < std::min(2 * d, n_); ++j) {
+          if (!sendTo(pat_send_[dim], work(j, len), len)) return false;
+          const bool last = dim == 0;
+          if (!recvReduceFrom(pat_recv_[dim], last ? out(off) : work(j - d, len), work(j - d, len), len, last))
+            return false;
+        }
+      }
+    }
+    return true;
+  }
+  char* work(int offset, size_t len) {
+    return counting_ ? nullptr : pat_work_.data() + static_cast<size_t>(offset) * len * esize_;
+  }
+
   bool broadcast() {
     Range p = part(op_.count);
     int pos = mod(r_ - op_.root);  // chain root -> root+1 -> ... -> root-1
@@ -272,6 +338,9 @@ class CollectiveRunner {
   std::optional<RecvEnd> up_recv_;
   std::vector<RecvEnd> child_recv_;  // from each child, and to it
   std::vector<SendEnd> child_send_;
+  std::vector<SendEnd> pat_send_;  // PAT: per dimension
+  std::vector<RecvEnd> pat_recv_;
+  std::vector<char> pat_work_;  // PAT ReduceScatter: every block's partial sum
   char* scratch_;
 };
 

@@ -102,7 +102,7 @@ void CommProfiler::startTask(TaskProfile& profile, const Op& op, int channels_wi
     d.coll.root = op.root;
     d.coll.datatype = api_profile::datatypeName(op.dtype);
     d.coll.nChannels = static_cast<uint8_t>(channels_with_work);
-    d.coll.nWarps = algo == Algo::kTree ? kTreeSimpleWarps : kRingSimpleWarps;
+    d.coll.nWarps = algo == Algo::kRing ? kRingSimpleWarps : kTreeSimpleWarps;  // PAT: NCCL_MAX_NTHREADS too
     d.coll.algo = algoName(algo);
     d.coll.proto = kProto;
     d.coll.parentGroup = group_event;

@@ -98,7 +98,10 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
     }
     launcher_ranks_.push_back(lr);
   }
-  for (ChannelState& c : channels_) c.scratch.resize(segment_->shape().slot_bytes);
+  for (ChannelState& c : channels_) {
+    c.scratch.resize(segment_->shape().slot_bytes);
+    c.pat.resize(static_cast<size_t>(2 * patDimensions(nranks_)));
+  }
   for (int c = 0; c < nchannels_; ++c) {
     trees_.push_back(treeLinks(nodes_, nranks_, rank_, c, nchannels_));
     // Made here, never later: a launch counts steps through them from another thread.

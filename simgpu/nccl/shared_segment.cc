@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "hangwatch/common/scoped_fd.h"
+#include "hangwatch/simgpu/nccl/algorithm.h"
 
 namespace simnccl {
 namespace {
@@ -34,7 +35,9 @@ size_t SegmentShape::connectionBytes() const {
 }
 
 size_t SegmentShape::totalBytes() const {
-  size_t conns = static_cast<size_t>(nchannels) * nranks * 3 + static_cast<size_t>(nranks) * nranks;
+  // Untouched connections cost nothing: the segment's pages are made on first use.
+  size_t conns = static_cast<size_t>(nchannels) * nranks * (3 + 2 * patDimensions(nranks)) +
+                 static_cast<size_t>(nranks) * nranks;
   return headerBytes(nranks) + conns * connectionBytes();
 }
 
@@ -86,6 +89,14 @@ Connection& SharedSegment::p2pConnection(int from, int to) {
 Connection& SharedSegment::treeConnection(int channel, int child, bool up) {
   size_t index = static_cast<size_t>(shape_.nchannels) * shape_.nranks + static_cast<size_t>(shape_.nranks) * shape_.nranks +
                  (static_cast<size_t>(channel) * shape_.nranks + child) * 2 + (up ? 0 : 1);
+  return *reinterpret_cast<Connection*>(base_ + headerBytes(shape_.nranks) + index * shape_.connectionBytes());
+}
+
+Connection& SharedSegment::patConnection(int channel, int from, int dim, bool allgather) {
+  const size_t n = static_cast<size_t>(shape_.nranks);
+  const size_t dims = static_cast<size_t>(patDimensions(shape_.nranks));
+  size_t index = static_cast<size_t>(shape_.nchannels) * n * 3 + n * n +
+                 ((static_cast<size_t>(channel) * n + from) * dims + dim) * 2 + (allgather ? 1 : 0);
   return *reinterpret_cast<Connection*>(base_ + headerBytes(shape_.nranks) + index * shape_.connectionBytes());
 }
 

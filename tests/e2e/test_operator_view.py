@@ -33,7 +33,8 @@ class TwoNodeJobWithTheCollectorOff(E2ECase):
         if not report_jobs.can_run_as_nodes():
             raise unittest.SkipTest("ranks cannot take hostnames of their own here (UTS namespaces need root)")
         env = report_jobs.watchdog_env(cls.root, faults="dead-link=3->4@op=8")
-        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "0"})
+        # The ring's link between the nodes (NCCL's cost model would take the tree on two nodes).
+        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "0", "NCCL_ALGO": "Ring"})
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), "4", "--", *report_jobs.job_argv("ring_train", [], 40)]
         with MpiJob(8, argv, env=env) as job:

@@ -14,17 +14,20 @@ NodeTopology nodesOf(std::vector<int> node_of_rank) {
   return NodeTopology(keys);
 }
 
-Algo chosen(const std::string& spec, OpKind kind) {
+constexpr size_t kMiB = 1 << 20;
+
+Algo chosen(const std::string& spec, OpKind kind, size_t nbytes = 4 * kMiB, CommShape shape = {8, 1}) {
   auto t = AlgoTable::parse(spec);
   REQUIRE(t.ok());
-  auto a = t->choose(kind);
+  auto a = t->choose(kind, nbytes, shape);
   REQUIRE(a.ok());
   return *a;
 }
 
 }  // namespace
 
-TEST_CASE("NcclAlgoPicksTheTreeForAllReduceOnlyWhenTheRingIsLeftOut") {
+TEST_CASE("NcclAlgoLimitsTheChoiceToTheAlgorithmsItNames") {
+  // One node of 8: the ring is the faster of the two for a 4 MiB AllReduce.
   CHECK(chosen("", OpKind::AllReduce) == Algo::kRing);
   CHECK(chosen("Tree,Ring", OpKind::AllReduce) == Algo::kRing);
   CHECK(chosen("tree", OpKind::AllReduce) == Algo::kTree);
@@ -35,18 +38,64 @@ TEST_CASE("NcclAlgoPicksTheTreeForAllReduceOnlyWhenTheRingIsLeftOut") {
   CHECK(chosen("tree", OpKind::Send) == Algo::kRing);  // point-to-point has no algorithm
   CHECK(std::string(algoName(Algo::kTree)) == "TREE");
   CHECK(std::string(algoName(Algo::kRing)) == "RING");
+  CHECK(std::string(algoName(Algo::kPat)) == "PAT");
+}
+
+// NCCL's cost model (src/graph/tuning.cc ncclTopoTuneModel, ncclTopoGetAlgoTime): a tree's
+// latency grows with log2(nodes), a ring's with the number of ranks, so small multi-node
+// AllReduces take the tree and large ones the ring; PAT's latency is log2(nodes) too.
+TEST_CASE("UnsetNcclAlgoTakesWhatNcclsCostModelFindsFastestForTheShape") {
+  const CommShape two_nodes{8, 2}, sixteen_nodes{128, 16}, one_per_node{8, 8};
+  CHECK(chosen("", OpKind::AllReduce, 64 * 1024, two_nodes) == Algo::kTree);
+  CHECK(chosen("", OpKind::AllReduce, 4 * kMiB, two_nodes) == Algo::kTree);
+  CHECK(chosen("", OpKind::AllReduce, 1024 * kMiB, two_nodes) == Algo::kRing);
+  CHECK(chosen("", OpKind::AllReduce, 64 * 1024, sixteen_nodes) == Algo::kTree);
+  CHECK(chosen("", OpKind::AllReduce, 64 * 1024, {8, 1}) == Algo::kRing);  // inside one node a tree is a chain
+  CHECK(chosen("", OpKind::AllGather, 64 * 1024, one_per_node) == Algo::kPat);
+  CHECK(chosen("", OpKind::ReduceScatter, 64 * 1024, one_per_node) == Algo::kPat);
+  CHECK(chosen("", OpKind::AllGather, 1024 * kMiB, one_per_node) == Algo::kRing);
+  CHECK(chosen("", OpKind::AllGather, 64 * 1024, two_nodes) == Algo::kRing);  // PAT: one rank per node only
+  CHECK(chosen("", OpKind::Broadcast, 64 * 1024, two_nodes) == Algo::kRing);
+  CHECK(chosen("ring", OpKind::AllReduce, 64 * 1024, two_nodes) == Algo::kRing);
+  CHECK(chosen("allgather:pat", OpKind::AllGather, 1024 * kMiB, one_per_node) == Algo::kPat);
+  // The model's figures: a 2-node tree beats the ring by its shorter latency.
+  CHECK(modeledMicros(OpKind::AllReduce, Algo::kTree, 0, two_nodes) ==
+        Approx(8.4 + 2 * (3 * 4.0 + 1 * 14.0)));
+  CHECK(modeledMicros(OpKind::AllReduce, Algo::kRing, 0, two_nodes) == Approx(8.4 + 12 * 3.4 + 2 * 14.0));
+  CHECK(modeledMicros(OpKind::AllGather, Algo::kPat, 0, one_per_node) == Approx(8.0 + 3 * 4.0 + 8 * 2.8));
+  CHECK(modeledMicros(OpKind::AllGather, Algo::kTree, 0, one_per_node) < 0);
+  CHECK(modeledMicros(OpKind::AllGather, Algo::kPat, 0, two_nodes) < 0);
+}
+
+TEST_CASE("PatIsLeftOutWhereNcclLeavesItOut") {
+  const CommShape one_per_node{8, 8};
+  auto off = AlgoTable::parse("", /*pat_enable=*/false);
+  REQUIRE(off.ok());
+  CHECK(*off->choose(OpKind::AllGather, 64 * 1024, one_per_node) == Algo::kRing);
+  auto any = AlgoTable::parse("");
+  REQUIRE(any.ok());
+  // src/enqueue.cc: PAT's ReduceScatter does not scale (ncclAvg, PreMulSum).
+  CHECK(*any->choose(OpKind::ReduceScatter, 64 * 1024, one_per_node, /*scaled=*/true) == Algo::kRing);
+  auto pat = AlgoTable::parse("pat");
+  REQUIRE(pat.ok());
+  CHECK_FALSE(pat->choose(OpKind::AllGather, 64 * 1024, CommShape{8, 2}).ok());
+  CHECK_FALSE(pat->choose(OpKind::ReduceScatter, 64 * 1024, one_per_node, true).ok());
+  CHECK(patDimensions(1) == 0);
+  CHECK(patDimensions(2) == 1);
+  CHECK(patDimensions(5) == 3);
+  CHECK(patDimensions(8) == 3);
 }
 
 TEST_CASE("ACollectiveNoAllowedAlgorithmCanRunIsRefusedAsNcclRefusesIt") {
   auto t = AlgoTable::parse("Tree");
   REQUIRE(t.ok());
-  auto a = t->choose(OpKind::AllGather);
+  auto a = t->choose(OpKind::AllGather, 4 * kMiB, CommShape{8, 1});
   REQUIRE_FALSE(a.ok());
   CHECK_THAT(a.error(), Catch::Contains("No algorithm/protocol available for function AllGather"));
   CHECK_THAT(a.error(), Catch::Contains("NCCL_ALGO was set to Tree"));
   auto pat = AlgoTable::parse("PAT");
   REQUIRE(pat.ok());
-  CHECK_FALSE(pat->choose(OpKind::AllReduce).ok());
+  CHECK_FALSE(pat->choose(OpKind::AllReduce, 4 * kMiB, CommShape{8, 8}).ok());
 }
 
 TEST_CASE("MalformedNcclAlgoIsAnError") {

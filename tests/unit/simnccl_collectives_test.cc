@@ -255,6 +255,19 @@ TEST_CASE("TreeAllReduceIsCorrectInsideANodeAndAcrossNodes") {
   }
 }
 
+// PAT's AllGather and ReduceScatter (algorithm.h) with every rank alone on its node, at rank
+// counts that are and are not powers of two; the other collectives keep their algorithms.
+TEST_CASE("PatAllGatherAndReduceScatterAreCorrectWithOneRankPerNode") {
+  std::map<std::string, std::string> env = {
+      {"NCCL_ALGO", "allgather:pat;reducescatter:pat"}, {"SIMGPU_RANKS_PER_NODE", "1"}, {"SIMGPU_HOSTID", ""},
+      {"RANK", ""}, {"OMPI_COMM_WORLD_RANK", ""}, {"SLURM_PROCID", ""}, {"PMI_RANK", ""}};
+  for (int n : {2, 3, 5, 8}) {
+    INFO(n << " ranks");
+    runCases(n, {{ncclFloat32, ncclSum, 300001}, {ncclInt32, ncclMax, 7777}, {ncclFloat16, ncclSum, 1}}, env);
+  }
+  runCases(4, {{ncclFloat64, ncclProd, 5000}, {ncclInt8, ncclSum, 100000}}, env);
+}
+
 TEST_CASE("SingleRankCommunicatorCopies") { runCases(1, {{ncclFloat32, ncclSum, 1000}, {ncclInt32, ncclAvg, 77}}); }
 
 TEST_CASE("ManyBackToBackCollectivesKeepStepCountersInSync") {

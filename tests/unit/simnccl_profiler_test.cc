@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -53,7 +54,9 @@ class LogDir {
 };
 
 // Every rank's environment: the logging plugin, the emulator's shape, and no node or
-// launcher settings inherited from the caller unless the test names them.
+// launcher settings inherited from the caller unless the test names them. The ring unless
+// the test names another algorithm: most tests here follow NCCL's ring across nodes, where
+// NCCL's cost model would take the tree for these sizes.
 std::map<std::string, std::string> profilerEnv(const LogDir& dir, int mask,
                                                std::map<std::string, std::string> extra = {}) {
   std::map<std::string, std::string> env = {
@@ -63,6 +66,8 @@ std::map<std::string, std::string> profilerEnv(const LogDir& dir, int mask,
       {"SIMGPU_NCHANNELS", std::to_string(kChannels)},
       {"SIMGPU_SLOT_BYTES", std::to_string(kSlotBytes)},
       {"SIMGPU_FAULTS", ""},
+      {"NCCL_ALGO", "Ring"},
+      {"NCCL_PAT_ENABLE", ""},
       {"SIMGPU_RANKS_PER_NODE", ""},
       {"SIMGPU_HOSTID", ""},
       {"NCCL_HOSTID", ""},
@@ -694,6 +699,47 @@ TEST_CASE("ATreeAllReduceReportsTheTreeAndAProxyOpPerTreePeer") {
         auto it = want.find({rank, ch});
         if (it != want.end()) CHECK(ends[ch] == it->second);
       }
+    }
+  }
+}
+
+// PAT (src/transport/generic.cc ncclTransportPatConnect; src/proxy.cc ncclProxySaveOp,
+// patterns PatUp and PatDown): with one rank per node NCCL's cost model takes PAT for these
+// sizes (algorithm.h), the Coll event names it with NCCL_MAX_NTHREADS' 20 warps
+// (src/enqueue.cc), and each channel has a proxy op per dimension and direction:
+// ReduceScatter sends to rank + 2^i and receives from rank - 2^i, AllGather the reverse.
+// simnccl's exchange sends 2^i blocks per chunk at dimension i (of 4 ranks: 1, then 2).
+TEST_CASE("PatReportsAProxyOpPerDimensionAndDirectionWithNcclsPeers") {
+  LogDir dir;
+  auto logs = runJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "1"}, {"NCCL_ALGO", ""}}), 2, dir,
+                     [](ncclComm_t comm, std::vector<float>& buf, int op) {
+                       static std::vector<float> out(kCount * kRanks);
+                       return op == 0 ? ncclAllGather(buf.data(), out.data(), kCount, ncclFloat32, comm, nullptr)
+                                      : ncclReduceScatter(buf.data(), out.data(), kCount, ncclFloat32, ncclSum, comm,
+                                                          nullptr);
+                     });
+  REQUIRE(logs.size() == static_cast<size_t>(kRanks));
+  const long chunks = static_cast<long>((kCount / kChannels + kSlotBytes / sizeof(float) - 1) / (kSlotBytes / sizeof(float)));
+  for (const auto& [rank, log] : logs) {
+    for (const char* func : {"AllGather", "ReduceScatter"}) {
+      INFO("rank " << rank << " " << func);
+      const auto* coll = collWithSeq(log, func, 0);
+      REQUIRE(coll != nullptr);
+      CHECK(coll->str("algo") == "PAT");
+      CHECK(coll->num("warps") == 20);
+      checkKernelChannels(log, *coll, kChannels);
+      const int sign = std::string(func) == "AllGather" ? -1 : 1;
+      using Ends = std::multiset<std::tuple<long, long, long>>;  // (peer, send, nsteps)
+      const Ends want = {{(rank + sign + kRanks) % kRanks, 1, chunks},
+                         {(rank + 2 * sign + kRanks) % kRanks, 1, 2 * chunks},
+                         {(rank - sign + kRanks) % kRanks, 0, chunks},
+                         {(rank - 2 * sign + kRanks) % kRanks, 0, 2 * chunks}};
+      std::map<long, Ends> ends;
+      for (const auto* op : log.childrenOf(*coll, "ProxyOp")) {
+        ends[op->num("ch")].insert({op->num("peer"), op->num("send"), op->num("nsteps")});
+        checkCompletedProxyOp(log, *op, op->num("send") ? kSendStates : kRecvStates);
+      }
+      for (long ch = 0; ch < kChannels; ++ch) CHECK(ends[ch] == want);
     }
   }
 }

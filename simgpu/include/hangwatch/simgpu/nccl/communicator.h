@@ -106,6 +106,9 @@ class Communicator {
     std::optional<uint64_t> credit_heard;  // lost-credit fault: the receiver's head as last heard
     // Tree: per peer (parent or child), this rank's ends of the connections with it.
     std::map<int, PeerState> tree;
+    // PAT: per dimension i, [2i] ReduceScatter's ends (to rank + 2^i, from rank - 2^i) and
+    // [2i + 1] AllGather's (to rank - 2^i, from rank + 2^i).
+    std::vector<PeerState> pat;
   };
   struct ChannelWorker {
     std::thread thread;

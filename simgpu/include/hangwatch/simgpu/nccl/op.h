@@ -13,7 +13,7 @@ class TaskProfile;
 struct PreMulSum;
 
 enum class OpKind : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, Send, Recv };
-enum class Algo { kRing, kTree };
+enum class Algo { kRing, kTree, kPat };
 
 const char* opName(OpKind kind);
 bool isCollective(OpKind kind);

@@ -1,7 +1,8 @@
 #pragma once
 // The POSIX shared-memory segment of one communicator: rank table, init barrier,
 // and every connection (ring: per channel and rank, the link rank -> ring next;
-// p2p: per ordered pair; tree: per channel and rank, the links to and from its parent).
+// p2p: per ordered pair; tree: per channel and rank, the links to and from its parent;
+// PAT: per channel, sending rank and dimension, one for ReduceScatter and one for AllGather).
 // Each connection has NCCL_STEPS slots of `slot_bytes`.
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +74,8 @@ class SharedSegment {
   Connection& p2pConnection(int from, int to);
   // Tree: `child` -> its parent (up) or its parent -> `child` (down), on `channel`.
   Connection& treeConnection(int channel, int child, bool up);
+  // PAT: `from` -> from + 2^dim (ReduceScatter) or from -> from - 2^dim (AllGather), on `channel`.
+  Connection& patConnection(int channel, int from, int dim, bool allgather);
   char* slotData(Connection& conn, uint64_t step);
   const SegmentShape& shape() const { return shape_; }
   void unlink();
