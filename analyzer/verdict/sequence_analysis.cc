@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include <fmt/format.h>
+
 namespace hangwatch::verdict {
 namespace {
 
@@ -136,6 +138,27 @@ CommPositions SequenceAnalysis::positions(const HangFocus& focus) const {
     p.members_missing.push_back(cr);
   }
   return p;
+}
+
+std::optional<HangFocus> SequenceAnalysis::heldElsewhere(const HangFocus& focus, const std::vector<int>& behind) const {
+  std::optional<HangFocus> best;
+  double best_age = -1;
+  for (int r : behind) {
+    const RankSummary* s = job_.find(r);
+    if (s == nullptr || s->timeout_s <= 0) continue;
+    for (const SnapshotPendingOp& op : s->pending) {
+      if (op.comm.empty() || op.comm == focus.comm || !op.seq || op.op_class == "p2p" || !members_.count(op.comm))
+        continue;
+      if (op.age_s < s->timeout_s || op.age_s <= best_age || oldestOn(*s, op.comm) != &op) continue;
+      best_age = op.age_s;
+      best = HangFocus{op.comm, *op.seq, op.op, focus.source, focus.moved};
+      best->moved.push_back(fmt::format(
+          "rank {} never called {} seq {} on communicator {}: its GPU has been in {} seq {} on communicator {} for "
+          "{:.1f} s, past its timeout ({:.0f} s), and its stream runs in order; the hang is there",
+          r, focus.op, focus.seq, focus.comm, op.op, *op.seq, op.comm, op.age_s, s->timeout_s));
+    }
+  }
+  return best;
 }
 
 std::vector<int> SequenceAnalysis::ranksWithPendingWork() const {

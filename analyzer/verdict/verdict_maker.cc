@@ -67,9 +67,28 @@ Verdict VerdictMaker::byRule() const {
   if (!any_snapshot) return noSnapshots();
   if (std::optional<HangFocus> f = sequences_.focus()) {
     CommPositions p = sequences_.positions(*f);
-    if (p.groups.size() > 1) return mismatch(*f, p);
-    if (!p.behind.empty()) return notInCollective(*f, p, p.behind);
-    return fromRingProgress(*f, p);
+    // Follow a rank that never called the collective to the one its GPU is stuck in, once per
+    // communicator (a cycle, communicators waiting on each other, stays where it began).
+    std::set<std::string> seen{f->comm};
+    std::optional<HangFocus> cycle;
+    while (p.groups.size() <= 1 && !p.behind.empty()) {
+      std::optional<HangFocus> held = sequences_.heldElsewhere(*f, p.behind);
+      if (!held) break;
+      if (!seen.insert(held->comm).second) {
+        cycle = std::move(held);
+        break;
+      }
+      CommPositions hp = sequences_.positions(*held);
+      if (hp.groups.empty() && hp.in_host_call.empty()) break;  // nobody waits there: not where it hangs
+      f = std::move(held);
+      p = std::move(hp);
+    }
+    Verdict v = p.groups.size() > 1   ? mismatch(*f, p)
+                : cycle             ? waitsAcrossCommunicators(*f, p, *cycle)
+                : !p.behind.empty() ? notInCollective(*f, p, p.behind)
+                                    : fromRingProgress(*f, p);
+    v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
+    return v;
   }
   if (sequences_.ranksWithPendingWork().empty()) return nothingPending();
   if (std::string comm = stuckP2pComm(); !comm.empty()) return fromP2p(comm);
@@ -183,6 +202,24 @@ Verdict VerdictMaker::notInCollective(const HangFocus& f, const CommPositions& p
   // The ranks named never called it whatever the others did; the silent ones may not have either.
   for (int r : p.members_missing) v.lacking_data.push_back(gapOf(r, f.comm));
   wording_.notInCollective(v, f, p, culprits, waiting);
+  return v;
+}
+
+// Communicators that wait on each other: the ranks behind here are held by an overdue
+// collective elsewhere that waits, in turn, for ranks held here. Ranks issuing collectives on
+// two communicators in different orders do this, and so can a fault in either collective:
+// nothing here says which, so the ranks are suspects.
+Verdict VerdictMaker::waitsAcrossCommunicators(const HangFocus& f, const CommPositions& p, const HangFocus& held) const {
+  Verdict v;
+  v.kind = VerdictKind::kInconclusive;
+  v.confident = false;
+  v.communicator = f.comm;
+  v.op = OpRef{f.op, f.seq};
+  std::vector<int> involved = p.behind;
+  for (const OpGroup& g : p.groups) involved.insert(involved.end(), g.ranks.begin(), g.ranks.end());
+  std::sort(involved.begin(), involved.end());
+  for (int r : involved) v.suspects.push_back(rankSuspect(r));
+  wording_.waitsAcrossCommunicators(v, f, p, held);
   return v;
 }
 

@@ -613,6 +613,22 @@ void VerdictWording::mismatchUndecided(Verdict& v, const HangFocus& f, const Com
       f.seq, f.comm, largest, p.groups[0].op, second, p.groups[1].op, gapsSentence(v.lacking_data));
 }
 
+void VerdictWording::waitsAcrossCommunicators(Verdict& v, const HangFocus& f, const CommPositions& p,
+                                              const HangFocus& held) const {
+  v.headline = fmt::format(
+      "Hang across communicators: rank(s) {} never called {} because their GPU waits in {} seq {} on communicator {}, "
+      "which waits in turn on this one.",
+      ranksText(p.behind), opText(f), held.op, held.seq, held.comm);
+  v.reason = "the communicators wait on each other, so neither collective's progress says which rank or link began it";
+  if (!held.moved.empty()) v.evidence.push_back(held.moved.back());
+  v.hinges_on = "the order in which each rank issued its collectives on the two communicators (a program that "
+                "issues them in different orders on different ranks deadlocks so), or a fault inside either collective";
+  v.next_steps.push_back(fmt::format(
+      "Check that every rank issues its collectives on communicators {} and {} in the same order (the stacks and the "
+      "sequence numbers below); if they do, look for a fault in either collective.",
+      f.comm, held.comm));
+}
+
 void VerdictWording::notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p,
                                      const std::vector<int>& culprits, const std::vector<int>& waiting) const {
   v.headline = "Non-communication hang: rank(s) " + ranksText(culprits) + " never called " + opText(f) +

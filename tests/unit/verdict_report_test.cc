@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <optional>
+#include <set>
+#include <utility>
 
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
@@ -146,6 +149,96 @@ TEST_CASE("WhenTheRankThatRanAheadTimesOutFirstTheHangIsWhereItsPeersWait") {
   REQUIRE(r.verdict.culprit_link);
   CHECK(*r.verdict.culprit_link == Link{0, 1});
   CHECK(mentions(r.verdict, "seq 5"));
+}
+
+namespace {
+
+const std::string kTpComm = "7b7b7b7b7b7b7b7b";
+
+// Rank `r`, comm rank `tp_rank` of a second communicator of `tp_size`, where it last issued
+// `issued` and has `pending` (seq, age) pending.
+void onTensorParallel(FakeRank& r, int tp_rank, int tp_size, uint64_t issued,
+                      std::optional<std::pair<uint64_t, double>> pending) {
+  SnapshotComm c;
+  c.hash = kTpComm;
+  c.rank = tp_rank;
+  c.size = tp_size;
+  c.last_issued_seq = issued;
+  c.last_completed_seq = pending ? pending->first - 1 : issued;
+  r.snap.comms.push_back(c);
+  if (!pending) return;
+  SnapshotPendingOp op;
+  op.op = "ncclReduceScatter";
+  op.op_class = "collective";
+  op.comm = kTpComm;
+  op.seq = pending->first;
+  op.count = 4096;
+  op.dtype = "float32";
+  op.age_s = pending->second;
+  if (r.snap.streams.empty()) r.snap.streams.emplace_back().stream = "0x1";
+  r.snap.streams[0].pending.insert(r.snap.streams[0].pending.begin(), op);
+}
+
+}  // namespace
+
+TEST_CASE("ARankThatNeverCalledTheCollectiveBecauseItsGpuIsStuckOnAnotherCommunicatorIsNoHostHang") {
+  // The verdict matrix (PAT, a dead link 2 -> 3 inside a tensor-parallel pair): rank 3's
+  // GPU waits in the pair's ReduceScatter, its host waits for the GPU, and it never calls
+  // the world AllReduce its peers wait in. That is no host code stuck: the hang is the ReduceScatter.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[3].snap.comms[0].last_issued_seq = 4;
+  ranks[3].snap.comms[0].last_completed_seq = 4;
+  ranks[3].snap.streams.clear();
+  onTensorParallel(ranks[2], 0, 2, 11, std::nullopt);      // finished it and went on
+  onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 4.0));  // overdue: 4 s, timeout 3 s
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 1, 5);
+  Report r = reportOf(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind != VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.communicator == kTpComm);
+  REQUIRE(r.verdict.op);
+  CHECK(r.verdict.op->seq == 9);
+  CHECK(mentions(r.verdict, "rank 3 never called ncclAllReduce seq 5"));
+  CHECK(mentions(r.verdict, "its GPU has been in ncclReduceScatter seq 9"));
+}
+
+TEST_CASE("ARankBehindWhoseOtherCollectiveIsNotYetOverdueStaysWhereItIs") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[3].notInCollective(5, {"load_batch", "train_step", "main"});
+  onTensorParallel(ranks[2], 0, 2, 11, std::nullopt);
+  onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 1.0));  // 1 s: within its timeout
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
+}
+
+TEST_CASE("CommunicatorsThatWaitOnEachOtherAreNamedAsSuchNotAsAHostHang") {
+  // Rank 3 waits in the pair's ReduceScatter for rank 2, which never called it: rank 2 waits
+  // in the world AllReduce for rank 3. Issue order or a fault: the ranks are suspects only.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[3].snap.comms[0].last_issued_seq = 4;
+  ranks[3].snap.comms[0].last_completed_seq = 4;
+  ranks[3].snap.streams.clear();
+  onTensorParallel(ranks[2], 0, 2, 8, std::nullopt);  // behind on the pair: never issued seq 9
+  onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 4.0));
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(r.verdict.confident);
+  CHECK(r.verdict.headline.find("Hang across communicators") != std::string::npos);
+  std::set<int> suspects;
+  for (const Suspect& s : r.verdict.suspects) suspects.insert(s.ranks.begin(), s.ranks.end());
+  CHECK(suspects.count(2) == 1);
+  CHECK(suspects.count(3) == 1);
 }
 
 TEST_CASE("JobDirectoryWithOnlyMetricsIsNoHang") {

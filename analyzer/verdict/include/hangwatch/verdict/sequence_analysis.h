@@ -20,6 +20,9 @@ struct HangFocus {
   uint64_t seq = 0;
   std::string op;
   std::string source;  // "TRIGGER.json" or "pending operations"
+  // How the focus moved from the collective most ranks wait in to one that holds a rank that
+  // never called it (heldElsewhere), one sentence per move.
+  std::vector<std::string> moved;
 };
 
 // Ranks that wait at the focus sequence number in one operation shape.
@@ -61,6 +64,12 @@ class SequenceAnalysis {
     return s == sizes_.end() ? 0 : s->second;
   }
   const SnapshotComm* commEntry(const std::string& comm, int comm_rank, const RankSummary** owner) const;
+  // A rank that never called the focus collective because its GPU is stuck in an earlier
+  // collective on another communicator: its stream runs in order, so the host that waits for
+  // it (a synchronize, a full queue) never gets to the call. The other communicator's
+  // collective, overdue on that rank (its age past the rank's own timeout), is where the hang
+  // is; the longest overdue one when several are. Nothing when no rank of `behind` has one.
+  std::optional<HangFocus> heldElsewhere(const HangFocus& focus, const std::vector<int>& behind) const;
   // Ranks with any pending operation or a blocked NCCL host call.
   std::vector<int> ranksWithPendingWork() const;
 

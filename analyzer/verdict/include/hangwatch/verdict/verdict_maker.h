@@ -33,6 +33,7 @@ class VerdictMaker {
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
   Verdict notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const;
+  Verdict waitsAcrossCommunicators(const HangFocus& f, const CommPositions& p, const HangFocus& held) const;
   Verdict fromRingProgress(const HangFocus& f, const CommPositions& p) const;
   // The ring-progress decision in steps: gather both sources, weigh them, name or hedge.
   RingFacts ringFacts(const HangFocus& f, const CommPositions& p) const;

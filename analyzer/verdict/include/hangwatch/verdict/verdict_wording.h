@@ -110,6 +110,10 @@ class VerdictWording {
   void notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits,
                        const std::vector<int>& waiting) const;
 
+  // Ranks that never called the focus collective because their GPU waits in one on another
+  // communicator that waits, in turn, on this one (`held`: where the cycle closes).
+  void waitsAcrossCommunicators(Verdict& v, const HangFocus& f, const CommPositions& p, const HangFocus& held) const;
+
   // Point-to-point hang: what each stuck stream waits on; the link named, or why none is.
   void p2pWaits(Verdict& v, const std::string& comm) const;
   void p2pLinkCulprit(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
