@@ -14,11 +14,13 @@ A wrong verdict is the worst outcome: the run fails when any case is wrong or mi
     python3 tests/e2e/verdict_matrix.py --build build --slice ci   # every value once, and the edge cases
     python3 tests/e2e/verdict_matrix.py --build build --list       # the cases, without running
 
-Dimensions (simnccl has no PAT: AllGather and ReduceScatter always run the ring):
-    algo       Ring, Tree (the AllReduce; NCCL_ALGO=allreduce:tree)
+Dimensions:
+    algo       Ring (NCCL_ALGO=Ring), Tree (the AllReduce; NCCL_ALGO=allreduce:tree), PAT (the
+               tensor-parallel AllGather and ReduceScatter; NCCL_ALGO=allreduce:ring;allgather:pat;
+               reducescatter:pat), where it applies: NCCL runs PAT with one rank per node only
     net        IB (rendezvous), Socket (eager sends)            NCCL_NET
     fault      dead link, lost clear-to-send, GPU that stops, host stall, collective mismatch
-    nodes      1 node of 8, 2 nodes of 4 (UTS namespaces: root)
+    nodes      1 node of 8, 2 nodes of 4, 8 nodes of 1 (UTS namespaces: root)
     comms      one communicator, tensor-parallel groups of 4     ring_train --tp 4
     launch     eager, CUDA-graph replay, non-blocking communicators
     collector  on (debugger phase), off (watchdog snapshots only)
@@ -36,10 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DIMENSIONS = {
-    "algo": ["Ring", "Tree"],
+    "algo": ["Ring", "Tree", "PAT"],
     "net": ["IB", "Socket"],
     "fault": ["dead-link", "lost-credit", "dead-gpu", "host-stall", "mismatch"],
-    "nodes": ["1x8", "2x4"],
+    "nodes": ["1x8", "2x4", "8x1"],
     "comms": ["one", "tp4"],
     "launch": ["eager", "graph", "nonblocking"],
     "collector": ["on", "off"],
@@ -47,19 +49,28 @@ DIMENSIONS = {
 NRANKS = 8
 FAULT_OP = 8
 HOST_STEP = 4
+NCCL_ALGO = {"Ring": "Ring", "Tree": "allreduce:tree", "PAT": "allreduce:ring;allgather:pat;reducescatter:pat"}
+RANKS_PER_NODE = {"1x8": None, "2x4": 4, "8x1": 1}
+
+
+def applies(case):
+    """Whether the case can run as NCCL runs: PAT needs one rank per node, and collectives
+    it runs (AllGather and ReduceScatter: the tensor-parallel groups')."""
+    return case["algo"] != "PAT" or (case["nodes"] == "8x1" and case["comms"] == "tp4")
 
 
 def pairwise_cases():
-    """A greedy all-pairs cover of DIMENSIONS, deterministic: each new case is the one (of
-    the full product) that covers the most pairs not yet covered, the first in product
-    order on a tie."""
+    """A greedy all-pairs cover of DIMENSIONS over the cases that apply, deterministic: each
+    new case is the one (of the full product) that covers the most pairs not yet covered,
+    the first in product order on a tie. A pair no applicable case holds (PAT on one node)
+    is not sought."""
     names = list(DIMENSIONS)
+    product = [values for values in itertools.product(*(DIMENSIONS[n] for n in names))
+               if applies(dict(zip(names, values)))]
     uncovered = set()
-    for (i, a), (j, b) in itertools.combinations(enumerate(names), 2):
-        for va in DIMENSIONS[a]:
-            for vb in DIMENSIONS[b]:
-                uncovered.add((i, va, j, vb))
-    product = list(itertools.product(*(DIMENSIONS[n] for n in names)))
+    for values in product:
+        for i, j in itertools.combinations(range(len(names)), 2):
+            uncovered.add((i, values[i], j, values[j]))
     cases = []
     while uncovered:
         def gain(values):
@@ -110,8 +121,9 @@ def fault_of(case):
     at = case.get("at")
     if fault in ("dead-link", "lost-credit"):
         # Between the nodes the ring crosses at 3 -> 4; the trees join the nodes' first ranks, 0 and 4.
+        # Inside a group of 4, 2 -> 3 is a ring link and PAT's ReduceScatter link of distance 1.
         between_nodes = (4, 0) if case["algo"] == "Tree" else (3, 4)
-        a, b = at or ((2, 3) if case["comms"] == "tp4" else (between_nodes if case["nodes"] == "2x4" else (5, 6)))
+        a, b = at or ((2, 3) if case["comms"] == "tp4" else (between_nodes if case["nodes"] != "1x8" else (5, 6)))
         return f"{fault}={a}->{b}@op={FAULT_OP}", [], {"kind": "communication-hang", "link": (a, b)}
     if fault == "dead-gpu":
         r = 5 if at is None else at
@@ -166,7 +178,7 @@ def run_case(case, root, build):
     faults, extra, truth = fault_of(case)
     env = report_jobs.watchdog_env(root, faults=faults)
     env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1" if case["collector"] == "on" else "0",
-                "NCCL_NET": case["net"], "NCCL_ALGO": "allreduce:tree" if case["algo"] == "Tree" else "",
+                "NCCL_NET": case["net"], "NCCL_ALGO": NCCL_ALGO[case["algo"]], "NCCL_PAT_ENABLE": "",
                 "SIMGPU_RANKS_PER_NODE": ""})
     args = list(extra)
     if case["comms"] == "tp4":
@@ -176,9 +188,9 @@ def run_case(case, root, build):
     elif case["launch"] == "nonblocking":
         args += ["--nonblocking"]
     argv = report_jobs.job_argv("ring_train", args, 50)
-    if case["nodes"] == "2x4":
+    if RANKS_PER_NODE[case["nodes"]]:
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
-        argv = [sys.executable, str(report_jobs.AS_NODE), "4", "--", *argv]
+        argv = [sys.executable, str(report_jobs.AS_NODE), str(RANKS_PER_NODE[case["nodes"]]), "--", *argv]
     started = time.monotonic()
     with MpiJob(NRANKS, argv, env=env, program="ring_train") as job:
         code = job.wait_exit(240)
@@ -230,9 +242,9 @@ def main():
     build = Path(args.build).resolve()
     os.environ.setdefault("RING_TRAIN", str(build / "examples" / "ring_train" / "ring_train"))
     import report_jobs
-    if any(c["nodes"] == "2x4" for _, c in numbered) and not report_jobs.can_run_as_nodes():
+    if any(RANKS_PER_NODE[c["nodes"]] for _, c in numbered) and not report_jobs.can_run_as_nodes():
         # ctest reads "... skipped" as a skip (tests/e2e/CMakeLists.txt).
-        print("verdict_matrix ... skipped: the 2x4 cases need a UTS namespace per rank (root)")
+        print("verdict_matrix ... skipped: the cases on several nodes need a UTS namespace per rank (root)")
         return 0
     def attempt(i, case, suffix=""):
         root = tempfile.mkdtemp(prefix="hangwatch-verdict-matrix-")
