@@ -98,6 +98,12 @@ EDGE_CASES = [
      "collector": collector, "at": at}
     for net, collector in (("IB", "off"), ("Socket", "on"))
     for fault, at in (("dead-link", (4, 0)), ("lost-credit", (0, 4)), ("dead-gpu", 4), ("dead-gpu", 7))
+] + [
+    # PAT routes only some blocks over a link: with 2 -> 3 dead only rank 3 stays in the
+    # ReduceScatter and the others run on into the next collective, which waits for rank 3.
+    {"algo": "PAT", "net": net, "fault": fault, "nodes": "8x1", "comms": "tp4", "launch": launch,
+     "collector": "off", "at": at}
+    for net, fault, launch, at in (("IB", "dead-link", "graph", (2, 3)), ("Socket", "dead-gpu", "eager", 3))
 ]
 
 
