@@ -31,6 +31,7 @@ SimConfig load() {
   readEnv("SIMGPU_LINK_GBPS", c.link_gbps, 1e-6);
   readEnv("SIMGPU_NCHANNELS", c.nchannels, 1);
   readEnv("SIMGPU_SLOT_BYTES", c.slot_bytes, size_t{256});
+  readEnv("SIMGPU_LAUNCH_QUEUE_DEPTH", c.launch_queue_depth, size_t{0});
   readEnv("SIMGPU_GEMM_COMPUTE_LIMIT", c.gemm_compute_limit, uint64_t{0});
   if (c.nchannels > 32) c.nchannels = 32;
   return c;

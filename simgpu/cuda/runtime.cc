@@ -182,6 +182,8 @@ cudaError_t Runtime::submit(Stream& stream, StreamTask task, Milestone* done) {
     if (done != nullptr) *done = Milestone::passed();
     return cudaSuccess;
   }
+  // A GPU's queue holds so much; a launch onto a full one waits (outside the device's lock).
+  stream.waitForRoom(simConfig().launch_queue_depth);
   Milestone m = device(stream.device()).enqueue(stream, std::move(task));
   if (done != nullptr) *done = std::move(m);
   return cudaSuccess;

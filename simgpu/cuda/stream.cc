@@ -34,6 +34,17 @@ Milestone Stream::submit(StreamTask task) {
   return Milestone{progress_, seq};
 }
 
+namespace {
+thread_local const Stream* t_worker_of = nullptr;  // the stream whose worker this thread is
+}  // namespace
+
+void Stream::waitForRoom(size_t depth) {
+  // A host function on the stream's own worker must not wait for the worker.
+  if (depth == 0 || t_worker_of == this) return;
+  std::unique_lock lock(mutex_);
+  room_.wait(lock, [&] { return queue_.size() < depth || closed_; });
+}
+
 Milestone Stream::tail() {
   std::lock_guard lock(mutex_);
   return Milestone{progress_, submitted_};
@@ -45,6 +56,7 @@ void Stream::close() {
     closed_ = true;
   }
   queued_.notify_one();
+  room_.notify_all();
 }
 
 std::shared_ptr<CaptureSequence> Stream::capture() {
@@ -63,6 +75,7 @@ void Stream::run(std::shared_ptr<Stream> self) {
                                                          : fmt::format("simgpu-s{}", self->id_);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   Runtime::enterStreamThread(self->device_);
+  t_worker_of = self.get();
   for (;;) {
     StreamTask task;
     {
@@ -72,6 +85,7 @@ void Stream::run(std::shared_ptr<Stream> self) {
       task = std::move(self->queue_.front());
       self->queue_.pop_front();
     }
+    self->room_.notify_all();
     for (const Milestone& m : task.after) m.wait();
     if (task.work) {
       Runtime::setRunningKernel(task.name.c_str());

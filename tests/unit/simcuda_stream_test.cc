@@ -232,3 +232,52 @@ TEST_CASE("DestroyingAStreamLetsQueuedWorkFinish") {
   while (!done.load() && msSince(start) < 2000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(done.load());
 }
+
+namespace {
+void waitForFlag(std::atomic<bool>* release) {
+  while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+const void* waitKernel() { return simgpu::kernel<&waitForFlag>("waitForFlag"); }
+}  // namespace
+
+// A GPU's launch queue is finite: behind a kernel that does not finish, a host that keeps
+// launching blocks inside the launch once the queue is full (SIMGPU_LAUNCH_QUEUE_DEPTH,
+// 1024 by default), and goes on when the stream moves again. Other streams are not held up.
+TEST_CASE("ALaunchOntoAFullStreamWaitsUntilTheStreamMoves") {
+  cudaStream_t s, other;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) == cudaSuccess);
+  std::atomic<bool> release{false};
+  std::atomic<bool>* releasep = &release;
+  void* wait_args[] = {&releasep};
+  REQUIRE(cudaLaunchKernel(waitKernel(), dim3(1), dim3(1), wait_args, 0, s) == cudaSuccess);
+  std::atomic<int> launched{0};
+  std::thread host([&] {
+    std::atomic<bool> flag{true};
+    std::atomic<int> seen{0};
+    for (int i = 0; i < 1100; ++i) {
+      if (launchObserve(s, &flag, &seen) != cudaSuccess) return;
+      launched.fetch_add(1);
+    }
+  });
+  auto start = std::chrono::steady_clock::now();
+  int last = -1;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (launched.load() == last) break;  // stopped moving
+    last = launched.load();
+  }
+  CHECK(launched.load() >= 1000);
+  CHECK(launched.load() < 1100);
+  // Another stream of the same device takes work meanwhile.
+  std::atomic<bool> done{false};
+  REQUIRE(launchSleep(other, 1, &done) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(other) == cudaSuccess);
+  CHECK(done.load());
+  release.store(true);
+  host.join();
+  CHECK(launched.load() == 1100);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+}

@@ -142,6 +142,42 @@ TEST_CASE("DeadRanksHostReturnsFromTheCollectiveAndWaitsWhenItSynchronizes") {
   CHECK(testing::allZero(job.wait(std::chrono::seconds(20))));
 }
 
+TEST_CASE("DeadRanksHostRunsOnUntilItsGpusQueueIsFullThenWaitsInTheCall") {
+  // The same, with hosts that never synchronize (as a benchmark loop): rank 2's host returns
+  // from call after call until its GPU's queue is full (SIMGPU_LAUNCH_QUEUE_DEPTH), then waits
+  // inside the next call's launch, as a host waits in cudaLaunchKernel under ncclAllReduce on
+  // a GPU that stopped. The other GPUs wait in the same collective, so their hosts end alike.
+  testing::MultiRankJob job(4);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  constexpr int kOps = 400;
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm;
+        if (ncclCommInitRank(&comm, 4, id, rank) != ncclSuccess) return 100;
+        std::vector<float> buf(1000, 1.0f);
+        for (int op = 0; op < kOps; ++op) {
+          board.progress[rank].store(op * 10 + 1);  // entered the call
+          if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+            return 2;
+          board.progress[rank].store(op * 10 + 2);  // the call returned
+        }
+        cudaDeviceSynchronize();
+        return 0;
+      },
+      {{"SIMGPU_FAULTS", "dead-rank=2@op=2"}, {"SIMGPU_LAUNCH_QUEUE_DEPTH", "16"}});
+  std::vector<int> stalled = job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  REQUIRE(stalled.size() == 4u);
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r << " progress " << stalled[static_cast<size_t>(r)]);
+    CHECK(stalled[static_cast<size_t>(r)] % 10 == 1);            // inside a call
+    CHECK(stalled[static_cast<size_t>(r)] / 10 > 2);              // it ran on past the stopped collective
+    CHECK(stalled[static_cast<size_t>(r)] / 10 < kOps - 1);       // and stopped when the queue was full
+  }
+  // A GPU that stopped never takes the queued work: the processes are killed, not released.
+  (void)job.wait(std::chrono::seconds(1));
+}
+
 TEST_CASE("CollectiveMismatchHangsAtThatSequenceNumber") {
   // Rank 1 issues an AllGather where the others issue their 3rd AllReduce.
   CHECK(hangAndRelease(3, "", 6, 1, 2) == std::vector<int>{2, 2, 2});

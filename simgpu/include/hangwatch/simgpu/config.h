@@ -13,6 +13,9 @@ struct SimConfig {
   double link_gbps = 4.0;          // SIMGPU_LINK_GBPS: one ring connection, one channel
   int nchannels = 2;               // SIMGPU_NCHANNELS: ring channels ("blocks") per collective
   size_t slot_bytes = 64 * 1024;   // SIMGPU_SLOT_BYTES: bytes per step (one of 8 in-flight slots)
+  // SIMGPU_LAUNCH_QUEUE_DEPTH: operations a stream holds that have not finished; a launch
+  // onto a full stream waits, as a launch onto a GPU whose queue is full does. 0: no bound.
+  size_t launch_queue_depth = 1024;
   uint64_t gemm_compute_limit = uint64_t{1} << 24;  // SIMGPU_GEMM_COMPUTE_LIMIT: m*n*k above this is timed, not computed
 };
 

@@ -1,7 +1,8 @@
 #pragma once
 // One emulated CUDA stream: a worker thread running queued device work in order.
 // The worker owns a reference to the stream, so destroying the handle lets queued
-// work finish (as cudaStreamDestroy does) and a stuck stream never blocks the host.
+// work finish (as cudaStreamDestroy does). A stuck stream blocks the host only as a GPU's
+// does: once its queue is full (waitForRoom), a launch onto it waits.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -36,6 +37,9 @@ class Stream {
 
   // Queues a task; the returned milestone is reached when it has finished.
   Milestone submit(StreamTask task);
+  // Returns once fewer than `depth` tasks are queued (0: at once). Called before the device
+  // lock is taken, so a full stream holds up only the launches onto it.
+  void waitForRoom(size_t depth);
   // The milestone of the last queued task (reached at once when nothing is queued).
   Milestone tail();
   // No more work will come; the worker exits once the queue drains.
@@ -58,6 +62,7 @@ class Stream {
 
   std::mutex mutex_;
   std::condition_variable queued_;
+  std::condition_variable room_;
   std::deque<StreamTask> queue_;
   uint64_t submitted_ = 0;
   bool closed_ = false;
