@@ -54,10 +54,10 @@ void writeVerdict(Out o, const Report& r) {
   if (v.op) fmt::format_to(o, "  operation: {}{}\n", v.op->name, v.op->seq ? fmt::format(" seq {}", *v.op->seq) : "");
   if (!v.communicator.empty()) fmt::format_to(o, "  communicator: {}\n", v.communicator);
   if (v.channels_total)
-    fmt::format_to(o, "  ring channels agreeing: {} of {}{}\n", v.channels_agree, v.channels_total,
+    fmt::format_to(o, "  channels agreeing: {} of {}{}\n", v.channels_agree, v.channels_total,
                    v.confident ? "" : " (on the connections seen)");
   if (!v.source.empty()) {
-    fmt::format_to(o, "  ring progress from: {}\n",
+    fmt::format_to(o, "  progress from: {}\n",
                    v.source == "profiler"   ? "NCCL's profiler events in the snapshots (no debugger)"
                    : v.source == "debugger" ? "the collector's debugger phase"
                                             : "the debugger phase and NCCL's profiler events");
