@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/forensics/debugger_session.h"
 #include "hangwatch/forensics/probe_request.h"
+#include "hangwatch/forensics/python/elf_symbol_table.h"
 #include "hangwatch/forensics/proc_snapshot.h"
 #include "hangwatch/forensics/ptrace_session.h"
 #include "hangwatch/forensics/python_stack_source.h"
@@ -109,6 +111,18 @@ std::string resolveBackend(const std::string& requested, bool maps_simgpu, bool 
   return "host";
 }
 
+bool mapsSimgpu(const ProcSnapshot& proc) {
+  if (proc.mapsObject("libsimnccl") || proc.mapsObject("libsimcuda")) return true;
+  static const std::string kMarker = "_ZN6simgpu9simConfigEv";  // simgpu::simConfig(), in its libcudart
+  std::set<std::string> seen;
+  for (const ProcMapping& m : proc.maps) {
+    if (m.path.find("libcudart.so") == std::string::npos || !seen.insert(m.path).second) continue;
+    Expected<ElfSymbolTable> t = loadElfSymbols(m.path, {kMarker});
+    if (t && t->symbols.count(kMarker)) return true;
+  }
+  return false;
+}
+
 CollectResult Collector::run() {
   CollectResult result;
   ForensicsDump& dump = result.dump;
@@ -169,7 +183,7 @@ bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadSta
 }
 
 void Collector::readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump) {
-  dump.backend = resolveBackend(options_.backend, proc.mapsObject("libsimnccl") || proc.mapsObject("libsimcuda"),
+  dump.backend = resolveBackend(options_.backend, mapsSimgpu(proc),
                                 proc.mapsObject("libcuda.so") || proc.mapsObject("libnccl.so"));
   if (dump.backend == "host") {
     dump.phases.push_back({"debugger", 0, false,

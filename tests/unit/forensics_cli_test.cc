@@ -1,6 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "hangwatch/forensics/cli/collect_command.h"
+#include "hangwatch/forensics/collector.h"
 
 using hangwatch::forensics::CollectCommand;
 
@@ -61,4 +66,33 @@ TEST_CASE("AutoBackendFollowsTheLibrariesInTheProcess") {
   CHECK(resolveBackend("auto", false, false) == "host");
   CHECK(resolveBackend("host", true, true) == "host");
   CHECK(resolveBackend("cuda", true, false) == "cuda");
+}
+
+// simgpu's drop-in folder carries the real sonames (libcudart.so.13, libnccl.so.2): found by
+// name only, a job on it looked like real NCCL and the debugger read NCCL's host structures,
+// which simnccl does not have ("struct ncclComm has no field startMagic"): no ring progress.
+TEST_CASE("SimgpuUnderTheRealSonamesIsToldByWhatItDefines") {
+  using hangwatch::forensics::mapsSimgpu;
+  using hangwatch::forensics::ProcMapping;
+  using hangwatch::forensics::ProcSnapshot;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mapssimgpu-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path dropin = dir / "libcudart.so.13";
+  fs::copy_file(SIMCUDA_LIBRARY, dropin, fs::copy_options::overwrite_existing);
+  auto with = [](std::vector<std::string> paths) {
+    ProcSnapshot p;
+    for (auto& path : paths) {
+      ProcMapping m;
+      m.path = path;
+      p.maps.push_back(m);
+    }
+    return p;
+  };
+  CHECK(mapsSimgpu(with({"/usr/lib/x86_64-linux-gnu/libc.so.6", dropin.string()})));
+  CHECK(mapsSimgpu(with({"/opt/x/libsimnccl.so"})));
+  CHECK_FALSE(mapsSimgpu(with({"/usr/lib/x86_64-linux-gnu/libc.so.6"})));
+  if (fs::exists("/usr/local/cuda/lib64/libcudart.so.13"))
+    CHECK_FALSE(mapsSimgpu(with({"/usr/local/cuda/lib64/libcudart.so.13"})));
+  fs::remove_all(dir);
 }

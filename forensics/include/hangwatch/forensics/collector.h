@@ -80,4 +80,9 @@ class Collector {
 // libcuda.so.1 is, else "host" (no ring reader: nothing for a debugger to read).
 std::string resolveBackend(const std::string& requested, bool maps_simgpu, bool maps_cuda);
 
+// Whether simgpu is in the process: under its own names, or under the real sonames (its
+// drop-in folder: libcudart.so.13 and libnccl.so.2 that are simgpu's), told by what the
+// mapped library defines, not by what it is called.
+bool mapsSimgpu(const ProcSnapshot& proc);
+
 }  // namespace hangwatch::forensics
