@@ -5,7 +5,8 @@
 #   3. the concurrent parts (streams, events, ring collectives, the watchdog's poller)
 #      under ThreadSanitizer,
 #   4. the build against the real CUDA 13 / cuBLAS / NCCL in /usr/local/cuda
-#      (HANGWATCH_REAL_CUDA=ON) and the CPU-only part of the GPU suite (tests/gpu/run.sh).
+#      (HANGWATCH_REAL_CUDA=ON) and the CPU-only part of the GPU suite (tests/gpu/run.sh):
+#      that ring_train, healthy and hung, through simgpu's drop-in libraries.
 # --quick runs only step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ quick=0
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -56,5 +57,5 @@ ctest --test-dir build -j "$jobs" --output-on-failure
 
 if [ "$quick" -eq 0 ]; then
   echo "== real-CUDA build and the GPU suite's CPU-only checks"
-  tests/gpu/run.sh --cpu-only --build-dir build-realcuda --out build-realcuda/gpu-suite
+  tests/gpu/run.sh --cpu-only --build-dir build-realcuda --simgpu-build build --out build-realcuda/gpu-suite
 fi

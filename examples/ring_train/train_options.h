@@ -40,6 +40,8 @@ struct TrainOptions {
   bool cuda_graph = false;  // the gradient AllReduce captured once, replayed every step
   int graph_warmup = 2;     // eager steps before the capture
 
+  bool verify = true;  // check every collective's result on the host
+
   bool help = false;
 };
 

@@ -4,10 +4,15 @@
 #   PASS|FAIL|SKIP <check>: <what was seen>
 # and writing logs, dumps and figures under --out.
 #
-#   tests/gpu/run.sh [--build-dir DIR] [--out DIR] [--only CHECK[,CHECK...]] [--cpu-only] [--list] [-h]
+#   tests/gpu/run.sh [--build-dir DIR] [--simgpu-build DIR] [--out DIR] [--only CHECK[,CHECK...]] [--cpu-only]
+#                    [--list] [-h]
 #
 # Checks (in order):
 #   build         configure and build the real-CUDA tree (ring_train, spin_on_flag, the watchdog, forensics)
+#   dropin        no GPU needed: the real-CUDA ring_train on 4 ranks through simgpu's drop-in libraries
+#                 (--simgpu-build, default build/: its simgpu-dropin folder and forensics) under the
+#                 watchdog, healthy (no trigger, every collective timed) and with SIMGPU_FAULTS
+#                 dead-link=1->2@op=6 (the report names the link)
 #   gpu           a CUDA device is visible (nvidia-smi); without one every GPU check is SKIP
 #   interpose     ring_train on one GPU under the watchdog: GEMM TFLOPS and AllReduce bus bandwidth
 #                 in the metrics; HANGWATCH_DISABLE=1 is a pass-through with the same exit code
@@ -18,22 +23,26 @@
 #   nccl-sigstop  the same 4 ranks, one frozen with SIGSTOP inside an AllReduce: the report names it
 #   pytorch       if torch imports: a training loop with and without the preload, same run, >= 200 steps;
 #                 the step-time overhead ratio is printed
-# --cpu-only runs what needs no GPU (the build, argument checks) and marks the rest SKIP.
+# --cpu-only runs what needs no GPU (the build, the drop-in check) and marks the rest SKIP.
 # Exit status: 0 when no check failed, 1 otherwise, 2 on bad arguments.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build="$repo/build-gpu"
+simgpu_build="$repo/build"
+simgpu_named=0
 out=""
 only=""
 cpu_only=0
-all_checks="build gpu interpose kernel-hang nccl-hang nccl-sigstop pytorch"
+all_checks="build dropin gpu interpose kernel-hang nccl-hang nccl-sigstop pytorch"
 
-usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) [ $# -ge 2 ] || { echo "run.sh: --build-dir needs a directory" >&2; exit 2; }; build=$2; shift 2 ;;
+    --simgpu-build) [ $# -ge 2 ] || { echo "run.sh: --simgpu-build needs a directory" >&2; exit 2; }
+      simgpu_build=$2; simgpu_named=1; shift 2 ;;
     --out) [ $# -ge 2 ] || { echo "run.sh: --out needs a directory" >&2; exit 2; }; out=$2; shift 2 ;;
     --only) [ $# -ge 2 ] || { echo "run.sh: --only needs check names" >&2; exit 2; }; only=${2//,/ }; shift 2 ;;
     --cpu-only) cpu_only=1; shift ;;
@@ -78,6 +87,55 @@ check_build() {
   else
     report FAIL build "see $log: $(grep -m1 -iE 'error' "$log")"
     return 1
+  fi
+}
+
+# The real-CUDA ring_train (nvcc's kernels, the real sonames) on simgpu's drop-in libraries:
+# what runs on a GPU node runs here, with the watchdog's interposers in the path at run time.
+check_dropin() {
+  local dropin="$simgpu_build/simgpu-dropin" sim_forensics="$simgpu_build/forensics/forensics"
+  if [ ! -f "$dropin/libcudart.so.13" ] || [ ! -x "$sim_forensics" ]; then
+    if [ "$simgpu_named" -eq 1 ]; then
+      report FAIL dropin "no simgpu-dropin/ or forensics in $simgpu_build (build that tree first)"
+    else
+      report SKIP dropin "no simgpu build at $simgpu_build (--simgpu-build)"
+    fi
+    return 0
+  fi
+  local dumps="$out/dropin" rc hung_rc
+  env -u SIMGPU_FAULTS LD_LIBRARY_PATH="$dropin" HANGWATCH_DUMP_DIR="$dumps" HANGWATCH_JOB_ID=healthy \
+    HANGWATCH_TIMEOUT=20 HANGWATCH_METRICS_INTERVAL=1 LD_PRELOAD="$lib" \
+    "$mpirun_sh" -np 4 "$ring" --steps 20 --log-every 10 --no-verify >"$out/dropin-healthy.log" 2>&1
+  rc=$?
+  SIMGPU_FAULTS="dead-link=1->2@op=6" LD_LIBRARY_PATH="$dropin" HANGWATCH_DUMP_DIR="$dumps" HANGWATCH_JOB_ID=hung \
+    HANGWATCH_TIMEOUT=4 HANGWATCH_ON_HANG=abort HANGWATCH_FORENSICS="$sim_forensics" LD_PRELOAD="$lib" \
+    timeout 240 "$mpirun_sh" -np 4 "$ring" --steps 50 --log-every 10 --no-verify >"$out/dropin-hung.log" 2>&1
+  hung_rc=$?
+  "$sim_forensics" report "$dumps/hung" --format json -o "$out/dropin-report.json" >/dev/null 2>"$out/dropin-report.err"
+  local seen
+  seen=$(python3 - "$dumps" "$out/dropin-report.json" <<'PY'
+import glob, json, os, sys
+dumps, report = sys.argv[1], sys.argv[2]
+ops = sum(1 for p in glob.glob(dumps + "/healthy/metrics/*.jsonl") for line in open(p)
+          for op in json.loads(line).get("ops", []) if op.get("c") == "coll")
+triggered = os.path.exists(dumps + "/healthy/TRIGGER.json")
+try:
+    v = json.load(open(report))["verdict"]
+    link = v.get("culprit_link") or {}
+    named = f"{v['kind']} {link.get('from')}->{link.get('to')} confident={v.get('confident')}"
+    ok = v["kind"] == "communication-hang" and (link.get("from"), link.get("to")) == (1, 2) and v.get("confident")
+except (OSError, ValueError, KeyError):
+    named, ok = "no report", False
+print(f"{ops} {int(triggered)} {int(ok)} {named}")
+PY
+)
+  set -- $seen
+  local verified
+  verified=$(grep -c 'OK steps=20 (results not verified)' "$out/dropin-healthy.log")
+  if [ "$rc" -eq 0 ] && [ "$verified" -eq 4 ] && [ "${1:-0}" -gt 0 ] && [ "${2:-1}" -eq 0 ] && [ "${3:-0}" -eq 1 ]; then
+    report PASS dropin "healthy: 4 ranks to the end, $1 collective metrics, no trigger; dead-link=1->2@op=6: ${*:4} (launcher exit $hung_rc)"
+  else
+    report FAIL dropin "healthy exit $rc ($verified/4 ranks finished, $1 collective metrics, trigger $2); hung: ${*:4}; see $out/dropin-*.log"
   fi
 }
 
@@ -245,6 +303,7 @@ for check in $all_checks; do
   wanted "$check" || continue
   case "$check" in
     build) check_build || break ;;
+    dropin) check_dropin ;;
     gpu) check_gpu ;;
     interpose) check_interpose ;;
     kernel-hang) check_kernel_hang ;;
