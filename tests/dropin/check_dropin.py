@@ -28,6 +28,8 @@ EXPECTED = {
     "cublaslt_unsupported": "15",
     "nccl_version": "22809",
     "nccl_allreduce": "0",
+    "devices_nccl_allreduce": "0",  # one process, two devices, ncclCommInitAll and a grouped AllReduce
+    "thread_devices": "0,1",  # a host thread per device
     "cudart_unsupported": "801",  # cudaErrorNotSupported
     "device_variable": "0",  # the device code does not run on simgpu
     "managed_symbol": "1",
@@ -72,6 +74,9 @@ def check_watchdog_timed_the_kernels(dumps):
     kernels = [op for op in window["ops"] if op[0] == "kernel" and window["names"][op[1]] == "_Z5scalePfif"]
     if len(kernels) != 10:
         fail(f"the watchdog timed {len(kernels)} launches of _Z5scalePfif, expected 10")
+    touches = [op for op in window["ops"] if op[0] == "kernel" and window["names"][op[1]] == "_Z5touchPf"]
+    if len(touches) != 6:
+        fail(f"the watchdog timed {len(touches)} launches of _Z5touchPf from the two device threads, expected 6")
 
 
 def main():

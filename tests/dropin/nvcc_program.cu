@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #define CHECK(call)                                                          \
   do {                                                                       \
@@ -22,6 +24,8 @@
 
 __device__ int launches;
 __managed__ int managed_value;
+
+__global__ void touch(float* x) { x[threadIdx.x] += 1.0f; }
 
 __global__ void scale(float* x, int n, float a) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -117,10 +121,55 @@ static void libraries() {
   std::printf("nccl_version=%d nccl_allreduce=%d\n", version, static_cast<int>(r));
 }
 
+// Two devices from one process, as a single-process multi-GPU job drives them: one NCCL
+// communicator per device from ncclCommInitAll, a grouped AllReduce across them, and a host
+// thread per device launching its own kernels.
+static void severalDevices() {
+  int devs[2] = {0, 1};
+  ncclComm_t comms[2];
+  ncclResult_t r = ncclCommInitAll(comms, 2, devs);
+  float* buf[2];
+  cudaStream_t streams[2];
+  for (int i = 0; i < 2; ++i) {
+    CHECK(cudaSetDevice(i));
+    CHECK(cudaMalloc(&buf[i], 256 * sizeof(float)));
+    CHECK(cudaStreamCreate(&streams[i]));
+  }
+  if (r == ncclSuccess) r = ncclGroupStart();
+  for (int i = 0; i < 2 && r == ncclSuccess; ++i)
+    r = ncclAllReduce(buf[i], buf[i], 256, ncclFloat, ncclSum, comms[i], streams[i]);
+  if (r == ncclSuccess) r = ncclGroupEnd();
+  for (int i = 0; i < 2; ++i) {
+    CHECK(cudaSetDevice(i));
+    CHECK(cudaStreamSynchronize(streams[i]));
+  }
+  std::printf("devices_nccl_allreduce=%d\n", static_cast<int>(r));
+  int seen[2] = {-1, -1};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      CHECK(cudaSetDevice(i));
+      for (int k = 0; k < 3; ++k) touch<<<1, 256, 0, streams[i]>>>(buf[i]);
+      CHECK(cudaStreamSynchronize(streams[i]));
+      CHECK(cudaGetDevice(&seen[i]));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::printf("thread_devices=%d,%d\n", seen[0], seen[1]);
+  for (int i = 0; i < 2; ++i) {
+    if (r == ncclSuccess) ncclCommDestroy(comms[i]);
+    CHECK(cudaSetDevice(i));
+    CHECK(cudaStreamDestroy(streams[i]));
+    CHECK(cudaFree(buf[i]));
+  }
+  CHECK(cudaSetDevice(0));
+}
+
 int main() {
   startUpQueries();
   kernels();
   libraries();
+  severalDevices();
   cudaArraySparseProperties sparse;
   std::printf("cudart_unsupported=%d\n", static_cast<int>(cudaArrayGetSparseProperties(&sparse, nullptr)));
   managed_value = 17;  // the host reaches a __managed__ variable through the runtime's storage
