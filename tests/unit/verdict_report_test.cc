@@ -179,6 +179,17 @@ void onTensorParallel(FakeRank& r, int tp_rank, int tp_size, uint64_t issued,
   r.snap.streams[0].pending.insert(r.snap.streams[0].pending.begin(), op);
 }
 
+// Ranks 0-2 wait in the world AllReduce seq 5; rank 3 never called it and has nothing
+// pending on the world communicator.
+std::vector<FakeRank> worldWithRank3Behind() {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[3].snap.comms[0].last_issued_seq = 4;
+  ranks[3].snap.comms[0].last_completed_seq = 4;
+  ranks[3].snap.streams.clear();
+  return ranks;
+}
+
 }  // namespace
 
 TEST_CASE("ARankThatNeverCalledTheCollectiveBecauseItsGpuIsStuckOnAnotherCommunicatorIsNoHostHang") {
@@ -186,11 +197,7 @@ TEST_CASE("ARankThatNeverCalledTheCollectiveBecauseItsGpuIsStuckOnAnotherCommuni
   // GPU waits in the pair's ReduceScatter, its host waits for the GPU, and it never calls
   // the world AllReduce its peers wait in. That is no host code stuck: the hang is the ReduceScatter.
   verdict_test::TempDir dir;
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
-  ranks[3].snap.comms[0].last_issued_seq = 4;
-  ranks[3].snap.comms[0].last_completed_seq = 4;
-  ranks[3].snap.streams.clear();
+  std::vector<FakeRank> ranks = worldWithRank3Behind();
   onTensorParallel(ranks[2], 0, 2, 11, std::nullopt);      // finished it and went on
   onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 4.0));  // overdue: 4 s, timeout 3 s
   writeAll(ranks, dir.path);
@@ -222,11 +229,7 @@ TEST_CASE("CommunicatorsThatWaitOnEachOtherAreNamedAsSuchNotAsAHostHang") {
   // Rank 3 waits in the pair's ReduceScatter for rank 2, which never called it: rank 2 waits
   // in the world AllReduce for rank 3. Issue order or a fault: the ranks are suspects only.
   verdict_test::TempDir dir;
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
-  ranks[3].snap.comms[0].last_issued_seq = 4;
-  ranks[3].snap.comms[0].last_completed_seq = 4;
-  ranks[3].snap.streams.clear();
+  std::vector<FakeRank> ranks = worldWithRank3Behind();
   onTensorParallel(ranks[2], 0, 2, 8, std::nullopt);  // behind on the pair: never issued seq 9
   onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 4.0));
   writeAll(ranks, dir.path);
