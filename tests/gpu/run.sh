@@ -93,7 +93,9 @@ check_build() {
 # The real-CUDA ring_train (nvcc's kernels, the real sonames) on simgpu's drop-in libraries:
 # what runs on a GPU node runs here, with the watchdog's interposers in the path at run time.
 check_dropin() {
-  local dropin="$simgpu_build/simgpu-dropin" sim_forensics="$simgpu_build/forensics/forensics"
+  local sim
+  sim=$(cd "$simgpu_build" 2>/dev/null && pwd) || sim=$simgpu_build  # absolute: ranks and collectors use it
+  local dropin="$sim/simgpu-dropin" sim_forensics="$sim/forensics/forensics"
   if [ ! -f "$dropin/libcudart.so.13" ] || [ ! -x "$sim_forensics" ]; then
     if [ "$simgpu_named" -eq 1 ]; then
       report FAIL dropin "no simgpu-dropin/ or forensics in $simgpu_build (build that tree first)"
