@@ -30,9 +30,8 @@ cublasStatus_t runGemm(cublasHandle_t handle, GemmProblem problem, const void* a
   bool compute = problem.volume() <= simgpu::simConfig().gemm_compute_limit;
   std::string name = problem.kernelName();
   simgpu::DeviceWork work = [problem, modeled, compute] {
-    auto start = std::chrono::steady_clock::now();
     if (compute) problem.computeResult();
-    simgpu::occupyDevice(start, modeled);
+    simgpu::occupyDevice(modeled);
   };
   cudaError_t queued = simgpu::enqueue(context->stream, name.c_str(), std::move(work));
   return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -1,6 +1,7 @@
 #include "hangwatch/simgpu/cuda/event.h"
 
 #include "hangwatch/simgpu/cuda/device.h"
+#include "hangwatch/simgpu/cuda/device_clock.h"
 
 namespace simgpu {
 
@@ -38,7 +39,7 @@ std::shared_ptr<CaptureSequence> Event::activeCapture(Stream** recorded_on) {
 }
 
 void Event::stamp(uint64_t generation) {
-  auto now = std::chrono::steady_clock::now();
+  auto now = device_clock::instant();  // the device's time, not when the worker got a CPU
   std::lock_guard lock(mutex_);
   if (generation == generation_) stamped_at_ = now;
 }

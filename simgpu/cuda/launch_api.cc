@@ -61,7 +61,7 @@ cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, size_t 
   if (!s) return cudaErrorInvalidResourceHandle;
   if (kernel->body == simgpu::KernelBody::kOpaqueDevice) {
     const std::chrono::nanoseconds modeled = simgpu::opaque_kernel::launchTime(grid, block, shared_mem);
-    simgpu::DeviceWork work = [modeled] { simgpu::occupyDevice(std::chrono::steady_clock::now(), modeled); };
+    simgpu::DeviceWork work = [modeled] { simgpu::occupyDevice(modeled); };
     return rt.submit(*s, simgpu::StreamTask{std::move(kernel->name), std::move(work), {}});
   }
   auto pack = std::make_shared<ArgumentPack>(kernel->arg_sizes, args);
@@ -70,7 +70,7 @@ cudaError_t launch(const void* func, dim3 grid, dim3 block, void** args, size_t 
     auto start = std::chrono::steady_clock::now();
     std::vector<void*> pointers = pack->pointers();
     entry(pointers.data());
-    simgpu::occupyDevice(start, std::chrono::nanoseconds(0));  // a slow-rank device runs it slower
+    simgpu::occupyDeviceSince(start);  // a slow-rank device runs it slower
   };
   return rt.submit(*s, simgpu::StreamTask{std::move(kernel->name), std::move(work), {}});
 }

@@ -45,9 +45,8 @@ cudaError_t queueCopy(void* dst, const void* src, size_t count, cudaMemcpyKind k
   std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
   simgpu::DeviceWork work = [dst, src, count] {
-    auto start = std::chrono::steady_clock::now();
     if (count > 0) std::memmove(dst, src, count);
-    simgpu::occupyDevice(start, copyTime(count));
+    simgpu::occupyDevice(copyTime(count));
   };
   simgpu::Milestone done;
   if (cudaError_t e = rt.submit(*s, simgpu::StreamTask{"simgpu_memcpy", std::move(work), {}}, &done); e != cudaSuccess)
@@ -62,9 +61,8 @@ cudaError_t queueSet(void* ptr, int value, size_t count, cudaStream_t stream, bo
   std::shared_ptr<simgpu::Stream> s = rt.resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);
   simgpu::DeviceWork work = [ptr, value, count] {
-    auto start = std::chrono::steady_clock::now();
     if (count > 0) std::memset(ptr, value, count);
-    simgpu::occupyDevice(start, copyTime(count));
+    simgpu::occupyDevice(copyTime(count));
   };
   simgpu::Milestone done;
   if (cudaError_t e = rt.submit(*s, simgpu::StreamTask{"simgpu_memset", std::move(work), {}}, &done); e != cudaSuccess)

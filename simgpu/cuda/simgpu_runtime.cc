@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "hangwatch/common/rank_identity.h"
+#include "hangwatch/simgpu/cuda/device_clock.h"
 #include "hangwatch/simgpu/cuda/runtime.h"
 #include "hangwatch/simgpu/faults.h"
 
@@ -50,18 +50,10 @@ double deviceSpeed() { return faultPlan().rankSpeed(processRank()); }
 
 const char* runningKernelName() { return Runtime::runningKernel(); }
 
-void occupyDevice(std::chrono::steady_clock::time_point start, std::chrono::nanoseconds modeled) {
-  using namespace std::chrono;
-  // A slow device stretches the whole duration, the CPU time the emulation really spent
-  // (a computed GEMM, a kernel's host function) as well as the modeled time.
-  const nanoseconds spent = duration_cast<nanoseconds>(steady_clock::now() - start);
-  const nanoseconds healthy = std::max(spent, modeled);
-  auto scaled = duration_cast<nanoseconds>(duration<double, std::nano>(healthy.count() / deviceSpeed()));
-  auto deadline = start + scaled;
-  // Sleep most of the way; spin the last stretch so short copies keep their modeled time.
-  constexpr auto kSpin = microseconds(200);
-  if (deadline - steady_clock::now() > kSpin) std::this_thread::sleep_until(deadline - kSpin);
-  while (steady_clock::now() < deadline) std::this_thread::yield();
+void occupyDevice(std::chrono::nanoseconds modeled) { device_clock::occupy(modeled, deviceSpeed()); }
+
+void occupyDeviceSince(std::chrono::steady_clock::time_point start) {
+  device_clock::occupyElapsed(std::chrono::steady_clock::now() - start, deviceSpeed());
 }
 
 }  // namespace simgpu

@@ -2,11 +2,13 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "hangwatch/simgpu/cuda/device_clock.h"
 #include "hangwatch/simgpu/cuda/runtime.h"
 
 namespace simgpu {
@@ -27,6 +29,7 @@ Milestone Stream::submit(StreamTask task) {
   uint64_t seq;
   {
     std::lock_guard lock(mutex_);
+    task.submitted = std::chrono::steady_clock::now();
     queue_.push_back(std::move(task));
     seq = ++submitted_;
   }
@@ -86,14 +89,22 @@ void Stream::run(std::shared_ptr<Stream> self) {
       self->queue_.pop_front();
     }
     self->room_.notify_all();
-    for (const Milestone& m : task.after) m.wait();
+    auto model_start = std::max(self->model_cursor_, task.submitted);
+    for (const Milestone& m : task.after) {
+      m.wait();
+      model_start = std::max(model_start, m.modelTime());
+    }
+    device_clock::beginTask(model_start);
     if (task.work) {
       Runtime::setRunningKernel(task.name.c_str());
       task.work();
       Runtime::setRunningKernel(nullptr);
+    } else {
+      device_clock::instant();  // an ordering marker takes no device time
     }
+    self->model_cursor_ = device_clock::endTask();
     task = StreamTask{};  // release captured state before signalling completion
-    self->progress_->advance();
+    self->progress_->advance(self->model_cursor_);
   }
 }
 

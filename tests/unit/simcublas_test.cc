@@ -2,11 +2,15 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "simcuda_test_support.h"
@@ -282,6 +286,59 @@ TEST_CASE("SlowRankGemmTakesTwiceAsLong") {
   }
   CHECK(simgpu::deviceSpeed() == Approx(0.5));
   CHECK(timedBigGemmMs() == Approx(2 * 137.4).epsilon(0.30));
+}
+
+TEST_CASE("AComputedGemmIsTimedByItsComputeNotByTheWallTimeOfALoadedCore") {
+  if (!simgpu_test::inChild()) {
+    CHECK(simgpu_test::runTestInChild("AComputedGemmIsTimedByItsComputeNotByTheWallTimeOfALoadedCore", {}) == 0);
+    return;
+  }
+  // One core shared with three busy threads: the stream's worker gets a quarter of it,
+  // as on a machine running more ranks than it has cores. The events must still read the
+  // device's time (the CPU time the GEMM took), not four times that.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+  Handle handle;
+  constexpr int n = 200;  // 8M multiply-adds: computed (under the limit), ~10-40 ms of CPU
+  std::vector<float> a(size_t{n} * n, 1.0f), b(size_t{n} * n, 1.0f), c(size_t{n} * n, 0.0f);
+  const float alpha = 1, beta = 0;
+  cudaEvent_t start, stop;
+  REQUIRE(cudaEventCreate(&start) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&stop) == cudaSuccess);
+  auto gemm = [&] {
+    REQUIRE(cudaEventRecord(start, nullptr) == cudaSuccess);
+    REQUIRE(cublasSgemm(handle.h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.data(), n, b.data(), n, &beta, c.data(),
+                        n) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cudaEventRecord(stop, nullptr) == cudaSuccess);
+    auto host_start = std::chrono::steady_clock::now();
+    REQUIRE(cudaEventSynchronize(stop) == cudaSuccess);
+    double wall = msSince(host_start);
+    float device = 0;
+    REQUIRE(cudaEventElapsedTime(&device, start, stop) == cudaSuccess);
+    return std::pair<double, double>{wall, device};
+  };
+  gemm();  // warm: the stream's worker started, pages touched
+  std::atomic<bool> stop_busy{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 3; ++i)
+    busy.emplace_back([&] {
+      while (!stop_busy.load(std::memory_order_relaxed)) {
+      }
+    });
+  double wall = 0, device = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto [w, d] = gemm();
+    wall += w;
+    device += d;
+  }
+  stop_busy = true;
+  for (auto& t : busy) t.join();
+  CHECK(c[0] == Approx(n));
+  INFO("wall " << wall << " ms, device " << device << " ms");
+  CHECK(device < 0.6 * wall);
+  CHECK(device > 0.0);
 }
 
 TEST_CASE("AGemmCapturedIntoAGraphIsComputedAgainAtEveryLaunch") {

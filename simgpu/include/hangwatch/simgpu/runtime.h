@@ -34,10 +34,15 @@ int processRank();
 // Fraction of normal speed of this process's device (slow-rank faults), 1.0 when healthy.
 double deviceSpeed();
 
-// Keeps the calling (stream) thread busy until `start + max(time spent since start,
-// modeled) / deviceSpeed()`: how emulated device work takes its modeled time, and how
-// a slow-rank fault stretches all of it, at any size.
-void occupyDevice(std::chrono::steady_clock::time_point start, std::chrono::nanoseconds modeled);
+// Charges the running device work `modeled`, or the CPU time its thread has spent on
+// it so far if longer, divided by deviceSpeed(), on the device's modeled clock
+// (cuda/device_clock.h), and returns once the wall clock has reached the work's modeled
+// end: how emulated work takes its modeled time, and how a slow-rank fault stretches
+// all of it, at any size and however loaded the host's CPUs are.
+void occupyDevice(std::chrono::nanoseconds modeled);
+// The same for device work that may wait on something (a kernel's host body): charges
+// the wall time since `start`, divided by deviceSpeed().
+void occupyDeviceSince(std::chrono::steady_clock::time_point start);
 
 // Name of the device work the calling stream thread is running (a kernel's
 // registered name, "simgpu_memcpy", ...), or nullptr between tasks and off streams.

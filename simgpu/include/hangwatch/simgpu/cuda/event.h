@@ -1,7 +1,8 @@
 #pragma once
 // One emulated CUDA event. A record queues a marker on the stream; the stream's
-// worker stamps the time when it reaches the marker. Re-recording starts a new
-// generation, so a stale marker still in flight cannot stamp the new record.
+// worker stamps the device's modeled time (device_clock.h) when it reaches the marker.
+// Re-recording starts a new generation, so a stale marker still in flight cannot stamp
+// the new record.
 #include <chrono>
 #include <mutex>
 #include <optional>

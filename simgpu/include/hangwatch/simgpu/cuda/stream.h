@@ -3,6 +3,7 @@
 // The worker owns a reference to the stream, so destroying the handle lets queued
 // work finish (as cudaStreamDestroy does). A stuck stream blocks the host only as a GPU's
 // does: once its queue is full (waitForRoom), a launch onto it waits.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -21,6 +22,7 @@ struct StreamTask {
   std::string name;              // the kernel name a tool would see
   DeviceWork work;               // may be empty: a pure ordering marker
   std::vector<Milestone> after;  // cross-stream dependencies, waited before `work`
+  std::chrono::steady_clock::time_point submitted{};  // set by Stream::submit: when the host issued it
 };
 
 class Stream {
@@ -67,6 +69,8 @@ class Stream {
   uint64_t submitted_ = 0;
   bool closed_ = false;
   std::shared_ptr<CaptureSequence> capture_;
+  // Device time the worker's last task ended at (device_clock.h); the worker's alone.
+  std::chrono::steady_clock::time_point model_cursor_{};
 };
 
 }  // namespace simgpu
