@@ -29,13 +29,17 @@ void reportBaseMismatch(uint64_t reserved, uint64_t actual) {
 
 }  // namespace
 
-void LinkPacer::pace(size_t bytes, double gbps) {
+void LinkPacer::pace(size_t bytes, double gbps, std::chrono::steady_clock::time_point handed) {
   using namespace std::chrono;
   auto now = steady_clock::now();
   auto cost = duration_cast<steady_clock::duration>(duration<double>(static_cast<double>(bytes) / (gbps * 1e9)));
-  next_free_ = std::max(now, next_free_) + cost;
-  // Sleeping per 64 KiB step would be dominated by timer slack; sleep once ahead.
-  if (next_free_ - now > microseconds(200)) std::this_thread::sleep_until(next_free_);
+  next_free_ = std::max(handed, next_free_) + cost;
+  // The step is on the wire for its whole modeled time, also when the sender's CPU is
+  // slower than the link (a loaded machine): the wire time NCCL's profiler shows for the
+  // step is the link's, not the emulation's. Short waits spin: a sleep's wake-up on a
+  // loaded machine would add the scheduler's delay to every step.
+  if (next_free_ - now > microseconds(200)) std::this_thread::sleep_until(next_free_ - microseconds(100));
+  while (steady_clock::now() < next_free_) _mm_pause();
 }
 
 WaitSite StepTransport::siteFor(int direction, int peer, int channel, uint64_t target) const {
@@ -81,13 +85,18 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(slot, src, bytes);
   end.conn->slot_header[step % kSteps] = SlotHeader{op_.seq, static_cast<uint32_t>(op_.kind), static_cast<uint32_t>(bytes)};
   *end.step = step + 1;
+  // Paced from before the hand-over is recorded, so the profiler's SendWait..done is the
+  // link's time and not also the bookkeeping around it.
+  const auto handed = std::chrono::steady_clock::now();
   if (end.proxy != nullptr && !end.eager) end.proxy->handedToNetwork(op_step, bytes);
-  end.pacer->pace(bytes, end.gbps);
+  end.pacer->pace(bytes, end.gbps, handed);
   // A dead link never completes its steps: the sender's stay handed to the network.
   if (end.dead) return true;
+  // Done before the receiver is woken: waking it may cost this thread its CPU, and the
+  // step's wire time would take in the scheduler's delay.
+  if (end.proxy != nullptr) end.proxy->networkDone(op_step);
   publishStep(end.conn->tail, step + 1);
   if (end.net) addToCounter(segment_.rank(end.peer).net_doorbell, 1);
-  if (end.proxy != nullptr) end.proxy->networkDone(op_step);
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "hangwatch/simgpu/nccl/ring_channel.h"
 #include "multi_rank.h"
 
 namespace {
@@ -225,4 +226,20 @@ TEST_CASE("SlowLinkStretchesTransferTimeByTheFraction") {
   CHECK(slow - healthy > 0.6 * kModelExtraMs);
   CHECK(slow - healthy < 1.6 * kModelExtraMs);
   CHECK(std::abs(other_direction - healthy) < 0.5 * kModelExtraMs);
+}
+
+TEST_CASE("EveryStepIsOnTheWireForItsLinksTimeEvenWhenTheSenderIsSlowerThanTheLink") {
+  // On a loaded machine the emulated GPU copies slower than the link moves data. Each
+  // step must still take the link's time, or NCCL's profiler would see a link at a
+  // quarter of its bandwidth as fast as the others (issue #25: 0.77 of the median, not 0.25).
+  simnccl::LinkPacer pacer;
+  constexpr size_t kStep = 64 * 1024;
+  constexpr double kGbps = 0.5;  // 131 us per step
+  const auto cost = std::chrono::nanoseconds(static_cast<int64_t>(kStep / kGbps));
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the sender's copy, slower than the link
+    auto start = std::chrono::steady_clock::now();
+    pacer.pace(kStep, kGbps);
+    CHECK(std::chrono::steady_clock::now() - start >= cost);
+  }
 }

@@ -39,10 +39,11 @@ struct WaitSite {
   const char* algorithm;  // "RING" or "TREE": which peers a rank waits on
 };
 
-// Throughput shaping of one sending end: the link's bandwidth, averaged over steps.
+// Throughput shaping of one sending end: each step takes the link's time for its bytes.
 class LinkPacer {
  public:
-  void pace(size_t bytes, double gbps);
+  // Returns once the link has moved `bytes` handed to it at `handed` (after the steps before).
+  void pace(size_t bytes, double gbps, std::chrono::steady_clock::time_point handed = std::chrono::steady_clock::now());
 
  private:
   std::chrono::steady_clock::time_point next_free_{};
