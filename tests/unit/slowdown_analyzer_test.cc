@@ -276,9 +276,10 @@ TEST_CASE("TwoRanksAreNotComparedWithEachOther") {
 namespace {
 
 // NCCL proxy-step totals of ring `nccl_comm` over `members` (comm rank = position):
-// each sender has data on the wire `shares[i]` of its time.
+// each sender has data on the wire `shares[i]` of its time, and moves 180 MiB in it
+// (`bytes[i]` MiB when given).
 void addWireTimes(std::vector<RankProfile>& ranks, const std::string& nccl_comm, const std::vector<int>& members,
-                  const std::vector<double>& shares) {
+                  const std::vector<double>& shares, const std::vector<uint64_t>& mib = {}) {
   const int n = static_cast<int>(members.size());
   for (int cr = 0; cr < n; ++cr) {
     RankProfile& p = ranks[static_cast<size_t>(members[static_cast<size_t>(cr)])];
@@ -287,8 +288,8 @@ void addWireTimes(std::vector<RankProfile>& ranks, const std::string& nccl_comm,
     l.comm_size = n;
     l.comm_rank = cr;
     l.peer = (cr + 1) % n;
-    l.bytes = 180u << 20;
-    l.steps = 2880;
+    l.bytes = (mib.empty() ? 180u : mib[static_cast<size_t>(cr)]) << 20;
+    l.steps = l.bytes >> 16;  // 64 KiB steps
     l.busy_ns = static_cast<int64_t>(shares[static_cast<size_t>(cr)] * static_cast<double>(p.window_ns));
     p.links[nccl_comm + " " + std::to_string(cr) + " " + std::to_string(l.peer)] = l;
   }
@@ -322,10 +323,62 @@ TEST_CASE("ARingWhoseLinksShareTheWireAlikeNamesNoLink") {
   auto ranks = healthyJob();
   addWireTimes(ranks, "0x77", {0, 1, 2, 3}, {0.096, 0.095, 0.114, 0.093});
   CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks))).empty());
-  // Mostly idle links are not compared by ratio alone: 4% against 0.5% is no bottleneck.
+  // Mostly idle links are not compared by ratio alone: 4% against 0.5% is no bottleneck
+  // when the link moved 8x the bytes in it, at the others' rate.
   auto idle = healthyJob();
-  addWireTimes(idle, "0x77", {0, 1, 2, 3}, {0.005, 0.04, 0.004, 0.006});
+  addWireTimes(idle, "0x77", {0, 1, 2, 3}, {0.005, 0.04, 0.004, 0.006}, {25, 200, 20, 30});
   CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(idle))).empty());
+}
+
+TEST_CASE("ALinkMovingItsDataAtAQuarterOfTheOthersRateIsNamedThoughTheJobWaitsElsewhere") {
+  // 6 ranks on 2 loaded cores, slow-link=5->0:0.25: the CPU, not the link, sets the step
+  // time, so no link holds the wire 15 points longer; its rate is what shows.
+  auto ranks = healthyJob(6);
+  addWireTimes(ranks, "0x77", {0, 1, 2, 3, 4, 5}, {0.021, 0.022, 0.02, 0.021, 0.022, 0.076},
+               {180, 180, 180, 180, 180, 170});
+  SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks));
+  REQUIRE(kinds(a) == std::vector<std::string>{"slow-link"});
+  const SlowdownFinding& f = a.findings[0];
+  REQUIRE(f.link.has_value());
+  CHECK(f.link->from == 5);
+  CHECK(f.link->to == 0);
+  CHECK(f.metric == "link_wire_gbps");
+  CHECK(f.value == Approx(0.26 * f.group_median).epsilon(0.05));
+  CHECK(f.evidence[0].find("degraded") != std::string::npos);
+}
+
+TEST_CASE("OnTwoNodesTheReceiversThatSendOnNoNetworkLinkAreKnownFromTheirCollectives") {
+  // Nodes {0, 1} and {2, 3}: only 1->2 and 3->0 cross nodes, so ranks 0 and 2 report no
+  // link of their own; the collectives' ring positions say who they are.
+  auto ranks = healthyJob();
+  addWireTimes(ranks, "0x77", {0, 1, 2, 3}, {0.02, 0.02, 0.02, 0.08});
+  ranks[0].links.clear();
+  ranks[2].links.clear();
+  SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks));
+  REQUIRE(kinds(a) == std::vector<std::string>{"slow-link"});
+  REQUIRE(a.findings[0].link.has_value());
+  CHECK(a.findings[0].link->from == 3);
+  CHECK(a.findings[0].link->to == 0);
+  CHECK(a.findings[0].communicator == "0xw");
+}
+
+TEST_CASE("ALinkOfSmallStepsOrLittleWireTimeIsNotComparedByRate") {
+  // Latency-bound small steps move slower than the others' 64 KiB ones: no finding.
+  auto small = healthyJob();
+  addWireTimes(small, "0x77", {0, 1, 2, 3}, {0.02, 0.02, 0.02, 0.02}, {180, 180, 180, 20});
+  small[3].links.begin()->second.steps *= 16;  // 4 KiB steps
+  CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(small))).empty());
+  // 10 ms on the wire in all is too little to tell a rate from noise.
+  auto brief = healthyJob();
+  addWireTimes(brief, "0x77", {0, 1, 2, 3}, {0.004, 0.004, 0.004, 0.001}, {180, 180, 180, 10});
+  CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(brief))).empty());
+}
+
+TEST_CASE("TheLinkIntoAGpuAlreadyNamedSlowIsNotNamedAsDegraded") {
+  auto ranks = healthyJob();
+  for (auto& [shape, g] : ranks[2].gemms) g.ns = static_cast<int64_t>(static_cast<double>(g.ns) / 0.6);
+  addWireTimes(ranks, "0x77", {0, 1, 2, 3}, {0.02, 0.08, 0.02, 0.02});
+  CHECK(kinds(SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks))) == std::vector<std::string>{"slow-gpu"});
 }
 
 TEST_CASE("ABottleneckOnTwoRingsIsOneFindingThatExplainsTheSlowGroup") {
@@ -335,7 +388,7 @@ TEST_CASE("ABottleneckOnTwoRingsIsOneFindingThatExplainsTheSlowGroup") {
   addInstances(ranks, "0xg1", {2, 3}, "ncclAllGather", 2 * kMs);
   addWireTimes(ranks, "0x10", {0, 1}, {0.40, 0.01});
   addWireTimes(ranks, "0x11", {2, 3}, {0.05, 0.05});
-  addWireTimes(ranks, "0x12", {0, 1, 2, 3}, {0.45, 0.01, 0.02, 0.01});
+  addWireTimes(ranks, "0x12", {0, 1, 2, 3}, {0.45, 0.01, 0.02, 0.01}, {180, 4, 8, 4});
   SlowdownAnalysis a = SlowdownAnalyzer().analyze(JobProfile::fromProfiles(ranks));
   REQUIRE(kinds(a) == std::vector<std::string>{"slow-link"});
   const SlowdownFinding& f = a.findings[0];

@@ -31,6 +31,13 @@ struct SlowdownThresholds {
   // communicator's other links (healthy simgpu rings: within 2 points of each other).
   double link_wire_ratio = 3.0;
   double link_wire_points = 0.15;
+  // Or its data moves, while on the wire, at most half as fast as the median of the
+  // communicator's other links with steps of a like size (within 2x), over at least
+  // 20 ms of wire time: a degraded link shows at its fraction even when the job's time
+  // goes elsewhere (6 ranks on 2 loaded cores: 0.23 of the others for a link at 0.25).
+  double link_rate_ratio = 0.5;
+  int64_t link_rate_min_busy_ns = 20'000'000;
+  double link_rate_step_bytes_ratio = 2.0;
   size_t min_ranks = 3;              // fewer ranks cannot say which one is odd
 };
 
