@@ -13,6 +13,7 @@ namespace simnccl {
 namespace {
 
 constexpr int kSpinsBeforeSleep = 64;
+constexpr auto kSpinAtMost = std::chrono::microseconds(100);  // a step of the link's time spins up to this
 constexpr int kSleepMs = 20;  // also how often a waiter looks at the abort flag
 constexpr uint64_t kAborted = std::numeric_limits<uint64_t>::max();
 
@@ -37,8 +38,9 @@ void LinkPacer::pace(size_t bytes, double gbps, std::chrono::steady_clock::time_
   // The step is on the wire for its whole modeled time, also when the sender's CPU is
   // slower than the link (a loaded machine): the wire time NCCL's profiler shows for the
   // step is the link's, not the emulation's. Short waits spin: a sleep's wake-up on a
-  // loaded machine would add the scheduler's delay to every step.
-  if (next_free_ - now > microseconds(200)) std::this_thread::sleep_until(next_free_ - microseconds(100));
+  // loaded machine would add the scheduler's delay to every step. Longer ones sleep most
+  // of the way, so slow links do not take the CPU from the ranks' other threads.
+  if (next_free_ - now > kSpinAtMost) std::this_thread::sleep_until(next_free_ - kSpinAtMost / 2);
   while (steady_clock::now() < next_free_) _mm_pause();
 }
 
