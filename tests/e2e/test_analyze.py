@@ -111,7 +111,12 @@ class SlowLink(AnalyzeCase):
         self.assertEqual(finding["link"], {"from": a, "to": b}, finding)
         self.assertEqual(finding["ranks"], [a, b])
         self.assertEqual(finding["owner"], "operations")
-        self.assertGreater(finding["value"], 3 * finding["group_median"], finding)
+        # Named as the ring's bottleneck (its wire time) or as degraded (its wire rate).
+        if finding["metric"] == "link_wire_pct":
+            self.assertGreater(finding["value"], 3 * finding["group_median"], finding)
+        else:
+            self.assertEqual(finding["metric"], "link_wire_gbps", finding)
+            self.assertLess(finding["value"], 0.5 * finding["group_median"], finding)
         self.assertIn(f"link {a}->{b}", finding["evidence"][0])
 
     def test_slow_link_on_a_single_ring_is_named_from_the_proxy_steps(self):

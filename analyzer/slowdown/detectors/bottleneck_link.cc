@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -167,24 +169,31 @@ std::optional<LinkVerdict> degraded(const Wire& w, const std::vector<Wire>& othe
 void detectBottleneckLinks(const DetectorInput& in, SlowdownAnalysis& out) {
   Wires all = collectWires(in.job);
   std::map<std::pair<int, int>, SlowdownFinding> named;
-  for (const auto& [nccl_comm, wires] : all.by_comm) {
-    if (wires.size() < 2) continue;
-    for (size_t i = 0; i < wires.size(); ++i) {
-      std::vector<Wire> others;
-      for (size_t j = 0; j < wires.size(); ++j)
-        if (j != i) others.push_back(wires[j]);
-      const Wire& w = wires[i];
-      const std::string hash = watchdogHash(in.job, all.global_of[nccl_comm], w.comm_size);
-      const std::string comm_name =
-          fmt::format("communicator {} ({} ranks)", hash.empty() ? "(NCCL id " + nccl_comm + ")" : hash, w.comm_size);
-      std::optional<LinkVerdict> v = waitedOn(w, others, in.t, comm_name);
-      if (!v) v = degraded(w, others, in.t, comm_name, out);
-      if (!v) continue;
-      auto [it, fresh] = named.try_emplace({w.from, w.to});
-      if (fresh)
-        nameLink(in.job, w, *v, hash, it->second);
-      else
-        it->second.evidence.push_back("on " + comm_name + " too: " + v->line);
+  std::set<std::tuple<int, int, std::string>> said;  // (link, NCCL comm) already in a finding
+  // Bottlenecks first, on every communicator: a link the job waits on is named as such,
+  // and what else it does (degraded on a communicator that does not wait) is evidence.
+  for (bool bottleneck_pass : {true, false}) {
+    for (const auto& [nccl_comm, wires] : all.by_comm) {
+      if (wires.size() < 2) continue;
+      for (size_t i = 0; i < wires.size(); ++i) {
+        std::vector<Wire> others;
+        for (size_t j = 0; j < wires.size(); ++j)
+          if (j != i) others.push_back(wires[j]);
+        const Wire& w = wires[i];
+        if (said.count({w.from, w.to, nccl_comm}) != 0) continue;
+        const std::string hash = watchdogHash(in.job, all.global_of[nccl_comm], w.comm_size);
+        const std::string comm_name = fmt::format("communicator {} ({} ranks)",
+                                                  hash.empty() ? "(NCCL id " + nccl_comm + ")" : hash, w.comm_size);
+        std::optional<LinkVerdict> v =
+            bottleneck_pass ? waitedOn(w, others, in.t, comm_name) : degraded(w, others, in.t, comm_name, out);
+        if (!v) continue;
+        said.insert({w.from, w.to, nccl_comm});
+        auto [it, fresh] = named.try_emplace({w.from, w.to});
+        if (fresh)
+          nameLink(in.job, w, *v, hash, it->second);
+        else
+          it->second.evidence.push_back("on " + comm_name + " too: " + v->line);
+      }
     }
   }
   for (auto& [link, f] : named) out.findings.push_back(std::move(f));
