@@ -252,9 +252,10 @@ TEST_CASE("ALaunchOntoAFullStreamWaitsUntilTheStreamMoves") {
   void* wait_args[] = {&releasep};
   REQUIRE(cudaLaunchKernel(waitKernel(), dim3(1), dim3(1), wait_args, 0, s) == cudaSuccess);
   std::atomic<int> launched{0};
+  // Outlive the host thread: the kernels it queued read them after it has returned.
+  std::atomic<bool> flag{true};
+  std::atomic<int> seen{0};
   std::thread host([&] {
-    std::atomic<bool> flag{true};
-    std::atomic<int> seen{0};
     for (int i = 0; i < 1100; ++i) {
       if (launchObserve(s, &flag, &seen) != cudaSuccess) return;
       launched.fetch_add(1);
