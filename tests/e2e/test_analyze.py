@@ -198,7 +198,9 @@ class LoadedMachine(AnalyzeCase):
                 print(f"slow-link=5->0:0.25, {per_node} rank(s) per node, under load: wire rate at {ratio:.3f} "
                       f"of the other links'")
                 self.assertEqual(f["metric"], "link_wire_gbps")
-                self.assertAlmostEqual(ratio, 0.25, delta=0.025)
+                # Against 5 other links the median holds it to 10 %; against the one other link
+                # of two nodes a few preempted steps on either move it more (0.25-0.30 seen).
+                self.assertAlmostEqual(ratio, 0.25, delta=0.025 if per_node == 1 else 0.06)
                 self.assertIn("[slow-link] link 5->0", self.text(job))
 
     def test_healthy_runs_flag_nothing(self):
