@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""How often the verdict is right (issue 27): a fault campaign anyone can re-run.
+
+Runs N simgpu jobs per fault class, each with randomised parameters (rank count 4-16, which
+rank or link, the op index, the node shape: 1 node or 2-4 nodes in UTS namespaces, the
+launcher: mpirun, the torchrun-like or the srun-like one, wait or abort mode, the collector
+on or off), reports each with `forensics report` as soon as the job has dumped (abort: the
+launcher returned; wait: every rank's dumps are done, then the job is killed), and scores it:
+
+    right   confident, and the culprit is the injected one
+    hedged  not confident, and the injected culprit is among the suspects
+    wrong   anything else (a confident wrong culprit, a culprit left out, no verdict)
+
+It also records the seconds from the first detection (TRIGGER.json) to the verdict. Every
+wrong verdict's job directory and report are kept (--keep-wrong) for diagnosis. Exit 1 when
+any verdict is wrong.
+
+    python3 bench/accuracy.py --build build --runs 20 --out docs/accuracy-table.md --json acc.json
+    python3 bench/accuracy.py --build build --runs 1                       # what CI runs
+    python3 bench/accuracy.py --build build --runs 3 --classes dead-link,tree --seed 7
+    python3 bench/accuracy.py --list                                        # the classes
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+
+TIMEOUT_S = 3  # HANGWATCH_TIMEOUT: the collective that does not finish in 3 s is the hang
+JOB_WAIT_S = 300
+NODE_COUNTS = (1, 2, 3, 4)
+LAUNCHERS = ("mpirun", "torchrun", "srun")
+
+
+class Case:
+    """One job: its shape, what is injected, and the truth the verdict is judged against.
+    truth: {"kind": ..., "link": (a, b)} or {"kind": ..., "rank": r}; `alternatives` are
+    further truths any of which is as right (two simultaneous faults)."""
+
+    def __init__(self, rng, min_nodes=1, max_nodes=4, program="ring_train"):
+        # examples/python_train bootstraps through MPI only: its ranks run under mpirun.
+        launchers = LAUNCHERS if program == "ring_train" else ("mpirun",)
+        self.program = program
+        shapes = [(n, k) for n in range(4, 17) for k in NODE_COUNTS
+                  if min_nodes <= k <= max_nodes and n % k == 0 and n // k >= 1]
+        self.nranks, self.nodes = rng.choice(shapes)
+        self.launcher = rng.choice(launchers)
+        self.mode = rng.choice(("abort", "wait"))
+        self.collector = rng.choice(("on", "off"))
+        self.op = rng.randint(4, 12)
+        self.step = rng.randint(3, 6)
+        self.faults = []
+        self.args = []
+        self.env = {"NCCL_ALGO": "Ring"}
+        self.truth = None
+        self.alternatives = []
+
+    @property
+    def per_node(self):
+        return self.nranks // self.nodes
+
+    def ring_link(self, rng, between_nodes=None):
+        """A ring link (r -> r+1): between two nodes, inside one, or either."""
+        links = [(r, (r + 1) % self.nranks) for r in range(self.nranks)]
+        crossing = [(a, b) for a, b in links if a // self.per_node != b // self.per_node]
+        inside = [(a, b) for a, b in links if a // self.per_node == b // self.per_node]
+        if between_nodes is True or (between_nodes is None and crossing and rng.random() < 0.5):
+            return rng.choice(crossing or inside)
+        return rng.choice(inside or crossing)
+
+    def describe(self):
+        where = f"{self.nodes} node(s) of {self.per_node}"
+        return (f"{self.nranks} ranks on {where}, {self.launcher}, {self.mode}, collector {self.collector}, "
+                f"faults '{';'.join(self.faults)}' args {' '.join(self.args)} "
+                f"{' '.join(f'{k}={v}' for k, v in self.env.items())}")
+
+
+def dead_link(rng, kind="dead-link", **shape):
+    c = Case(rng, **shape)
+    a, b = c.ring_link(rng)
+    c.faults.append(f"{kind}={a}->{b}@op={c.op}")
+    c.truth = {"kind": "communication-hang", "link": (a, b)}
+    return c
+
+
+def dead_rank(rng):
+    c = Case(rng)
+    r = rng.randrange(c.nranks)
+    c.faults.append(f"dead-rank={r}@op={c.op}")
+    c.truth = {"kind": "communication-hang", "rank": r}
+    return c
+
+
+def slow_then_dead_link(rng):
+    c = dead_link(rng)
+    a, b = c.truth["link"]
+    c.faults.insert(0, f"slow-link={a}->{b}:0.3")
+    return c
+
+
+def host_stuck(rng, program="ring_train", kind="host-loop"):
+    c = Case(rng, program=program)
+    r = rng.randrange(c.nranks)
+    c.args += ["--stall-rank", str(r), "--stall-at-step", str(c.step), "--stall-kind", kind]
+    c.truth = {"kind": "non-communication-hang", "rank": r}
+    return c
+
+
+def mismatch(rng):
+    c = Case(rng)
+    r = rng.randrange(c.nranks)
+    c.args += ["--mismatch-rank", str(r), "--mismatch-at-step", str(c.step)]
+    c.truth = {"kind": "collective-mismatch", "rank": r}
+    return c
+
+
+def two_faults(rng):
+    """Two dead links at once that share no rank: either is a right culprit. (Two links into
+    and out of one rank are that rank's fault in every observable: it neither receives nor
+    sends, as when its GPU stops.)"""
+    c = dead_link(rng)
+    first = c.truth["link"]
+    links = [(r, (r + 1) % c.nranks) for r in range(c.nranks)]
+    links = [(a, b) for a, b in links if not {a, b} & set(first)]
+    a, b = rng.choice(links)
+    c.faults.append(f"dead-link={a}->{b}@op={c.op}")
+    c.alternatives.append({"kind": "communication-hang", "link": (a, b)})
+    return c
+
+
+def graph_replay(rng):
+    c = dead_link(rng)
+    c.args += ["--cuda-graph"]
+    return c
+
+
+def nonblocking(rng):
+    c = dead_link(rng)
+    c.args += ["--nonblocking"]
+    return c
+
+
+def tree(rng):
+    """NCCL's tree between 2-4 nodes: the link between two nodes' first ranks (the chain
+    heads the trees join), as NCCL's double binary tree uses it."""
+    c = Case(rng, min_nodes=2)
+    c.env["NCCL_ALGO"] = "allreduce:tree"
+    a = c.per_node * rng.randrange(1, c.nodes)
+    # In NCCL's trees node 1's head is a child of node 0's (tree 0), and every node's head
+    # sends up to its parent: the link from a head up to node 0's head when it is node 1,
+    # else the chain inside the node (head -> next rank), which every tree has.
+    if a == c.per_node:
+        link = (a, 0)
+    else:
+        link = (a, a + 1) if c.per_node > 1 else (c.per_node, 0)
+    c.faults.append(f"dead-link={link[0]}->{link[1]}@op={c.op}")
+    c.truth = {"kind": "communication-hang", "link": link}
+    return c
+
+
+def socket(rng):
+    c = dead_link(rng, min_nodes=2)
+    c.env["NCCL_NET"] = "Socket"
+    a, b = c.ring_link(rng, between_nodes=True)
+    c.faults = [f"dead-link={a}->{b}@op={c.op}"]
+    c.truth["link"] = (a, b)
+    return c
+
+
+CLASSES = {
+    "dead-link": (dead_link, "a ring link stops delivering (IB)"),
+    "dead-gpu": (dead_rank, "a rank's GPU stops inside a collective"),
+    "slow-then-dead-link": (slow_then_dead_link, "a link at 30 % that then stops"),
+    "host-stuck": (host_stuck, "a rank's host loops in its own code"),
+    "py-dataloader": (lambda rng: host_stuck(rng, "python_train", "dataloader"),
+                      "a Python rank's dataloader deadlocks"),
+    "mismatch": (mismatch, "a rank calls AllGather where the others call AllReduce"),
+    "two-faults": (two_faults, "two links die at the same op"),
+    "graph-replay": (graph_replay, "a dead link inside a CUDA-graph replay"),
+    "nonblocking": (nonblocking, "a dead link under non-blocking communicators"),
+    "lost-credit": (lambda rng: dead_link(rng, "lost-credit"), "a receiver's clear-to-send messages are lost"),
+    "tree": (tree, "a dead link of NCCL's tree between nodes"),
+    "socket": (socket, "a dead link between nodes over NCCL_NET=Socket"),
+}
+
+
+def judge(verdict, case):
+    """(right|hedged|wrong, why): verdict_matrix's judge against each truth; a miss is wrong."""
+    from verdict_matrix import judge as matrix_judge
+    outcomes = [matrix_judge(verdict, t) for t in [case.truth, *case.alternatives]]
+    for wanted in ("right", "hedged"):
+        for outcome, why in outcomes:
+            if outcome == wanted:
+                return outcome, why
+    return "wrong", outcomes[0][1]
+
+
+def run(case, build, keep_dir):
+    import report_jobs
+    from harness import MpiJob
+
+    root = Path(tempfile.mkdtemp(prefix="hangwatch-accuracy-"))
+    env = report_jobs.watchdog_env(root, timeout_s=TIMEOUT_S, faults=";".join(case.faults))
+    env.update({"HANGWATCH_ON_HANG": case.mode, "HANGWATCH_COLLECT": "1" if case.collector == "on" else "0",
+                "SIMGPU_RANKS_PER_NODE": "", "NCCL_PAT_ENABLE": "", **case.env})
+    argv = report_jobs.job_argv(case.program, case.args, 60)
+    if case.nodes > 1:
+        env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
+        argv = [sys.executable, str(report_jobs.AS_NODE), str(case.per_node), "--", *argv]
+    launcher = report_jobs.LAUNCHERS[case.launcher]
+    job_dir = root / report_jobs.JOB_ID
+    result = {"outcome": "wrong", "why": "", "seconds": None}
+    output = ""
+    try:
+        with MpiJob(case.nranks, argv, env=env, program=case.program,
+                    launcher=launcher(case.nranks) if launcher else None) as job:
+            if case.mode == "abort":
+                if job.wait_exit(JOB_WAIT_S) is None:
+                    result["why"] = "the job never aborted"
+                    output = job.output()
+                    return result
+            else:
+                # The job stays hung: report once every rank has its snapshot, waiting (as an
+                # operator's `report --wait` does) for the collectors still running.
+                snapshots = lambda: len(list((job_dir / "ranks").glob("r*.watchdog.json")))
+                deadline = time.monotonic() + JOB_WAIT_S
+                while snapshots() < case.nranks and time.monotonic() < deadline and job.proc.poll() is None:
+                    time.sleep(0.2)
+                if snapshots() < case.nranks:
+                    result["why"] = f"only {snapshots()} of {case.nranks} snapshots"
+                    output = job.output()
+                    return result
+            code, out, err = report_jobs.report(job_dir, "json", ("--wait", "0" if case.mode == "abort" else "120"))
+            reported = time.time()
+            output = job.output()
+        if code != 0:
+            result["why"] = f"forensics report exited {code}: {err[-300:]}"
+            return result
+        verdict = json.loads(out)["verdict"]
+        trigger = json.loads((job_dir / "TRIGGER.json").read_text()).get("time_unix_s")
+        outcome, why = judge(verdict, case)
+        result = {"outcome": outcome, "why": why, "seconds": round(reported - trigger, 2) if trigger else None,
+                  "headline": verdict.get("headline")}
+        return result
+    finally:
+        if result["outcome"] == "wrong" and keep_dir:
+            kept = Path(keep_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{random.randrange(1 << 30)}"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(root), kept)
+            (kept / "case.txt").write_text(case.describe() + "\n" + json.dumps(result, indent=1) + "\n")
+            (kept / "job-output.txt").write_text(output)
+            result["kept"] = str(kept)
+        shutil.rmtree(root, True)
+
+
+def table(rows):
+    lines = ["| class | runs | right | hedged | wrong | median s to verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        median = "" if r["median_s"] is None else f"{r['median_s']:.1f}"
+        lines.append(f"| {r['class']} | {r['runs']} | {r['right']} | {r['hedged']} | {r['wrong']} | {median} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build", help="the build folder (default: build)")
+    ap.add_argument("--runs", type=int, default=1, help="jobs per class (default: 1)")
+    ap.add_argument("--classes", help="comma-separated classes (default: all; see --list)")
+    ap.add_argument("--seed", type=int, help="random seed (default: from the clock; printed)")
+    ap.add_argument("--json", help="write the rows (class, runs, right, hedged, wrong, median_s) here")
+    ap.add_argument("--out", help="write the Markdown table here (it is printed too)")
+    ap.add_argument("--keep-wrong", default="accuracy-wrong",
+                    help="folder for each wrong verdict's job dir and case (default: ./accuracy-wrong)")
+    ap.add_argument("--list", action="store_true", help="print the classes and exit")
+    args = ap.parse_args()
+    if args.list:
+        for name, (_, what) in CLASSES.items():
+            print(f"{name:20s} {what}")
+        return 0
+    names = args.classes.split(",") if args.classes else list(CLASSES)
+    unknown = [n for n in names if n not in CLASSES]
+    if unknown:
+        ap.error(f"unknown class(es) {', '.join(unknown)}; --list shows them")
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    build = Path(args.build).resolve()
+    os.environ.setdefault("RING_TRAIN", str(build / "examples" / "ring_train" / "ring_train"))
+    os.environ.setdefault("TRAIN_SHIM", str(build / "examples" / "python_train" / "libtrainshim.so"))
+    os.environ.setdefault("FORENSICS", str(build / "forensics" / "forensics"))
+    for binary in (build / "forensics" / "forensics", build / "watchdog" / "libhangwatch.so",
+                   build / "examples" / "ring_train" / "ring_train"):
+        if not binary.exists():
+            sys.exit(f"accuracy: {binary} is not built")
+    import report_jobs
+    if not report_jobs.can_run_as_nodes():
+        # ctest reads "... skipped" as a skip (tests/e2e/CMakeLists.txt).
+        print("accuracy ... skipped: jobs on several nodes need a UTS namespace per rank (root)")
+        return 0
+    seed = args.seed if args.seed is not None else int(time.time())
+    print(f"accuracy: seed {seed}, {args.runs} run(s) per class, classes {', '.join(names)}", flush=True)
+    rng = random.Random(seed)
+    rows = []
+    for name in names:
+        make = CLASSES[name][0]
+        results = []
+        for i in range(args.runs):
+            case = make(rng)
+            r = run(case, build, args.keep_wrong)
+            results.append(r)
+            kept = f" (kept in {r['kept']})" if r.get("kept") else ""
+            print(f"{name:20s} {i + 1:3d} {r['outcome']:6s} {r['why']}{kept}\n{'':25s}{case.describe()}", flush=True)
+        seconds = [r["seconds"] for r in results if r["seconds"] is not None]
+        rows.append({"class": name, "runs": len(results),
+                     **{o: sum(r["outcome"] == o for r in results) for o in ("right", "hedged", "wrong")},
+                     "median_s": round(statistics.median(seconds), 2) if seconds else None})
+    text = table(rows)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 1 if any(r["wrong"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
