@@ -247,7 +247,21 @@ void orderStarvedSenders(int channel, const std::vector<const ProxyLinkState*>& 
       unique = false;
     }
   }
-  if (!least || !unique) {
+  if (least && !unique) {
+    // One stop leaves one sender with the fewest steps; several with equally few are each the
+    // first after a stop of their own: the ring stopped in more than one place.
+    std::vector<std::string> tied;
+    for (const ProxyLinkState* l : links)
+      if (sendEnd(l)->steps[3] == sendEnd(least)->steps[3]) {
+        bounds.insert(l->link.from);
+        tied.push_back(fmt::format("{} -> {}", l->link.from, l->link.to));
+      }
+    f.ring_order_evidence.push_back(fmt::format(
+        "channel {}: {} sent equally few steps ({}), so the ring stopped before each of them: in more than one place",
+        channel, fmt::join(tied, ", "), sendEnd(least)->steps[3]));
+    return;
+  }
+  if (!least) {
     for (const ProxyLinkState* l : links) bounds.insert(l->link.from);
     return;
   }

@@ -1,5 +1,8 @@
 #include "hangwatch/verdict/ring_progress_analysis.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -63,6 +66,25 @@ ChannelFinding analyzeChannel(int channel, const std::map<std::pair<int, int>, C
   return f;
 }
 
+// Both ends of a connection, as each side's record read them.
+struct EndViews {
+  std::optional<RingConnection> send;  // the sender's record: the receiver's head, its own posts
+  std::optional<RingConnection> recv;  // the receiver's record: the sender's tail
+};
+
+// The receiver has taken every step the sender posted and waits for the next; the sender
+// waits for a clear-to-send for a slot the receiver already freed. Neither GPU stopped:
+// the credit was lost between them (absolute counters on both sides, no base needed).
+bool creditLost(const EndViews& e) {
+  if (!e.send || !e.recv || !e.send->waiting || !e.recv->waiting || !e.send->posted_step) return false;
+  const RingConnection& s = *e.send;
+  const RingConnection& r = *e.recv;
+  if (!s.observed_known || !s.target_known || !r.observed_known || !r.target_known) return false;
+  const uint64_t consumed = r.target_step - 1;  // the receiver's steps taken, as it waits for the next
+  return r.observed_step == *s.posted_step && r.target_step == r.observed_step + 1 && s.observed_step < consumed &&
+         s.target_step <= consumed;
+}
+
 // The ring's connections that no record reports, from the prev/next each record names.
 // Ranks without a record on this channel are dark: the way out of a dark rank is known only
 // when the next rank reported (its prev), and seen only when one end reported a counter.
@@ -104,6 +126,7 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
   // Per channel, in communicator ranks: each reporting rank's (prev, next), and which connections have a view.
   std::map<int, std::map<int, std::pair<int, int>>> ring_of;
   std::map<int, std::map<std::pair<int, int>, Connection>> seen_of;
+  std::map<int, std::map<std::pair<int, int>, EndViews>> views;  // channel -> (from, to) global
   for (const RingProgress& r : records_) {
     // A record whose seq its reader could not tell joins only the seq-less pass.
     if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq))) continue;
@@ -117,6 +140,8 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     if (send_view) seen_of[r.channel][{r.rank, r.send->peer}];
     int self = to_global_(r.rank);
     auto& conns = channels[r.channel];
+    if (recv_view) views[r.channel][{to_global_(r.recv->peer), self}].recv = *r.recv;
+    if (send_view) views[r.channel][{self, to_global_(r.send->peer)}].send = *r.send;
     if (recv_view) {
       Connection& c = conns[{to_global_(r.recv->peer), self}];
       uint64_t p = ringProgress(*r.recv);
@@ -136,6 +161,14 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
   std::set<std::pair<int, int>> unseen, least;
   for (const auto& [ch, conns] : channels) {
     ChannelFinding f = analyzeChannel(ch, conns);
+    std::vector<Link> lost;
+    for (const auto& [key, e] : views[ch])
+      if (creditLost(e)) lost.push_back({key.first, key.second});
+    if (lost.size() == 1) {
+      f.link = lost.front();
+      f.rank.reset();
+      f.credit_lost = true;
+    }
     if (f.link) ++link_votes[{f.link->from, f.link->to}];
     if (f.rank) ++link_votes[{*f.rank, -1}];
     if (!f.link && !f.rank && static_cast<int>(f.minimal.size()) < f.connections) {
@@ -160,12 +193,20 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     }
   }
   if (best == 0) {
-    out.note = "every channel's connections stopped at the same step or the least-progress ones share no rank";
+    std::vector<std::string> several;
+    for (const Link& l : out.least_seen) several.push_back(fmt::format("{} -> {}", l.from, l.to));
+    out.note = several.empty()
+                   ? "every channel's connections stopped at the same step"
+                   : fmt::format("the connections with the least progress, {}, share no rank: the ring stopped in "
+                                 "more than one place",
+                                 fmt::join(several, ", "));
     return out;
   }
   out.channels_agree = best;
   if (winner.second == -1) out.rank = winner.first;
   else out.link = Link{winner.first, winner.second};
+  for (const ChannelFinding& f : out.channels)
+    out.credit_lost = out.credit_lost || (f.credit_lost && out.link && *f.link == *out.link);
   return out;
 }
 

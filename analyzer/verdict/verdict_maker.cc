@@ -364,6 +364,13 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
       break;
     case RingGap::kNamesNothing:
     case RingGap::kNone:
+      if (!facts.ring.least_seen.empty()) {
+        // The debugger's records: the connections with the least progress share no rank, so
+        // the ring stopped in more than one place (two faults); each of them is a suspect.
+        for (const Link& l : facts.ring.least_seen) v.suspects.push_back(linkSuspect(l));
+        sortSuspects(v.suspects);
+        break;
+      }
       v.confident = true;  // the data is all there; it just names nothing
       break;
   }

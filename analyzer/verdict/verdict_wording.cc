@@ -275,6 +275,11 @@ void VerdictWording::ringLinkCulprit(Verdict& v, const RingFacts& facts) const {
   if (v.source == "profiler") {
     v.evidence.push_back(fmt::format("From NCCL's profiler events in the snapshots (no debugger): on {} {}.",
                                      channels(v, facts), proxySummary(facts.proxy)));
+  } else if (facts.ring.credit_lost) {
+    v.evidence.push_back(fmt::format(
+        "On {} rank {} took every step rank {} posted and waits for the next, while rank {} waits for a "
+        "clear-to-send for a slot rank {} already freed: the credit was lost on the link, neither GPU stopped.",
+        channels(v, facts), l.to, l.from, l.from, l.to));
   } else {
     v.evidence.push_back(fmt::format("On {} the connection {} -> {} made the least progress{}.", channels(v, facts),
                                      l.from, l.to, steps(facts.ring)));

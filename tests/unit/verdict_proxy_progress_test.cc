@@ -377,6 +377,38 @@ TEST_CASE("StepCountsThatDoNotCompareNarrowNothingRatherThanGuess") {
   }
 }
 
+TEST_CASE("NetworkSendersTiedAtTheFewestStepsPutAStopBeforeEachOfThem") {
+  // Four nodes of two on a ring 0..7: the network links 1->2, 3->4, 5->6 and 7->0 all wait
+  // at their sender. One stop leaves one sender with the fewest steps; 3 -> 4 and 7 -> 0 tied
+  // at 110 are two stops (say links 2->3 and 6->7 died), in nodes 1 and 3.
+  auto ranks = job(8);
+  for (FakeRank& r : ranks) {
+    const int me = *r.snap.identity.rank;
+    r.snap.identity.host = "node" + std::to_string(me / 2);
+    r.dump.host = r.snap.identity.host;
+    r.snap.comms[0].nccl_id = kNcclId;
+    r.snap.progress = SnapshotProgress{};
+    r.snap.progress->plugin_inits = 1;
+    r.snap.progress->kernel_channels.push_back({kNcclId, 0, 3, 2, 3.0, 3.1});
+  }
+  for (int x : {1, 3, 5, 7}) {
+    const int y = (x + 1) % 8;
+    const uint64_t done = x == 3 || x == 7 ? 110 : 111;
+    SnapshotProxyConnection snd = end(x, 8, 0, y, true, {done + 8, done, done, done});
+    SnapshotProxyConnection rcv = end(y, 8, 0, x, false, {done + 8, done, done, done});
+    snd.ops = rcv.ops = 3;
+    ranks[static_cast<size_t>(x)].snap.progress->connections.push_back(snd);
+    ranks[static_cast<size_t>(y)].snap.progress->connections.push_back(rcv);
+  }
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{2, 3, 6, 7});
+  CHECK(all(v).find("more than one place") != std::string::npos);
+}
+
 TEST_CASE("AStopInsideANodeStaysNarrowedToTheNodeWhateverItsHostThreadsDo") {
   // NCCL returns from the call once the work is queued, and every waiting rank's kernel channels
   // start and never stop: a host thread still in the call (a full work FIFO) names no GPU.

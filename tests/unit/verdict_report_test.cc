@@ -63,6 +63,26 @@ TEST_CASE("DeadLinkJobNamesTheLinkWithHostsAndGpus") {
   CHECK(v.next_steps.back().find("Drain host node1") != std::string::npos);
 }
 
+TEST_CASE("TwoDeadLinksThatShareNoRankAreBothSuspectsNotNobody") {
+  // Links 1->2 and 5->6 both stopped (two faults): each channel's least progress is on two
+  // connections that share no rank, so ring progress names no single culprit; both links are
+  // what the records show, and the verdict says the ring stopped in more than one place.
+  verdict_test::TempDir dir;
+  auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 1 || from == 5 ? 80 : 82; };
+  auto consumed = [](int from, int) -> std::optional<uint64_t> { return from == 1 || from == 5 ? 80 : 82; };
+  writeAll(verdict_test::ringJob(8, 10, 2, delivered, consumed), dir.path);
+  verdict_test::writeTrigger(dir.path, 6, 10);
+  const Verdict v = reportOf(dir.path).verdict;
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  std::set<std::pair<int, int>> links;
+  for (const Suspect& s : v.suspects)
+    if (s.link) links.insert({s.link->from, s.link->to});
+  CHECK(links == std::set<std::pair<int, int>>{{1, 2}, {5, 6}});
+  CHECK(v.headline.find("more than one place") != std::string::npos);
+}
+
 TEST_CASE("DeadRankJobNamesTheRank") {
   verdict_test::TempDir dir;
   auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 3 ? 40 : 47; };

@@ -107,3 +107,59 @@ TEST_CASE("ARecordMarkedStalledNamesNobodyWhenCountersDoNotTellTheRingApart") {
   CHECK_FALSE(f.rank);
   CHECK_FALSE(f.link);
 }
+
+namespace {
+
+RingConnection view(int peer, uint64_t target, uint64_t observed, bool waiting, std::optional<uint64_t> posted = {}) {
+  RingConnection c;
+  c.peer = peer;
+  c.target_step = target;
+  c.observed_step = observed;
+  c.waiting = waiting;
+  c.base_step = 8;
+  c.posted_step = posted;
+  return c;
+}
+
+RingProgress record(int rank, RingConnection recv, RingConnection send) {
+  RingProgress p;
+  p.comm = verdict_test::kComm;
+  p.seq = 12;
+  p.rank = rank;
+  p.prev = (rank + 3) % 4;
+  p.next = (rank + 1) % 4;
+  p.recv = recv;
+  p.send = send;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("ALostClearToSendNamesItsLinkNotTheSenderThatLooksStopped") {
+  // As simnccl's lost-credit=1->2 left a 4-rank ring (counters from a kept campaign dump):
+  // rank 2 took all 13 steps rank 1 posted and waits for the 14th; rank 1 waits for a
+  // clear-to-send it heard last at 5. Blocked, rank 1 also stops taking from rank 0, so both
+  // its connections hold the least progress: before, the verdict named rank 1, confidently.
+  RingProgressAnalysis a([](int r) { return r; });
+  a.add(record(0, view(3, 22, 21, false), view(1, 14, 13, true, 21)));
+  a.add(record(1, view(0, 14, 21, false), view(2, 6, 5, true, 13)));
+  a.add(record(2, view(1, 14, 13, true), view(3, 7, 14, false, 14)));
+  a.add(record(3, view(2, 15, 14, true), view(0, 14, 21, false, 21)));
+  RingFinding f = a.analyze(verdict_test::kComm, 12);
+  INFO(f.note);
+  CHECK_FALSE(f.rank);
+  REQUIRE(f.link);
+  CHECK(*f.link == Link{1, 2});
+  CHECK(f.credit_lost);
+}
+
+TEST_CASE("ADeadLinkIsNoLostCreditTheReceiverLacksWhatWasPosted") {
+  // Link 1->2 delivers nothing: rank 2 waits for data rank 1 posted (13 posted, 5 seen).
+  RingProgressAnalysis a([](int r) { return r; });
+  a.add(record(0, view(3, 22, 21, false), view(1, 14, 13, true, 21)));
+  a.add(record(1, view(0, 14, 21, false), view(2, 6, 5, true, 13)));
+  a.add(record(2, view(1, 6, 5, true), view(3, 7, 14, false, 14)));
+  a.add(record(3, view(2, 15, 14, true), view(0, 14, 21, false, 21)));
+  RingFinding f = a.analyze(verdict_test::kComm, 12);
+  CHECK_FALSE(f.credit_lost);
+}

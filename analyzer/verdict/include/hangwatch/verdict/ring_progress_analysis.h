@@ -4,6 +4,10 @@
 // delivered), X's send record reads Y's head (steps consumed); its progress is the
 // smaller of the two, counted from where the collective began (base_step). One minimal connection names a link; when the minimal ones are
 // exactly the connections into and out of one rank, that rank is named instead.
+// A connection whose two ends wait on each other (the receiver took every step the sender
+// posted and waits for more; the sender waits for a clear-to-send the receiver already gave)
+// lost a credit on the way: that link is named, whatever the least progress says (the
+// sender, blocked, stops taking from its own prev and looks like a stopped rank).
 // A connection neither end reported (both ranks lack ring progress) may hold less progress
 // than any seen one: such connections are listed as unseen, and a finding is only as sure
 // as the channel has none.
@@ -26,6 +30,7 @@ struct ChannelFinding {
   uint64_t next_least = 0;     // the least progress among all other connections
   std::vector<Link> minimal;   // every connection at the least progress (global ranks)
   int connections = 0;         // connections seen on this channel
+  bool credit_lost = false;    // `link` is named because its ends wait on each other
   // Ring connections no record reports; `to` is -1 where the ring order there is unknown.
   std::vector<Link> unseen;
 };
@@ -35,6 +40,7 @@ struct RingFinding {
   std::optional<int> rank;
   int channels_agree = 0;
   int channels_total = 0;
+  bool credit_lost = false;  // the named link's ends wait on each other (a lost clear-to-send)
   std::vector<ChannelFinding> channels;
   std::string note;  // why nothing was named, when nothing was
   std::vector<Link> unseen;      // every channel's unseen connections, each once
