@@ -13,7 +13,7 @@ launcher returned; wait: every rank's dumps are done, then the job is killed), a
 
 It also records the seconds from the first detection (TRIGGER.json) to the verdict. Every
 wrong verdict's job directory and report are kept (--keep-wrong) for diagnosis. Exit 1 when
-any verdict is wrong.
+any verdict is wrong, except in the classes named by --tolerate (known limits).
 
     python3 bench/accuracy.py --build build --runs 20 --out docs/accuracy-table.md --json acc.json
     python3 bench/accuracy.py --build build --runs 1                       # what CI runs
@@ -280,6 +280,9 @@ def main():
     ap.add_argument("--out", help="write the Markdown table here (it is printed too)")
     ap.add_argument("--keep-wrong", default="accuracy-wrong",
                     help="folder for each wrong verdict's job dir and case (default: ./accuracy-wrong)")
+    ap.add_argument("--tolerate", default="",
+                    help="comma-separated classes whose wrong verdicts are known limits (docs/accuracy.md): "
+                         "counted and kept, but they do not fail the run")
     ap.add_argument("--list", action="store_true", help="print the classes and exit")
     args = ap.parse_args()
     if args.list:
@@ -287,7 +290,8 @@ def main():
             print(f"{name:20s} {what}")
         return 0
     names = args.classes.split(",") if args.classes else list(CLASSES)
-    unknown = [n for n in names if n not in CLASSES]
+    tolerated = [n for n in args.tolerate.split(",") if n]
+    unknown = [n for n in names + tolerated if n not in CLASSES]
     if unknown:
         ap.error(f"unknown class(es) {', '.join(unknown)}; --list shows them")
     if args.runs < 1:
@@ -328,7 +332,11 @@ def main():
         Path(args.out).write_text(text)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    return 1 if any(r["wrong"] for r in rows) else 0
+    failing = [r["class"] for r in rows if r["wrong"] and r["class"] not in tolerated]
+    for r in rows:
+        if r["wrong"] and r["class"] in tolerated:
+            print(f"accuracy: {r['wrong']} wrong in {r['class']}: a known limit (--tolerate), not a failure")
+    return 1 if failing else 0
 
 
 if __name__ == "__main__":
