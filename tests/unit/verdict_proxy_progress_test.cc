@@ -300,13 +300,13 @@ TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
 
 namespace {
 
-// Eight ranks on two nodes of four (hosts node0, node1), each with the profiler's progress
-// of communicator kNcclId and nothing in it yet.
-std::vector<FakeRank> twoNodesOfFour() {
-  auto ranks = job(8);
+// `world` ranks on nodes of `per_node` (hosts node0, node1, ...), each with the profiler's
+// progress of communicator kNcclId and nothing in it yet.
+std::vector<FakeRank> onNodes(int world, int per_node) {
+  auto ranks = job(world);
   for (FakeRank& r : ranks) {
     const int me = *r.snap.identity.rank;
-    r.snap.identity.host = "node" + std::to_string(me / 4);
+    r.snap.identity.host = "node" + std::to_string(me / per_node);
     r.dump.host = r.snap.identity.host;
     r.snap.comms[0].nccl_id = kNcclId;
     r.snap.progress = SnapshotProgress{};
@@ -314,6 +314,8 @@ std::vector<FakeRank> twoNodesOfFour() {
   }
   return ranks;
 }
+
+std::vector<FakeRank> twoNodesOfFour() { return onNodes(8, 4); }
 
 // Two nodes of 4 (hosts node0, node1) on a ring 0..7 whose only network links are 3 -> 4 and
 // 7 -> 0, both waiting at their sender (what simnccl and NCCL show for a stop inside a node):
@@ -381,16 +383,8 @@ TEST_CASE("NetworkSendersTiedAtTheFewestStepsPutAStopBeforeEachOfThem") {
   // Four nodes of two on a ring 0..7: the network links 1->2, 3->4, 5->6 and 7->0 all wait
   // at their sender. One stop leaves one sender with the fewest steps; 3 -> 4 and 7 -> 0 tied
   // at 110 are two stops (say links 2->3 and 6->7 died), in nodes 1 and 3.
-  auto ranks = job(8);
-  for (FakeRank& r : ranks) {
-    const int me = *r.snap.identity.rank;
-    r.snap.identity.host = "node" + std::to_string(me / 2);
-    r.dump.host = r.snap.identity.host;
-    r.snap.comms[0].nccl_id = kNcclId;
-    r.snap.progress = SnapshotProgress{};
-    r.snap.progress->plugin_inits = 1;
-    r.snap.progress->kernel_channels.push_back({kNcclId, 0, 3, 2, 3.0, 3.1});
-  }
+  auto ranks = onNodes(8, 2);
+  for (FakeRank& r : ranks) r.snap.progress->kernel_channels.push_back({kNcclId, 0, 3, 2, 3.0, 3.1});
   for (int x : {1, 3, 5, 7}) {
     const int y = (x + 1) % 8;
     const uint64_t done = x == 3 || x == 7 ? 110 : 111;
