@@ -16,6 +16,8 @@ namespace {
 struct Connection {
   std::optional<uint64_t> delivered;  // the receiver's view of the sender's tail
   std::optional<uint64_t> consumed;   // the sender's view of the receiver's head
+  std::optional<RingConnection> recv_end;  // the receiver's record as read
+  std::optional<RingConnection> send_end;  // the sender's record as read: the receiver's head, its own posts
   uint64_t progress() const {
     uint64_t p = std::numeric_limits<uint64_t>::max();
     if (delivered) p = std::min(p, *delivered);
@@ -66,19 +68,14 @@ ChannelFinding analyzeChannel(int channel, const std::map<std::pair<int, int>, C
   return f;
 }
 
-// Both ends of a connection, as each side's record read them.
-struct EndViews {
-  std::optional<RingConnection> send;  // the sender's record: the receiver's head, its own posts
-  std::optional<RingConnection> recv;  // the receiver's record: the sender's tail
-};
-
 // The receiver has taken every step the sender posted and waits for the next; the sender
 // waits for a clear-to-send for a slot the receiver already freed. Neither GPU stopped:
 // the credit was lost between them (absolute counters on both sides, no base needed).
-bool creditLost(const EndViews& e) {
-  if (!e.send || !e.recv || !e.send->waiting || !e.recv->waiting || !e.send->posted_step) return false;
-  const RingConnection& s = *e.send;
-  const RingConnection& r = *e.recv;
+bool creditLost(const Connection& c) {
+  if (!c.send_end || !c.recv_end || !c.send_end->waiting || !c.recv_end->waiting || !c.send_end->posted_step)
+    return false;
+  const RingConnection& s = *c.send_end;
+  const RingConnection& r = *c.recv_end;
   if (!s.observed_known || !s.target_known || !r.observed_known || !r.target_known) return false;
   const uint64_t consumed = r.target_step - 1;  // the receiver's steps taken, as it waits for the next
   return r.observed_step == *s.posted_step && r.target_step == r.observed_step + 1 && s.observed_step < consumed &&
@@ -126,7 +123,6 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
   // Per channel, in communicator ranks: each reporting rank's (prev, next), and which connections have a view.
   std::map<int, std::map<int, std::pair<int, int>>> ring_of;
   std::map<int, std::map<std::pair<int, int>, Connection>> seen_of;
-  std::map<int, std::map<std::pair<int, int>, EndViews>> views;  // channel -> (from, to) global
   for (const RingProgress& r : records_) {
     // A record whose seq its reader could not tell joins only the seq-less pass.
     if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq))) continue;
@@ -140,17 +136,17 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
     if (send_view) seen_of[r.channel][{r.rank, r.send->peer}];
     int self = to_global_(r.rank);
     auto& conns = channels[r.channel];
-    if (recv_view) views[r.channel][{to_global_(r.recv->peer), self}].recv = *r.recv;
-    if (send_view) views[r.channel][{self, to_global_(r.send->peer)}].send = *r.send;
     if (recv_view) {
       Connection& c = conns[{to_global_(r.recv->peer), self}];
       uint64_t p = ringProgress(*r.recv);
       c.delivered = c.delivered ? std::min(*c.delivered, p) : p;
+      c.recv_end = *r.recv;
     }
     if (send_view) {
       Connection& c = conns[{self, to_global_(r.send->peer)}];
       uint64_t p = ringProgress(*r.send);
       c.consumed = c.consumed ? std::min(*c.consumed, p) : p;
+      c.send_end = *r.send;
     }
   }
   if (channels.empty()) {
@@ -162,8 +158,8 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
   for (const auto& [ch, conns] : channels) {
     ChannelFinding f = analyzeChannel(ch, conns);
     std::vector<Link> lost;
-    for (const auto& [key, e] : views[ch])
-      if (creditLost(e)) lost.push_back({key.first, key.second});
+    for (const auto& [key, c] : conns)
+      if (creditLost(c)) lost.push_back({key.first, key.second});
     if (lost.size() == 1) {
       f.link = lost.front();
       f.rank.reset();

@@ -84,9 +84,4 @@ Clock::time_point instant() {
   return *t_task.charged_until;
 }
 
-Clock::time_point now() {
-  if (!t_task.active) return Clock::now();
-  return t_task.charged_until.value_or(t_task.start);
-}
-
 }  // namespace simgpu::device_clock

@@ -34,8 +34,5 @@ void occupy(std::chrono::nanoseconds modeled, double speed);
 void occupyElapsed(std::chrono::nanoseconds elapsed, double speed);
 // The running task takes no device time (an event record); returns its device time.
 Clock::time_point instant();
-// The device time of the calling stream worker (its task's start plus what it was
-// charged), or the wall clock off stream workers.
-Clock::time_point now();
 
 }  // namespace simgpu::device_clock
