@@ -11,12 +11,14 @@ void selectDevice(const Bootstrap& boot) {
   CUDA_CHECK(cudaSetDevice(boot.localRank() % std::max(devices, 1)));
 }
 
-ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bool nonblocking) {
+ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bool nonblocking,
+                            const std::function<void()>& before_init) {
   auto me = std::find(members.begin(), members.end(), boot.rank());
   ncclUniqueId id{};
   if (me == members.begin()) NCCL_CHECK(ncclGetUniqueId(&id));
   boot.share(members, &id, sizeof(id));
   if (me == members.end()) return nullptr;
+  if (before_init) before_init();
   ncclComm_t comm = nullptr;
   const int size = static_cast<int>(members.size());
   const int rank = static_cast<int>(me - members.begin());
@@ -30,10 +32,10 @@ ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bo
   return comm;
 }
 
-ncclComm_t joinWorld(Bootstrap& boot, bool nonblocking) {
+ncclComm_t joinWorld(Bootstrap& boot, bool nonblocking, const std::function<void()>& before_init) {
   std::vector<int> all(boot.size());
   std::iota(all.begin(), all.end(), 0);
-  return joinCommunicator(boot, all, nonblocking);
+  return joinCommunicator(boot, all, nonblocking, before_init);
 }
 
 TensorParallelGroup joinTensorParallelGroup(Bootstrap& boot, int tp, bool nonblocking) {

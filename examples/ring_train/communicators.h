@@ -3,6 +3,7 @@
 // carries the unique ids, every byte of training traffic goes through NCCL.
 #include <nccl.h>
 
+#include <functional>
 #include <vector>
 
 #include "bootstrap.h"
@@ -13,8 +14,10 @@ void selectDevice(const Bootstrap& boot);
 // Called by every rank in the same order: members[0] creates the unique id and shares it;
 // every member joins the NCCL communicator with its index in `members` (others get nullptr).
 // `nonblocking`: made with config.blocking = 0, waited for with ncclCommGetAsyncError.
-ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bool nonblocking = false);
-ncclComm_t joinWorld(Bootstrap& boot, bool nonblocking = false);
+// `before_init` runs on every member between receiving the unique id and the init call.
+ncclComm_t joinCommunicator(Bootstrap& boot, const std::vector<int>& members, bool nonblocking = false,
+                            const std::function<void()>& before_init = {});
+ncclComm_t joinWorld(Bootstrap& boot, bool nonblocking = false, const std::function<void()>& before_init = {});
 
 struct TensorParallelGroup {
   ncclComm_t comm = nullptr;

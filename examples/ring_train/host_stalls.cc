@@ -1,5 +1,8 @@
 #include "host_stalls.h"
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -20,4 +23,12 @@ extern "C" __attribute__((noinline)) void gc_pause(int ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   volatile uint64_t marked = 0;
   while (std::chrono::steady_clock::now() < until) marked = marked + 1;
+}
+
+extern "C" __attribute__((noinline)) void exit_mid_collective(int step, int how) {
+  std::fprintf(stderr, "ring_train: exiting mid-collective at step %d\n", step);
+  std::fflush(stderr);
+  if (how == 0) std::raise(SIGKILL);
+  if (how == 1) std::abort();
+  std::exit(1);
 }

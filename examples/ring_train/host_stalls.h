@@ -10,3 +10,6 @@ extern "C" [[noreturn]] void stall_in_sleep(int step);
 
 // A stop-the-world pause of `ms` milliseconds, like a garbage collector's.
 extern "C" void gc_pause(int ms);
+
+// Ends this process while its GPU runs a collective: how = 0 SIGKILL, 1 abort(), 2 exit(1).
+extern "C" [[noreturn]] void exit_mid_collective(int step, int how);

@@ -21,6 +21,7 @@ void checkAgainstWorld(const TrainOptions& o, int world_size) {
   };
   inWorld(o.stall_rank, "--stall-rank");
   inWorld(o.mismatch_rank, "--mismatch-rank");
+  inWorld(o.exit_rank, "--exit-rank");
   inWorld(o.sync_rank, "--sync-rank");
   inWorld(o.gc_rank, "--gc-rank");
   inWorld(o.slow_dataloader_rank, "--slow-dataloader-rank");

@@ -33,6 +33,13 @@ StallKind parseStallKind(std::string_view text) {
   throw UsageError("bad value '" + std::string(text) + "' for --stall-kind: expected host-loop, dataloader or sleep");
 }
 
+ExitHow parseExitHow(std::string_view text) {
+  if (text == "kill") return ExitHow::Kill;
+  if (text == "abort") return ExitHow::Abort;
+  if (text == "exit") return ExitHow::Exit;
+  throw UsageError("bad value '" + std::string(text) + "' for --exit-how: expected kill, abort or exit");
+}
+
 DType parseDType(std::string_view text) {
   if (text == "fp32") return DType::F32;
   if (text == "fp16") return DType::F16;
@@ -50,8 +57,13 @@ std::string trainUsage() {
   --tp T                    tensor-parallel groups of T consecutive ranks (default 1: none)
   --dataloader-ms M         host work per batch in the dataloader thread (default 0)
   --log-every N             print "step=S done" every N steps (default 1)
-  --stall-rank R --stall-at-step S --stall-kind host-loop|dataloader|sleep
-                            rank R stops calling collectives at step S
+  --stall-rank R --stall-at-step S|init --stall-kind host-loop|dataloader|sleep
+                            rank R stops calling collectives at step S; with init, it
+                            gets the world communicator's unique id and never calls
+                            ncclCommInitRank (host-loop or sleep)
+  --exit-rank R --exit-at-step S [--exit-how kill|abort|exit]
+                            rank R's process ends right after it enqueued step S's
+                            gradient AllReduce (default kill: SIGKILL, as the OOM killer)
   --mismatch-rank R --mismatch-at-step S
                             rank R calls AllGather instead of the gradient AllReduce
   --sync-every-layer [--sync-rank R]
@@ -74,6 +86,7 @@ std::string trainUsage() {
 TrainOptions parseTrainOptions(int argc, char** argv) {
   TrainOptions o;
   bool stall_step_given = false;
+  bool exit_step_given = false;
   bool mismatch_step_given = false;
   using Setter = std::function<void(std::string_view flag, std::string_view value)>;
   const std::map<std::string_view, Setter> with_value = {
@@ -89,9 +102,19 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
       {"--stall-rank", [&](auto f, auto v) { o.stall_rank = parseNumber<int>(f, v, 0); }},
       {"--stall-at-step",
        [&](auto f, auto v) {
-         o.stall_at_step = parseNumber<int>(f, v, 0);
+         if (v == "init")
+           o.stall_at_init = true;
+         else
+           o.stall_at_step = parseNumber<int>(f, v, 0);
          stall_step_given = true;
        }},
+      {"--exit-rank", [&](auto f, auto v) { o.exit_rank = parseNumber<int>(f, v, 0); }},
+      {"--exit-at-step",
+       [&](auto f, auto v) {
+         o.exit_at_step = parseNumber<int>(f, v, 0);
+         exit_step_given = true;
+       }},
+      {"--exit-how", [&](auto, auto v) { o.exit_how = parseExitHow(v); }},
       {"--stall-kind", [&](auto, auto v) { o.stall_kind = parseStallKind(v); }},
       {"--mismatch-rank", [&](auto f, auto v) { o.mismatch_rank = parseNumber<int>(f, v, 0); }},
       {"--mismatch-at-step",
@@ -147,6 +170,9 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
   }
 
   if (o.stall_rank && !stall_step_given) throw UsageError("--stall-rank needs --stall-at-step");
+  if (o.stall_at_init && o.stall_kind == StallKind::Dataloader)
+    throw UsageError("--stall-at-step init needs --stall-kind host-loop or sleep: no dataloader runs before init");
+  if (o.exit_rank && !exit_step_given) throw UsageError("--exit-rank needs --exit-at-step");
   if (o.mismatch_rank && !mismatch_step_given) throw UsageError("--mismatch-rank needs --mismatch-at-step");
   if (o.slow_dataloader_rank.has_value() != (o.slow_dataloader_ms > 0))
     throw UsageError("--slow-dataloader-rank and --slow-dataloader-ms go together");

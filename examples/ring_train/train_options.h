@@ -7,6 +7,9 @@
 #include "kernels.h"
 
 enum class StallKind { HostLoop, Dataloader, Sleep };
+// How a rank's process ends in the middle of a collective: SIGKILL (the OOM killer, a node
+// agent), abort() (a failed assertion: SIGABRT), or exit(1) (an uncaught error path).
+enum class ExitHow { Kill, Abort, Exit };
 
 struct TrainOptions {
   int steps = 50;
@@ -21,7 +24,12 @@ struct TrainOptions {
 
   std::optional<int> stall_rank;
   int stall_at_step = 0;
+  bool stall_at_init = false;  // --stall-at-step init: gets the world's unique id, never calls init
   StallKind stall_kind = StallKind::HostLoop;
+
+  std::optional<int> exit_rank;
+  int exit_at_step = 0;
+  ExitHow exit_how = ExitHow::Kill;
 
   std::optional<int> mismatch_rank;
   int mismatch_at_step = 0;

@@ -29,7 +29,10 @@ Trainer::Trainer(const TrainOptions& options, Bootstrap& boot)
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
 
-  world_ = joinWorld(boot_, options_.nonblocking);
+  world_ = joinWorld(boot_, options_.nonblocking, [this] {
+    // The bug being reproduced: one rank never joins the communicator the others wait in.
+    if (options_.stall_at_init && options_.stall_rank == rank_) misbehaveBeforeCollectives(-1);
+  });
   if (options_.tp > 1) tp_ = joinTensorParallelGroup(boot_, options_.tp, options_.nonblocking);
 
   model_ = std::make_unique<Model>(
@@ -110,6 +113,8 @@ void Trainer::step(int s) {
 
   misbehaveBeforeCollectives(s);
   reduceGradients(s);
+  if (options_.exit_rank == rank_ && options_.exit_at_step == s)
+    exit_mid_collective(s, static_cast<int>(options_.exit_how));
   if (options_.tp > 1) runTensorParallel(s);
 
   CUDA_CHECK(launchSgdUpdate(model_->masterWeights(), grads_, std::min(grad_count_, model_->masterWeightCount()),
@@ -132,8 +137,10 @@ void Trainer::step(int s) {
   }
 }
 
+// Step -1: before the world communicator's init (--stall-at-step init).
 void Trainer::misbehaveBeforeCollectives(int s) {
-  if (options_.stall_rank != rank_ || options_.stall_at_step != s) return;
+  if (options_.stall_rank != rank_ || (s < 0 ? !options_.stall_at_init : options_.stall_at_step != s)) return;
+  if (options_.stall_at_init && s >= 0) return;
   if (options_.stall_kind == StallKind::HostLoop) stall_in_host_loop(s);
   if (options_.stall_kind == StallKind::Sleep) stall_in_sleep(s);
 }

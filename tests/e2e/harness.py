@@ -37,10 +37,12 @@ def torchrun_like(nranks, kill_grace=30, run_id="e2e-torchrun", max_restarts=0):
             "--kill-grace", str(kill_grace), "--run-id", run_id, "--max-restarts", str(max_restarts), "--"]
 
 
-def srun_like(nranks, kill_wait=30, job_id="4242"):
-    """launchers/fake_srun.py --kill-on-bad-exit: SLURM_* variables, SIGTERM then SIGKILL on a bad exit."""
-    return [sys.executable, str(LAUNCHERS / "fake_srun.py"), "-n", str(nranks), "--kill-on-bad-exit",
-            "--kill-wait", str(kill_wait), "--job-id", job_id, "--"]
+def srun_like(nranks, kill_wait=30, job_id="4242", kill_on_bad_exit=True):
+    """launchers/fake_srun.py: SLURM_* variables; with kill_on_bad_exit (--kill-on-bad-exit) SIGTERM
+    then SIGKILL on a bad exit, without it (Slurm's default KillOnBadExit=0) the others run on."""
+    return [sys.executable, str(LAUNCHERS / "fake_srun.py"), "-n", str(nranks),
+            *(["--kill-on-bad-exit"] if kill_on_bad_exit else []), "--kill-wait", str(kill_wait),
+            "--job-id", job_id, "--"]
 
 
 def descendant_pids(root):

@@ -55,10 +55,20 @@ class RingTrainCommandLine(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("--stall-kind", result.stderr)
 
+    def test_exit_and_init_stall_flags_refuse_what_cannot_run(self):
+        for args, said in ((["--exit-rank", "1"], "--exit-rank needs --exit-at-step"),
+                           (["--exit-rank", "1", "--exit-at-step", "2", "--exit-how", "nap"], "--exit-how"),
+                           (["--stall-rank", "1", "--stall-at-step", "init", "--stall-kind", "dataloader"],
+                            "no dataloader runs before init")):
+            result = self.run_directly(*args)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn(said, result.stderr)
+
     def test_help_lists_the_misbehaviour_flags(self):
         result = self.run_directly("--help")
         self.assertEqual(result.returncode, 0)
-        for flag in ("--stall-kind", "--mismatch-rank", "--sync-every-layer", "--gc-pause-ms", "--tp"):
+        for flag in ("--stall-kind", "--mismatch-rank", "--sync-every-layer", "--gc-pause-ms", "--tp", "--exit-rank",
+                     "--exit-how"):
             self.assertIn(flag, result.stdout)
 
 
