@@ -24,6 +24,7 @@ NextSymbol<decltype(&cudaStreamSynchronize)> next_stream_sync{"cudaStreamSynchro
 NextSymbol<decltype(&cudaDeviceSynchronize)> next_device_sync{"cudaDeviceSynchronize"};
 NextSymbol<decltype(&cudaEventSynchronize)> next_event_sync{"cudaEventSynchronize"};
 NextSymbol<decltype(&cudaStreamWaitEvent)> next_stream_wait{"cudaStreamWaitEvent"};
+NextSymbol<decltype(&cudaSetDevice)> next_set_device{"cudaSetDevice"};
 
 using LaunchFn = cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t);
 using LaunchExFn = cudaError_t (*)(const cudaLaunchConfig_t*, const void*, void**);
@@ -195,6 +196,21 @@ cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, uns
   auto real = next_stream_wait_ptsz.get();
   if (__builtin_expect(real == nullptr, 0)) return noDefinition();
   return streamWait([&] { return real(stream, event, flags); });
+}
+
+// A process that picks its GPU is a rank (torch.cuda.set_device, every launcher's recipe): the
+// watchdog starts here, after the call, so a rank stuck before its first kernel or NCCL call
+// (a communicator it never joins) still dumps when another rank triggers.
+cudaError_t cudaSetDevice(int device) {
+  auto real = next_set_device.get();
+  if (__builtin_expect(real == nullptr, 0)) return noDefinition();
+  cudaError_t rc = real(device);
+  if (!ReentryGuard::nested()) {
+    const int saved = errno;
+    Watchdog::get();
+    errno = saved;
+  }
+  return rc;
 }
 
 }  // extern "C"

@@ -25,18 +25,23 @@ void HostCallSlots::forEachBusy(const std::function<void(const BusyHostCall&)>& 
     int64_t since = s.enter_ns.load(std::memory_order_acquire);
     if (since == 0) continue;
     fn({s.call.load(std::memory_order_relaxed), s.comm.load(std::memory_order_relaxed),
-        s.seq_plus1.load(std::memory_order_relaxed), s.tid.load(std::memory_order_relaxed), since});
+        s.seq_plus1.load(std::memory_order_relaxed), s.tid.load(std::memory_order_relaxed), since,
+        JoiningComm{s.joining_hash.load(std::memory_order_relaxed), s.joining_rank.load(std::memory_order_relaxed),
+                    s.joining_size.load(std::memory_order_relaxed)}});
   }
 }
 
 HostCallScope::HostCallScope(HostCallSlots* slots, const char* call, uintptr_t comm, uint64_t seq_plus1,
-                             int64_t now_ns) {
+                             int64_t now_ns, const JoiningComm& joining) {
   if (slots == nullptr) return;
   HostCallSlot* s = slots->forThisThread();
   if (s == nullptr || s->enter_ns.load(std::memory_order_relaxed) != 0) return;
   s->call.store(call, std::memory_order_relaxed);
   s->comm.store(comm, std::memory_order_relaxed);
   s->seq_plus1.store(seq_plus1, std::memory_order_relaxed);
+  s->joining_hash.store(joining.hash, std::memory_order_relaxed);
+  s->joining_rank.store(joining.rank, std::memory_order_relaxed);
+  s->joining_size.store(joining.size, std::memory_order_relaxed);
   s->enter_ns.store(now_ns, std::memory_order_release);
   slot_ = s;
 }

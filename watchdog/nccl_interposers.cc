@@ -38,6 +38,7 @@ NextSymbol<decltype(&ncclRecv)> next_recv{"ncclRecv"};
 NextSymbol<decltype(&ncclGroupStart)> next_group_start{"ncclGroupStart"};
 NextSymbol<decltype(&ncclGroupEnd)> next_group_end{"ncclGroupEnd"};
 NextSymbol<decltype(&ncclGroupSimulateEnd)> next_group_simulate_end{"ncclGroupSimulateEnd"};
+NextSymbol<decltype(&ncclGetUniqueId)> next_get_unique_id{"ncclGetUniqueId"};
 NextSymbol<decltype(&ncclCommInitRank)> next_init_rank{"ncclCommInitRank"};
 NextSymbol<decltype(&ncclCommInitRankConfig)> next_init_rank_config{"ncclCommInitRankConfig"};
 NextSymbol<decltype(&ncclCommInitRankScalable)> next_init_scalable{"ncclCommInitRankScalable"};
@@ -190,10 +191,10 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
 }
 
 template <typename Call>
-ncclResult_t hostCall(const char* name, ncclComm_t comm, Call&& call) {
+ncclResult_t hostCall(const char* name, ncclComm_t comm, Call&& call, const JoiningComm& joining = {}) {
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return call();
-  HostCallScope inside(&w->hostCalls(), name, commKey(comm), 0, monotonicNs());
+  HostCallScope inside(&w->hostCalls(), name, commKey(comm), 0, monotonicNs(), joining);
   ReentryGuard guard;
   return call();
 }
@@ -203,6 +204,19 @@ ncclResult_t missing() { return ncclSystemError; }
 }  // namespace
 
 extern "C" {
+
+// The rank that makes a communicator's unique id starts the watchdog (so does cudaSetDevice).
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  auto real = next_get_unique_id.get();
+  if (!real) return missing();
+  ncclResult_t rc = real(uniqueId);
+  if (!ReentryGuard::nested()) {
+    const int saved = errno;
+    Watchdog::get();
+    errno = saved;
+  }
+  return rc;
+}
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
@@ -384,7 +398,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm, nranks, commId, rank);
   NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
-  ncclResult_t rc = hostCall("ncclCommInitRank", nullptr, [&] { return real(comm, nranks, commId, rank); });
+  ncclResult_t rc = hostCall("ncclCommInitRank", nullptr, [&] { return real(comm, nranks, commId, rank); },
+                             JoiningComm{CommTable::hashBytes(&commId, sizeof commId), rank, nranks});
   const int saved = errno;
   if (rc == ncclSuccess && comm)
     registerComm(w, *comm, CommTable::hashBytes(&commId, sizeof commId), rank, nranks, currentDevice(),
@@ -401,7 +416,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   if (w == nullptr || ReentryGuard::nested()) return real(comm, nranks, commId, rank, config);
   NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
   ncclResult_t rc =
-      hostCall("ncclCommInitRankConfig", nullptr, [&] { return real(comm, nranks, commId, rank, config); });
+      hostCall("ncclCommInitRankConfig", nullptr, [&] { return real(comm, nranks, commId, rank, config); },
+               JoiningComm{CommTable::hashBytes(&commId, sizeof commId), rank, nranks});
   const int saved = errno;
   if ((rc == ncclSuccess || rc == ncclInProgress) && comm)
     registerComm(w, *comm, CommTable::hashBytes(&commId, sizeof commId), rank, nranks, currentDevice(),
@@ -417,8 +433,10 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(newcomm, nranks, myrank, nId, commIds, config);
   NcclCommIds::Capture capture;  // NCCL's id, if its profiler init runs on this thread
-  ncclResult_t rc = hostCall("ncclCommInitRankScalable", nullptr,
-                             [&] { return real(newcomm, nranks, myrank, nId, commIds, config); });
+  ncclResult_t rc = hostCall(
+      "ncclCommInitRankScalable", nullptr, [&] { return real(newcomm, nranks, myrank, nId, commIds, config); },
+      commIds && nId > 0 ? JoiningComm{CommTable::hashBytes(commIds, sizeof(ncclUniqueId)), myrank, nranks}
+                         : JoiningComm{});
   const int saved = errno;
   if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm && commIds && nId > 0)
     registerComm(w, *newcomm, CommTable::hashBytes(commIds, sizeof(ncclUniqueId)), myrank, nranks, currentDevice(),

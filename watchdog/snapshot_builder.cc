@@ -152,6 +152,8 @@ SnapshotHostCall hostCallOf(const BusyHostCall& call, const SnapshotInputs& in) 
     if (CommEntry* e = in.comms->find(call.comm)) h.comm = CommTable::hashHex(e->hash);
   }
   if (call.seq_plus1) h.seq = call.seq_plus1 - 1;
+  if (call.joining.hash != 0) h.joining = SnapshotJoining{CommTable::hashHex(call.joining.hash), call.joining.rank,
+                                                          call.joining.size};
   return h;
 }
 

@@ -36,6 +36,13 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->streams[0].pending[1].peer == std::optional<int>(3));
   CHECK(back->streams[0].device == std::optional<int>(3));
   CHECK(back->trigger->stuck_op->seq == std::optional<uint64_t>(10));
+  // An init call names the communicator it forms; other host calls carry no `joining`.
+  CHECK(toJson(s)["host_calls"][0]["joining"].is_null());
+  REQUIRE(back->host_calls[1].joining);
+  CHECK(back->host_calls[1].joining->comm == "00000000cafef00d");
+  CHECK(back->host_calls[1].joining->rank == 3);
+  CHECK(back->host_calls[1].joining->size == 8);
+  CHECK_FALSE(watchdogSnapshotFromJson(nlohmann::json{{"host_calls", {{{"joining", {{"size", "8"}}}}}}}).ok());
 }
 
 TEST_CASE("ASuspectSnapshotRoundTripsWithItsWarningAndWhenItResumed") {

@@ -130,7 +130,9 @@ inline WatchdogSnapshot richSnapshot() {
   st.pending.push_back({"ncclSend", "p2p", "00000000deadbeef", std::nullopt, 64, "uint8", 64, 3, 0, 3.4, false});
   s.streams.push_back(st);
   s.streams.push_back({"0x20", std::nullopt, {}});
-  s.host_calls.push_back({"ncclGroupEnd", 4243, "python", 4.0, "00000000deadbeef", 11});
+  s.host_calls.push_back({"ncclGroupEnd", 4243, "python", 4.0, "00000000deadbeef", 11, std::nullopt});
+  s.host_calls.push_back({"ncclCommInitRank", 4244, "python", 5.0, "", std::nullopt,
+                          SnapshotJoining{"00000000cafef00d", 3, 8}});
   s.health = {1, 100, 98, 2, 5};
   SnapshotProgress p;
   p.plugin_inits = 2;

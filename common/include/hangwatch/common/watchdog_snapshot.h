@@ -117,6 +117,14 @@ struct SnapshotStream {
 };
 
 // A thread blocked inside an NCCL host call (init, group end, a blocking collective).
+// The communicator an init call was forming when the snapshot was taken: `comm` is the hash
+// its comms[].hash would have, `rank` this process's rank in it, `size` its member count.
+struct SnapshotJoining {
+  std::string comm;
+  int rank = -1;
+  int size = 0;
+};
+
 struct SnapshotHostCall {
   std::string call;
   int64_t tid = 0;
@@ -124,6 +132,7 @@ struct SnapshotHostCall {
   double age_s = 0;
   std::string comm;
   std::optional<uint64_t> seq;
+  std::optional<SnapshotJoining> joining;  // only for ncclCommInitRank*
 };
 
 struct WatchdogHealth {
@@ -291,6 +300,16 @@ struct Schema<SnapshotStream> {
 };
 
 template <>
+struct Schema<SnapshotJoining> {
+  static constexpr const char* what = "joining";
+  static constexpr auto fields = std::tuple{
+      field("comm", &SnapshotJoining::comm, "joining comm"),
+      field("rank", &SnapshotJoining::rank, "joining rank"),
+      field("size", &SnapshotJoining::size, "joining size"),
+  };
+};
+
+template <>
 struct Schema<SnapshotHostCall> {
   static constexpr const char* what = "host call";
   static constexpr auto fields = std::tuple{
@@ -300,6 +319,7 @@ struct Schema<SnapshotHostCall> {
       field("age_s", &SnapshotHostCall::age_s, "host call age_s"),
       field("comm", &SnapshotHostCall::comm, "host call comm"),
       field("seq", &SnapshotHostCall::seq, "host call seq"),
+      field("joining", &SnapshotHostCall::joining, "host call joining"),
   };
 };
 

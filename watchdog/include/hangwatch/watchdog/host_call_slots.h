@@ -10,12 +10,23 @@
 
 namespace hangwatch::watchdog {
 
+// The communicator an init call is forming (hash 0: the call forms none). Its hash is the one
+// comms[].hash gets once the init returns, so ranks blocked in one init name the same one.
+struct JoiningComm {
+  uint64_t hash = 0;
+  int rank = -1;
+  int size = 0;
+};
+
 struct HostCallSlot {
   std::atomic<int64_t> enter_ns{0};  // 0 while the thread is outside NCCL
   std::atomic<const char*> call{""};
   std::atomic<uintptr_t> comm{0};
   std::atomic<uint64_t> seq_plus1{0};  // collective seq + 1, 0 when none
   std::atomic<pid_t> tid{0};
+  std::atomic<uint64_t> joining_hash{0};
+  std::atomic<int> joining_rank{-1};
+  std::atomic<int> joining_size{0};
 };
 
 struct BusyHostCall {
@@ -24,6 +35,7 @@ struct BusyHostCall {
   uint64_t seq_plus1;
   pid_t tid;
   int64_t enter_ns;
+  JoiningComm joining;
 };
 
 class HostCallSlots {
@@ -43,7 +55,8 @@ class HostCallSlots {
 // the outermost call is recorded (ncclBcast calling ncclBroadcast is one call).
 class HostCallScope {
  public:
-  HostCallScope(HostCallSlots* slots, const char* call, uintptr_t comm, uint64_t seq_plus1, int64_t now_ns);
+  HostCallScope(HostCallSlots* slots, const char* call, uintptr_t comm, uint64_t seq_plus1, int64_t now_ns,
+                const JoiningComm& joining = {});
   ~HostCallScope();
   HostCallScope(const HostCallScope&) = delete;
   HostCallScope& operator=(const HostCallScope&) = delete;
