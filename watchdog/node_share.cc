@@ -24,7 +24,7 @@ namespace hangwatch::watchdog {
 namespace {
 
 constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr int kMaxMembers = 256;
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -38,6 +38,8 @@ struct NodeShare::Layout {
   pthread_mutex_t members_lock;  // robust and process-shared: a member may die holding it
   int32_t members[kMaxMembers];  // pids, 0 = free slot
   uint64_t member_starts[kMaxMembers];  // their start times (clock ticks since boot): pids are reused
+  int32_t member_ranks[kMaxMembers];    // their launcher ranks, -1 unknown
+  uint64_t member_pidns[kMaxMembers];   // their pid namespaces (inode), 0 unknown
   std::atomic<int64_t> next_lookup_ns[2];
   std::atomic<uint32_t> triggered;
   std::atomic<uint32_t> complete;
@@ -61,6 +63,8 @@ void initLayout(NodeShare::Layout* l, bool process_shared) {
   pthread_mutexattr_destroy(&attr);
   for (int32_t& m : l->members) m = 0;
   for (uint64_t& s : l->member_starts) s = 0;
+  for (int32_t& r : l->member_ranks) r = -1;
+  for (uint64_t& n : l->member_pidns) n = 0;
   for (auto& n : l->next_lookup_ns) n.store(0, std::memory_order_relaxed);
   l->triggered.store(0, std::memory_order_relaxed);
   l->complete.store(0, std::memory_order_relaxed);
@@ -100,11 +104,25 @@ uint64_t startTicks(pid_t pid) {
   return p != nullptr ? std::strtoull(p + 1, nullptr, 10) : 0;
 }
 
+// The inode of this process's pid namespace; 0 when /proc cannot tell.
+uint64_t pidNamespace() {
+  struct stat st;
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
 // A member is alive when its pid runs and started when the member did: a restarted job on a
 // busy node (or in a container) easily gets an old member's pid.
 bool alive(pid_t pid, uint64_t started) {
   if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
   return started == 0 || startTicks(pid) == started;  // 0: /proc could not tell when it joined
+}
+
+// Under the lock: how many members are alive. Dead ones stay listed, so the live can name them.
+int liveMembers(const NodeShare::Layout* l) {
+  int live = 0;
+  for (int i = 0; i < kMaxMembers; ++i)
+    if (l->members[i] != 0 && alive(l->members[i], l->member_starts[i])) ++live;
+  return live;
 }
 
 // Under the lock: drops dead members; returns how many live ones are left.
@@ -117,6 +135,8 @@ int pruneDeadMembers(NodeShare::Layout* l) {
     } else {
       l->members[i] = 0;
       l->member_starts[i] = 0;
+      l->member_ranks[i] = -1;
+      l->member_pidns[i] = 0;
     }
   }
   return live;
@@ -242,9 +262,10 @@ Expected<MappedBoard> openBoard(const std::string& path, pid_t self) {
 }
 
 // Under the lock: resets the flags of an earlier run, then adds `self` to the members.
-void join(NodeShare::Layout* layout, pid_t self) {
+void join(NodeShare::Layout* layout, pid_t self, int rank) {
   MembersLock lock(layout);
-  if (pruneDeadMembers(layout) == 0) {
+  if (liveMembers(layout) == 0) {
+    pruneDeadMembers(layout);
     // Everyone who wrote these flags has exited: an earlier run of this job directory.
     layout->triggered.store(0, std::memory_order_relaxed);
     layout->complete.store(0, std::memory_order_relaxed);
@@ -256,11 +277,17 @@ void join(NodeShare::Layout* layout, pid_t self) {
   for (int32_t& m : layout->members) {
     if (m == self) registered = true;
   }
-  for (int i = 0; i < kMaxMembers && !registered; ++i) {
-    if (layout->members[i] == 0) {
-      layout->members[i] = self;
-      layout->member_starts[i] = startTicks(self);
-      registered = true;
+  // Dead members stay listed until the board is full; then they make room.
+  for (int pass = 0; pass < 2 && !registered; ++pass) {
+    if (pass == 1) pruneDeadMembers(layout);
+    for (int i = 0; i < kMaxMembers && !registered; ++i) {
+      if (layout->members[i] == 0) {
+        layout->members[i] = self;
+        layout->member_starts[i] = startTicks(self);
+        layout->member_ranks[i] = rank;
+        layout->member_pidns[i] = pidNamespace();
+        registered = true;
+      }
     }
   }
 }
@@ -268,12 +295,12 @@ void join(NodeShare::Layout* layout, pid_t self) {
 }  // namespace
 
 Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir,
-                                                       const std::string& attempt) {
+                                                       const std::string& attempt, int rank) {
   std::string path = nodeSharePath(job_dir, shm_dir, attempt);
   const pid_t self = ::getpid();
   Expected<MappedBoard> board = openBoard(path, self);
   if (!board) return Error{board.error()};
-  join(board->layout, self);
+  join(board->layout, self, rank);
   sweepDeadBoards(shm_dir, path);
   return std::unique_ptr<NodeShare>(new NodeShare(board->layout, std::move(board->fd), path));
 }
@@ -323,6 +350,20 @@ int64_t NodeShare::setBeaconBase(int64_t bytes) {
   return expected;
 }
 
+std::vector<NodeShare::GoneMember> NodeShare::goneMembers() const {
+  std::vector<GoneMember> gone;
+  if (!fd_.valid()) return gone;
+  const uint64_t mine = pidNamespace();
+  MembersLock lock(layout_);
+  for (int i = 0; i < kMaxMembers; ++i) {
+    const pid_t pid = layout_->members[i];
+    if (pid == 0 || layout_->member_ranks[i] < 0 || mine == 0 || layout_->member_pidns[i] != mine) continue;
+    if (layout_->member_starts[i] != 0 && !alive(pid, layout_->member_starts[i]))
+      gone.push_back({layout_->member_ranks[i], pid});
+  }
+  return gone;
+}
+
 void NodeShare::leave() {
   if (left_ || !fd_.valid()) return;
   left_ = true;
@@ -332,9 +373,11 @@ void NodeShare::leave() {
     if (layout_->members[i] == self) {
       layout_->members[i] = 0;
       layout_->member_starts[i] = 0;
+      layout_->member_ranks[i] = -1;
+      layout_->member_pidns[i] = 0;
     }
   }
-  if (pruneDeadMembers(layout_) > 0) return;
+  if (liveMembers(layout_) > 0) return;
   // Last one out removes the file, unless it was already replaced by a newer board.
   struct stat mine, named;
   if (::fstat(fd_.get(), &mine) == 0 && ::stat(path_.c_str(), &named) == 0 && mine.st_ino == named.st_ino)

@@ -380,7 +380,7 @@ ClaimedAttempt Watchdog::claimAttemptFolder(double started_unix_s) {
 NodeShare* Watchdog::attachNodeShare(const ClaimedAttempt& attempt) {
   const AttemptRecord& r = attempt.record;
   std::string identity = r.host.empty() ? "" : fmt::format("{}:{}:{:.3f}", r.host, r.pid, r.started_unix_s);
-  if (auto share = NodeShare::attach(attempt.dir, "/dev/shm", identity)) {
+  if (auto share = NodeShare::attach(attempt.dir, "/dev/shm", identity, launcher_.rank.value_or(-1))) {
     node_ = std::move(*share);
   } else {
     WatchdogLog::instance().failureOnce(
@@ -535,12 +535,38 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   else
     p.log.info(fmt::format("{}; snapshot {}", detected_here ? "hang detected" : "TRIGGER.json seen", paths.snapshot));
   start.snapshot = written ? "written" : "failed: " + written.error();
+  if (start.rank) recordGoneMembers(p, *start.rank, start.host);
   startMetrics(p);
   if (p.metrics) {
     p.metrics->markHang();
     p.metrics->flush(now_ns);
   }
   responder_->start(planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }));
+}
+
+// Ranks of this node whose process is gone (killed, crashed) never write their state: say so in
+// their stead, so that `abort` mode does not wait out its grace for them and the report can tell
+// a rank that exited from one whose dumps are lost. Never over a file the rank wrote itself.
+void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host) {
+  for (const NodeShare::GoneMember& g : node_->goneMembers()) {
+    if (g.rank == self) continue;
+    const std::string path = rankStatePath(p.attempt.dir, g.rank);
+    if (::access(path.c_str(), F_OK) == 0) continue;
+    RankState s;
+    s.rank = g.rank;
+    s.phase = DumpPhase::kDone;
+    s.pid = g.pid;
+    s.host = host;
+    s.time_unix_s = wallClockSeconds();
+    s.snapshot = "none: the process had exited";
+    s.forensics = "off";
+    s.note = fmt::format("process {} was gone (killed or crashed) when rank {} of this node dumped", g.pid, self);
+    s.exited_seen_by = self;
+    if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
+      p.log.failureOnce("gone-state", "state of exited rank not written: " + w.error());
+    else
+      p.log.info(fmt::format("rank {} (pid {}) of this node exited without leaving; noted in {}", g.rank, g.pid, path));
+  }
 }
 
 void Watchdog::followCompletion(PollState& p, int64_t now_ns) {

@@ -35,6 +35,13 @@ TEST_CASE("RankStateRoundTripsEveryField") {
   CHECK(back->forensics == "degraded");
   CHECK(back->note == s.note);
   CHECK(toJson(s)["state"] == "done");
+  CHECK_FALSE(back->exited_seen_by);
+  // A rank whose process another rank of its node found gone.
+  s.exited_seen_by = 3;
+  back = rankStateFromText(toJson(s).dump());
+  REQUIRE(back.ok());
+  CHECK(back->exited_seen_by == std::optional<int>(3));
+  CHECK_FALSE(rankStateFromText(R"({"state": "done", "exited_seen_by": "three"})").ok());
 }
 
 TEST_CASE("CollectingRankIsSettledOnlyPastItsDeadline") {

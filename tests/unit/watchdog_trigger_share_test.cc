@@ -499,3 +499,41 @@ TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
   REQUIRE(sigaction(SIGTERM, nullptr, &now) == 0);
   CHECK(now.sa_handler == &jobTermHandler);
 }
+
+TEST_CASE("AMemberKilledWithoutLeavingIsNamedByItsRankAndOneThatLeftIsNot") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  auto me = NodeShare::attach(job, dir.path, "", 0);
+  REQUIRE(me.ok());
+  auto member = [&](int rank, bool leaves) {
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      auto b = NodeShare::attach(job, dir.path, "", rank);
+      if (!b.ok()) ::_exit(1);
+      if (leaves) (*b)->leave();
+      else ::raise(SIGKILL);  // the OOM killer: no exit handler runs
+      ::_exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    return child;
+  };
+  CHECK((*me)->goneMembers().empty());
+  pid_t killed = member(5, false);
+  member(6, true);
+  auto gone = (*me)->goneMembers();
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0].rank == 5);
+  CHECK(gone[0].pid == killed);
+  // A member without a known rank cannot be named.
+  pid_t anonymous = ::fork();
+  REQUIRE(anonymous >= 0);
+  if (anonymous == 0) {
+    auto b = NodeShare::attach(job, dir.path);
+    ::raise(SIGKILL);
+    ::_exit(0);
+  }
+  REQUIRE(::waitpid(anonymous, nullptr, 0) == anonymous);
+  CHECK((*me)->goneMembers().size() == 1);
+}

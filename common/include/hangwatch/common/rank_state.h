@@ -4,6 +4,7 @@
 // rank's "done" before exiting, and `forensics report` tells "still collecting" from
 // "missing" with it.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ struct RankState {
   std::string snapshot;         // "written", "failed: ..."
   std::string forensics;        // "pending", "written", "degraded", "failed: ...", "off", "not started: ..."
   std::string note;             // why it ended the way it did, e.g. "target exited during the debugger phase"
+  // Written by another rank of the node, which found this rank's process gone (killed or
+  // crashed without leaving the node's board) when it dumped: that rank's number.
+  std::optional<int> exited_seen_by;
 
   bool done() const { return phase == DumpPhase::kDone; }
   // Done, or collecting past its deadline: nobody should wait for it any longer.
@@ -69,6 +73,7 @@ struct Schema<RankState> {
       field("snapshot", &RankState::snapshot, "snapshot"),
       field("forensics", &RankState::forensics, "forensics"),
       field("note", &RankState::note, "note"),
+      field("exited_seen_by", &RankState::exited_seen_by, "exited_seen_by"),
   };
 };
 

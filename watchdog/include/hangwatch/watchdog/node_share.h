@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hangwatch/common/expected.h"
 #include "hangwatch/common/scoped_fd.h"
@@ -26,9 +27,10 @@ class NodeShare {
   // the attempt's ATTEMPT.json, so a later launch of the same folder never meets this board)
   // under `shm_dir`. A board whose members have all exited belongs to an earlier run: it is
   // reset. Boards of other jobs whose members have all exited (killed jobs never leave) are removed.
+  // `rank`: this process's launcher rank (-1 unknown), so the others can name it if it dies.
   static Expected<std::unique_ptr<NodeShare>> attach(const std::string& job_dir,
                                                      const std::string& shm_dir = "/dev/shm",
-                                                     const std::string& attempt = "");
+                                                     const std::string& attempt = "", int rank = -1);
   // A board only this process sees: the fallback when shared memory cannot be used.
   static std::unique_ptr<NodeShare> unshared();
 
@@ -52,6 +54,15 @@ class NodeShare {
   int64_t beaconBase() const;
   // The first caller's value wins; returns the value in place.
   int64_t setBeaconBase(int64_t bytes);
+
+  // Members whose process is gone without leaving (killed, crashed: no exit handler ran), in
+  // this process's pid namespace (a pid from another one names some other process), with a
+  // known rank.
+  struct GoneMember {
+    int rank = -1;
+    pid_t pid = 0;
+  };
+  std::vector<GoneMember> goneMembers() const;
 
   // Leaves the member list; the last member to leave removes the board's file.
   void leave();

@@ -111,6 +111,7 @@ class Watchdog {
   WatchdogSnapshot takeSnapshot(PollState& p, bool detected_here, int64_t now_ns);
   void dump(PollState& p, bool detected_here, int64_t now_ns);
   void followCompletion(PollState& p, int64_t now_ns);
+  void recordGoneMembers(PollState& p, int self, const std::string& host);
   int snapshotDevice();
   void abortCommunicators();
 
