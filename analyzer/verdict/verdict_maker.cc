@@ -1,7 +1,9 @@
 #include "hangwatch/verdict/verdict_maker.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 #include <span>
 
 #include "hangwatch/verdict/proxy_progress_analysis.h"
@@ -83,13 +85,23 @@ Verdict VerdictMaker::byRule() const {
       f = std::move(held);
       p = std::move(hp);
     }
-    Verdict v = p.groups.size() > 1   ? mismatch(*f, p)
-                : cycle             ? waitsAcrossCommunicators(*f, p, *cycle)
-                : !p.behind.empty() ? notInCollective(*f, p, p.behind)
-                                    : fromRingProgress(*f, p);
+    // A rank inside ncclCommInitRank* for another communicator waits for that one's members:
+    // it is held up, not in host code of its own.
+    std::vector<int> in_host_code, in_init;
+    for (int r : p.behind) (insideInit(r) ? in_init : in_host_code).push_back(r);
+    if (!p.behind.empty() && in_host_code.empty() && p.groups.size() <= 1 && !cycle) {
+      if (std::optional<Verdict> v = notFormed()) return *v;
+    }
+    Verdict v = p.groups.size() > 1      ? mismatch(*f, p)
+                : cycle                ? waitsAcrossCommunicators(*f, p, *cycle)
+                : !in_host_code.empty() ? notInCollective(*f, p, in_host_code)
+                                       : fromRingProgress(*f, p);
+    if (!in_init.empty() && !in_host_code.empty() && p.groups.size() <= 1 && !cycle) wording_.heldInInit(v, in_init);
+    if (p.groups.size() <= 1 && !cycle && in_host_code.empty()) blameExited(v, *f, p);
     v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
     return v;
   }
+  if (std::optional<Verdict> v = notFormed()) return *v;
   if (sequences_.ranksWithPendingWork().empty()) return nothingPending();
   if (std::string comm = stuckP2pComm(); !comm.empty()) return fromP2p(comm);
   return outsideCollectives();
@@ -119,6 +131,97 @@ Verdict VerdictMaker::outsideCollectives() const {
   v.kind = stuck.empty() ? VerdictKind::kInconclusive : VerdictKind::kNonCommunicationHang;
   for (const OverdueOp& o : stuck) v.culprit_ranks.push_back(o.rank);
   wording_.outsideCollectives(v, stuck);
+  return v;
+}
+
+// Every rank that answered waits in the collective and a member's process is gone: it can
+// never complete, whatever the ring progress shows around the dead rank's links.
+void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const {
+  std::vector<ExitedRank> exited;
+  for (const ExitedRank& e : job_.ranks_exited)
+    if (std::count(p.members_missing.begin(), p.members_missing.end(), e.rank)) exited.push_back(e);
+  if (exited.empty()) return;
+  std::vector<int> ranks;
+  for (const ExitedRank& e : exited) ranks.push_back(e.rank);
+  v.kind = VerdictKind::kCommunicationHang;
+  v.communicator = f.comm;
+  v.op = OpRef{f.op, f.seq};
+  v.culprit_ranks = ranks;
+  v.culprit_link.reset();
+  v.suspects.clear();
+  v.reason.clear();
+  std::erase_if(v.lacking_data, [&](const DataGap& g) { return std::count(ranks.begin(), ranks.end(), g.rank) > 0; });
+  v.confident = true;
+  v.hinges_on.clear();
+  wording_.exitedInside(v, f, exited);
+}
+
+bool VerdictMaker::insideInit(int rank) const {
+  const RankSummary* s = job_.find(rank);
+  return s && std::any_of(s->host_calls.begin(), s->host_calls.end(),
+                          [](const SnapshotHostCall& h) { return h.joining && !h.joining->comm.empty(); });
+}
+
+// NCCL's init returns on no member until every member has called it (bootstrap): ranks inside
+// it for a communicator wait for the members no snapshot shows there. When the communicator
+// spans the job, every process is a member, so a rank whose snapshot shows it outside is one
+// that never called init; for a smaller one the snapshots do not say which processes its
+// missing members are, so the ranks outside it are only suspects.
+std::optional<Verdict> VerdictMaker::notFormed() const {
+  std::map<std::string, FormingComm> forming;
+  std::map<std::string, std::set<int>> comm_ranks_inside;
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotHostCall& h : s.host_calls) {
+      if (!h.joining || h.joining->comm.empty() || h.joining->size <= 0) continue;
+      FormingComm& c = forming[h.joining->comm];
+      c.comm = h.joining->comm;
+      c.size = h.joining->size;
+      c.call = h.call;
+      c.waiting.push_back(s.rank);
+      c.oldest_s = std::max(c.oldest_s, h.age_s);
+      comm_ranks_inside[c.comm].insert(h.joining->rank);
+    }
+  }
+  if (forming.empty()) return std::nullopt;
+  // The one most ranks wait for; of equals, the one they have waited for longest.
+  FormingComm c = std::max_element(forming.begin(), forming.end(), [](const auto& a, const auto& b) {
+                    return std::make_tuple(a.second.waiting.size(), a.second.oldest_s) <
+                           std::make_tuple(b.second.waiting.size(), b.second.oldest_s);
+                  })->second;
+  std::sort(c.waiting.begin(), c.waiting.end());
+  for (int r = 0; r < c.size; ++r)
+    if (!comm_ranks_inside[c.comm].count(r)) c.absent.push_back(r);
+  const std::set<int> inside(c.waiting.begin(), c.waiting.end());
+  for (int r = 0; r < job_.world_size; ++r) {
+    if (inside.count(r)) continue;
+    const RankSummary* s = job_.find(r);
+    (s && s->has_snapshot ? c.outside : c.silent).push_back(r);
+  }
+  c.whole_job = job_.world_size > 0 && c.size == job_.world_size;
+
+  Verdict v;
+  v.communicator = c.comm;
+  v.op = OpRef{c.call, std::nullopt};
+  if (c.absent.empty()) {
+    v.kind = VerdictKind::kInconclusive;
+  } else if (c.whole_job && !c.outside.empty()) {
+    v.kind = VerdictKind::kNonCommunicationHang;
+    v.culprit_ranks = c.outside;
+    // They never called it whatever the silent ranks did; those may not have either.
+    for (int r : c.silent) v.lacking_data.push_back(gapOf(r, ""));
+  } else {
+    // A member no snapshot shows may be inside it with its dump lost, or anywhere else.
+    v.kind = c.whole_job ? VerdictKind::kNonCommunicationHang : VerdictKind::kInconclusive;
+    v.confident = false;
+    if (!c.whole_job)
+      for (int r : c.outside) v.suspects.push_back(rankSuspect(r));
+    for (int r : c.silent) {
+      v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
+      v.lacking_data.push_back(gapOf(r, ""));
+    }
+    sortSuspects(v.suspects);
+  }
+  wording_.notFormed(v, c);
   return v;
 }
 

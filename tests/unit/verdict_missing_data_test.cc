@@ -117,6 +117,19 @@ Scenario mismatch(int world, int rank) {
   return s;
 }
 
+// Every rank inside ncclCommInitRank for the world communicator but `rank`, which never called it.
+Scenario neverJoins(int world, int rank) {
+  Scenario s{"rank " + std::to_string(rank) + " never joins", world, kSeq,
+             {VerdictKind::kNonCommunicationHang, {rank}, std::nullopt}, {}};
+  for (int r = 0; r < world; ++r) {
+    s.ranks.emplace_back(r, world, kSeq);
+    if (r != rank) s.ranks.back().insideInit("00000000600dcafe", r, world);
+  }
+  s.ranks[rank].notInCollective(kSeq, {"stall_in_host_loop", "Trainer", "main"});
+  s.ranks[rank].snap.comms.clear();
+  return s;
+}
+
 // FakeRank::write without fsync: a thousand job directories per test case.
 void writeRank(const FakeRank& r, const std::string& dir) {
   int n = *r.snap.identity.rank;
@@ -249,6 +262,10 @@ TEST_CASE("DeadRankOnSixRanksNeverGetsAConfidentWrongCulpritWhateverDataIsMissin
 
 TEST_CASE("RankStuckInHostCodeNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {
   checkEveryShape(stuckInHostCode(6, 2));
+}
+
+TEST_CASE("CommunicatorNeverFormedNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {
+  checkEveryShape(neverJoins(6, 4));
 }
 
 TEST_CASE("CollectiveMismatchNeverGetsAConfidentWrongCulpritWhateverDataIsMissing") {

@@ -359,3 +359,57 @@ TEST_CASE("RankBlockedInsideTheCollectiveCallIsNotBehind") {
   CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
   CHECK(mentions(r.verdict, "blocked inside the ncclAllReduce call"));
 }
+
+TEST_CASE("ARankThatNeverCallsInitIsNamedWhereTheOthersWaitInsideIt") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back(r, 4, 1);
+    if (r != 2) ranks[r].insideInit("00000000600dcafe", r, 4);
+  }
+  ranks[2].notInCollective(1, {"stall_in_sleep", "joinCommunicator", "main"});
+  ranks[2].snap.comms.clear();
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
+  CHECK(r.verdict.communicator == "00000000600dcafe");
+  CHECK(mentions(r.verdict, "never called ncclCommInitRank for the 4-rank communicator"));
+  CHECK(mentions(r.verdict, "stall_in_sleep"));
+}
+
+TEST_CASE("ASubCommunicatorThatNeverFormsNamesTheRankOutsideEverything") {
+  // Tensor-parallel pairs made after the world communicator: rank 4 waits in its pair's init,
+  // its partner 5 never came; the others went on into the world's next AllReduce. Rank 4 never
+  // issued that AllReduce either, but it is inside an NCCL call, waiting: only 5 is in host code.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 8; ++r) ranks.emplace_back(r, 8, 3);
+  ranks[4].notInCollective(3, {"bootstrapInit", "ncclCommInitRank", "main"});
+  SnapshotHostCall h;
+  h.call = "ncclCommInitRank";
+  h.age_s = 3.5;
+  h.joining = SnapshotJoining{"00000000000077aa", 0, 2};
+  ranks[4].snap.host_calls.push_back(h);
+  ranks[5].notInCollective(3, {"stall_in_host_loop", "main"});
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{5});
+}
+
+TEST_CASE("EveryMemberInsideInitIsInconclusiveWithoutACulprit") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back(r, 3, 1);
+    ranks[r].insideInit("00000000600dcafe", r, 3);
+  }
+  writeAll(ranks, dir.path);
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+  CHECK(r.verdict.culprit_ranks.empty());
+  CHECK(mentions(r.verdict, "every member of the 3-rank communicator"));
+}

@@ -89,6 +89,21 @@ struct FakeRank {
     dump.threads.pop_back();
   }
 
+  // Inside ncclCommInitRank for a communicator (hash `forming`) of `size`, as `comm_rank`: no
+  // communicator made yet, nothing on the streams.
+  void insideInit(const std::string& forming, int comm_rank, int size) {
+    snap.comms.clear();
+    snap.streams.clear();
+    SnapshotHostCall h;
+    h.call = "ncclCommInitRank";
+    h.tid = dump.pid;
+    h.age_s = 3.5;
+    h.joining = SnapshotJoining{forming, comm_rank, size};
+    snap.host_calls.push_back(h);
+    dump.threads[0] = thread(dump.pid, "ring_train", {"bootstrapInit", "ncclCommInitRank", "joinWorld", "main"});
+    dump.threads.pop_back();
+  }
+
   static RingConnection connection(int peer, uint64_t target, uint64_t observed) {
     RingConnection c;
     c.peer = peer;

@@ -40,6 +40,14 @@ struct SuspectSummary {
   std::vector<int> other_episode;  // ranks whose snapshot is of an earlier warning (not used)
 };
 
+// A rank with no dump whose process another rank of its node found gone (rank_state.h).
+struct ExitedRank {
+  int rank = -1;
+  int64_t pid = 0;
+  std::string host;
+  int seen_by = -1;
+};
+
 struct JobData {
   std::string job_dir;         // the attempt's folder
   AttemptInfo attempt;
@@ -55,6 +63,7 @@ struct JobData {
   // JobData moves without invalidating them.
   std::shared_ptr<stackmerge::StackTable> stacks = std::make_shared<stackmerge::StackTable>();
   std::vector<int> ranks_missing;  // in [0, world_size): no usable file at all
+  std::vector<ExitedRank> ranks_exited;  // of those, the ones whose process was seen gone
   std::vector<PartialRank> ranks_partial;
   std::vector<int> ranks_collecting;  // collectors still at work when the report was made
   std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences

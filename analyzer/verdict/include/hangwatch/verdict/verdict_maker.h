@@ -30,6 +30,11 @@ class VerdictMaker {
   Verdict noDumps() const;
   Verdict noSnapshots() const;
   Verdict outsideCollectives() const;
+  // Ranks inside ncclCommInitRank* for a communicator some members never joined.
+  std::optional<Verdict> notFormed() const;
+  bool insideInit(int rank) const;
+  // A member of the focus communicator whose process is gone is the culprit.
+  void blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const;
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
   Verdict notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const;

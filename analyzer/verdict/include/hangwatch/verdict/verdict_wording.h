@@ -61,6 +61,19 @@ struct OverdueOp {
   double timeout_s = 0;
 };
 
+// A communicator some ranks are inside ncclCommInitRank* for (the snapshots' `joining`).
+struct FormingComm {
+  std::string comm;            // the hash comms[].hash would have
+  int size = 0;                // members it waits for
+  std::string call;            // "ncclCommInitRank", ...
+  std::vector<int> waiting;    // global ranks inside the init
+  double oldest_s = 0;         // the longest any of them has been inside
+  std::vector<int> absent;     // its member ranks (in it) that no snapshot shows inside
+  std::vector<int> outside;    // job ranks whose snapshot shows them outside it
+  std::vector<int> silent;     // job ranks with no snapshot
+  bool whole_job = false;      // size == the job's world size: every process is a member
+};
+
 // How NCCL's profiler events stand to the culprit the debugger's records name.
 enum class ProfilerView {
   kSame,               // they name the same culprit
@@ -97,6 +110,10 @@ class VerdictWording {
   void nothingPending(Verdict& v) const;
   // Work pending outside any collective: the ranks whose operation outlived the timeout, if any.
   void outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const;
+  void notFormed(Verdict& v, const FormingComm& c) const;
+  // Ranks that never called the collective because they wait inside another communicator's init.
+  void heldInInit(Verdict& v, const std::vector<int>& ranks) const;
+  void exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const;
   // Fewer than half the ranks answered; `named` when the verdict as it stands names a culprit.
   void tooFewAnswered(Verdict& v, int answered, bool named) const;
   // What every verdict notes about the data: who first detected the hang, who is missing.
