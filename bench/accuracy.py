@@ -39,6 +39,9 @@ TIMEOUT_S = 3  # HANGWATCH_TIMEOUT: the collective that does not finish in 3 s i
 JOB_WAIT_S = 300
 NODE_COUNTS = (1, 2, 3, 4)
 LAUNCHERS = ("mpirun", "torchrun", "srun")
+# srun under Slurm's default KillOnBadExit=0: a task that exits leaves the others running.
+# (mpirun and torchrun tear the job down at the first failed rank: no hang to diagnose.)
+SRUN_KEEP = "srun-keep"
 
 
 class Case:
@@ -46,9 +49,9 @@ class Case:
     truth: {"kind": ..., "link": (a, b)} or {"kind": ..., "rank": r}; `alternatives` are
     further truths any of which is as right (two simultaneous faults)."""
 
-    def __init__(self, rng, min_nodes=1, max_nodes=4, program="ring_train"):
+    def __init__(self, rng, min_nodes=1, max_nodes=4, program="ring_train", launchers=None):
         # examples/python_train bootstraps through MPI only: its ranks run under mpirun.
-        launchers = LAUNCHERS if program == "ring_train" else ("mpirun",)
+        launchers = launchers or (LAUNCHERS if program == "ring_train" else ("mpirun",))
         self.program = program
         shapes = [(n, k) for n in range(4, 17) for k in NODE_COUNTS
                   if min_nodes <= k <= max_nodes and n % k == 0 and n // k >= 1]
@@ -63,6 +66,7 @@ class Case:
         self.env = {"NCCL_ALGO": "Ring"}
         self.truth = None
         self.alternatives = []
+        self.dumps_expected = self.nranks  # a rank whose process is gone writes nothing
 
     @property
     def per_node(self):
@@ -120,6 +124,30 @@ def mismatch(rng):
     r = rng.randrange(c.nranks)
     c.args += ["--mismatch-rank", str(r), "--mismatch-at-step", str(c.step)]
     c.truth = {"kind": "collective-mismatch", "rank": r}
+    return c
+
+
+def rank_exits(rng):
+    """A rank's process ends (SIGKILL mostly, as the OOM killer does; else abort()) right after
+    it enqueued a step's gradient AllReduce, under srun as Slurm runs it by default: the
+    others wait for it in that collective."""
+    c = Case(rng, launchers=(SRUN_KEEP,))
+    r = rng.randrange(c.nranks)
+    how = rng.choice(("kill", "kill", "abort"))
+    c.args += ["--exit-rank", str(r), "--exit-at-step", str(c.step), "--exit-how", how]
+    c.truth = {"kind": "communication-hang", "rank": r}
+    c.dumps_expected = c.nranks - 1
+    return c
+
+
+def never_joins(rng):
+    """A rank gets the world communicator's unique id and never calls ncclCommInitRank (stuck
+    in its own code): the others wait in init, no collective ever starts."""
+    c = Case(rng)
+    r = rng.randrange(c.nranks)
+    kind = rng.choice(("host-loop", "sleep"))
+    c.args += ["--stall-rank", str(r), "--stall-at-step", "init", "--stall-kind", kind]
+    c.truth = {"kind": "non-communication-hang", "rank": r}
     return c
 
 
@@ -184,6 +212,8 @@ CLASSES = {
     "py-dataloader": (lambda rng: host_stuck(rng, "python_train", "dataloader"),
                       "a Python rank's dataloader deadlocks"),
     "mismatch": (mismatch, "a rank calls AllGather where the others call AllReduce"),
+    "rank-exits": (rank_exits, "a rank's process ends mid-collective (SIGKILL or abort)"),
+    "never-joins": (never_joins, "a rank never calls ncclCommInitRank: the communicator never forms"),
     "two-faults": (two_faults, "two links die at the same op"),
     "graph-replay": (graph_replay, "a dead link inside a CUDA-graph replay"),
     "nonblocking": (nonblocking, "a dead link under non-blocking communicators"),
@@ -206,7 +236,7 @@ def judge(verdict, case):
 
 def run(case, build, keep_dir):
     import report_jobs
-    from harness import MpiJob
+    from harness import MpiJob, srun_like
 
     root = Path(tempfile.mkdtemp(prefix="hangwatch-accuracy-"))
     env = report_jobs.watchdog_env(root, timeout_s=TIMEOUT_S, faults=";".join(case.faults))
@@ -216,7 +246,8 @@ def run(case, build, keep_dir):
     if case.nodes > 1:
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), str(case.per_node), "--", *argv]
-    launcher = report_jobs.LAUNCHERS[case.launcher]
+    launcher = (lambda n: srun_like(n, kill_on_bad_exit=False)) if case.launcher == SRUN_KEEP \
+        else report_jobs.LAUNCHERS[case.launcher]
     job_dir = root / report_jobs.JOB_ID
     result = {"outcome": "wrong", "why": "", "seconds": None}
     output = ""
@@ -233,10 +264,10 @@ def run(case, build, keep_dir):
                 # operator's `report --wait` does) for the collectors still running.
                 snapshots = lambda: len(list((job_dir / "ranks").glob("r*.watchdog.json")))
                 deadline = time.monotonic() + JOB_WAIT_S
-                while snapshots() < case.nranks and time.monotonic() < deadline and job.proc.poll() is None:
+                while snapshots() < case.dumps_expected and time.monotonic() < deadline and job.proc.poll() is None:
                     time.sleep(0.2)
-                if snapshots() < case.nranks:
-                    result["why"] = f"only {snapshots()} of {case.nranks} snapshots"
+                if snapshots() < case.dumps_expected:
+                    result["why"] = f"only {snapshots()} of {case.dumps_expected} snapshots"
                     output = job.output()
                     return result
             code, out, err = report_jobs.report(job_dir, "json", ("--wait", "0" if case.mode == "abort" else "120"))

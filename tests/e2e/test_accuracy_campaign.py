@@ -49,12 +49,22 @@ class Classes(unittest.TestCase):
 
     def test_the_random_parameters_cover_every_value(self):
         all_cases = [c for name in accuracy.CLASSES for c in cases(name, 40)]
-        self.assertEqual({c.launcher for c in all_cases}, set(accuracy.LAUNCHERS))
+        self.assertEqual({c.launcher for c in all_cases}, {*accuracy.LAUNCHERS, accuracy.SRUN_KEEP})
         self.assertEqual({c.mode for c in all_cases}, {"abort", "wait"})
         self.assertEqual({c.collector for c in all_cases}, {"on", "off"})
         self.assertEqual({c.nodes for c in all_cases}, set(accuracy.NODE_COUNTS))
         self.assertEqual(min(c.nranks for c in all_cases), 4)
         self.assertEqual(max(c.nranks for c in all_cases), 16)
+
+
+    def test_a_rank_that_exits_runs_under_srun_that_keeps_the_others_and_is_expected_to_leave_no_dump(self):
+        for c in cases("rank-exits"):
+            self.assertEqual(c.launcher, accuracy.SRUN_KEEP, c.describe())
+            self.assertEqual(c.dumps_expected, c.nranks - 1)
+            self.assertEqual(c.args[c.args.index("--exit-rank") + 1], str(c.truth["rank"]))
+        for c in cases("never-joins"):
+            self.assertEqual(c.args[c.args.index("--stall-at-step") + 1], "init")
+            self.assertEqual(c.dumps_expected, c.nranks)
 
 
 class Score(unittest.TestCase):

@@ -1,0 +1,61 @@
+"""Ranks that are not there: one whose process ends inside a collective (killed, as the OOM
+killer does, under srun as Slurm runs it by default: the others run on and wait), and one that
+never calls ncclCommInitRank (stuck in its own code before it), so the communicator never forms.
+Two nodes of two ranks (launchers/as_node.py), abort mode, as a restartable job runs."""
+import json
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import report_jobs
+from harness import MpiJob, srun_like
+
+NRANKS = 4
+CULPRIT = 2  # the first rank of the second node: its node has a rank that survives it
+
+
+class RankGone(unittest.TestCase):
+    def setUp(self):
+        if not report_jobs.can_run_as_nodes():
+            self.skipTest("jobs on several nodes need a UTS namespace per rank (root)")
+        self.root = Path(tempfile.mkdtemp(prefix="hangwatch-gone-"))
+        self.addCleanup(shutil.rmtree, self.root, True)
+
+    def run_job(self, args, launcher):
+        env = report_jobs.watchdog_env(self.root, timeout_s=3)
+        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1", "NCCL_ALGO": "Ring"})
+        env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
+        argv = [sys.executable, str(report_jobs.AS_NODE), "2", "--", *report_jobs.job_argv("ring_train", args, 40)]
+        start = time.monotonic()
+        with MpiJob(NRANKS, argv, env=env, program="ring_train", launcher=launcher) as job:
+            code = job.wait_exit(200)
+            out = job.output()
+        self.assertIsNotNone(code, f"the job never ended:\n{out[-3000:]}")
+        return report_jobs.report_json(self.root / report_jobs.JOB_ID), time.monotonic() - start, out
+
+    def test_a_rank_killed_inside_a_collective_is_named_from_its_node(self):
+        rep, seconds, out = self.run_job(["--exit-rank", str(CULPRIT), "--exit-at-step", "4"],
+                                         srun_like(NRANKS, kill_on_bad_exit=False))
+        v = rep["verdict"]
+        self.assertEqual(v["kind"], "communication-hang", json.dumps(v, indent=1))
+        self.assertEqual(v["culprit_ranks"], [CULPRIT], json.dumps(v, indent=1))
+        self.assertIn(CULPRIT, rep["ranks_missing"])
+        self.assertTrue(any("had exited" in e for e in v["evidence"]), v["evidence"])
+        # Its node's survivor said it is gone: abort mode does not wait out HANGWATCH_ABORT_GRACE (120 s).
+        self.assertLess(seconds, 100, out[-3000:])
+
+    def test_a_rank_that_never_calls_init_is_named_with_where_it_is(self):
+        rep, _, _ = self.run_job(["--stall-rank", str(CULPRIT), "--stall-at-step", "init", "--stall-kind", "sleep"],
+                                 None)
+        v = rep["verdict"]
+        self.assertEqual(v["kind"], "non-communication-hang", json.dumps(v, indent=1))
+        self.assertEqual(v["culprit_ranks"], [CULPRIT], json.dumps(v, indent=1))
+        self.assertEqual(rep["ranks_missing"], [])
+        self.assertTrue(any("stall_in_sleep" in e for e in v["evidence"]), v["evidence"])
+
+
+if __name__ == "__main__":
+    unittest.main()
