@@ -186,7 +186,8 @@ void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
       {
         MembersLock lock(*board);
         struct stat mine, named;
-        if (pruneDeadMembers(*board) == 0 && ::fstat(fd.get(), &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        // Counted, not pruned: a live job's board keeps its dead members for its ranks to name.
+        if (liveMembers(*board) == 0 && ::fstat(fd.get(), &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
             mine.st_ino == named.st_ino)
           ::unlink(path.c_str());
       }

@@ -536,4 +536,9 @@ TEST_CASE("AMemberKilledWithoutLeavingIsNamedByItsRankAndOneThatLeftIsNot") {
   }
   REQUIRE(::waitpid(anonymous, nullptr, 0) == anonymous);
   CHECK((*me)->goneMembers().size() == 1);
+  // Another job of this user starting on the node sweeps boards whose members all exited: this
+  // one has a live member, and keeps its dead ones.
+  auto other = NodeShare::attach(dir.path + "/other-job", dir.path, "", 0);
+  REQUIRE(other.ok());
+  CHECK((*me)->goneMembers().size() == 1);
 }
