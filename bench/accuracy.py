@@ -128,12 +128,12 @@ def mismatch(rng):
 
 
 def rank_exits(rng):
-    """A rank's process ends (SIGKILL mostly, as the OOM killer does; else abort()) right after
-    it enqueued a step's gradient AllReduce, under srun as Slurm runs it by default: the
-    others wait for it in that collective."""
+    """A rank's process ends (SIGKILL as the OOM killer does, abort() as a failed assertion, or
+    exit(1) from an error path) right after it enqueued a step's gradient AllReduce, under srun
+    as Slurm runs it by default: the others wait for it in that collective."""
     c = Case(rng, launchers=(SRUN_KEEP,))
     r = rng.randrange(c.nranks)
-    how = rng.choice(("kill", "kill", "abort"))
+    how = rng.choice(("kill", "abort", "exit"))
     c.args += ["--exit-rank", str(r), "--exit-at-step", str(c.step), "--exit-how", how]
     c.truth = {"kind": "communication-hang", "rank": r}
     c.dumps_expected = c.nranks - 1
@@ -212,7 +212,7 @@ CLASSES = {
     "py-dataloader": (lambda rng: host_stuck(rng, "python_train", "dataloader"),
                       "a Python rank's dataloader deadlocks"),
     "mismatch": (mismatch, "a rank calls AllGather where the others call AllReduce"),
-    "rank-exits": (rank_exits, "a rank's process ends mid-collective (SIGKILL or abort)"),
+    "rank-exits": (rank_exits, "a rank's process ends mid-collective (SIGKILL, abort() or exit(1))"),
     "never-joins": (never_joins, "a rank never calls ncclCommInitRank: the communicator never forms"),
     "two-faults": (two_faults, "two links die at the same op"),
     "graph-replay": (graph_replay, "a dead link inside a CUDA-graph replay"),

@@ -113,7 +113,8 @@ void Watchdog::onExit() {
   w->stopping_.store(true, std::memory_order_release);
   for (int i = 0; i < 400 && !w->poller_done_.load(std::memory_order_acquire); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (w->poller_done_.load(std::memory_order_acquire) && w->node_) w->node_->leave();
+  if (w->poller_done_.load(std::memory_order_acquire) && w->node_ && !w->pending_at_exit_.load(std::memory_order_acquire))
+    w->node_->leave();
 }
 
 Watchdog::Watchdog(WatchdogConfig config)
@@ -354,6 +355,7 @@ void Watchdog::finishPolling(PollState& p) {
     PendingOp op;
     while (issued_.tryPop(&op)) p.poller.accept(op);
     p.poller.poll(monotonicNs());
+    pending_at_exit_.store(p.poller.queues().pendingCount() > 0, std::memory_order_release);
   } catch (const std::exception& e) {
     p.log.failureOnce(fmt::format("poller:{}", e.what()), fmt::format("last poller pass failed: {}", e.what()));
   }
@@ -544,7 +546,7 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   responder_->start(planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }));
 }
 
-// Ranks of this node whose process is gone (killed, crashed) never write their state: say so in
+// Ranks of this node whose process is gone (killed, crashed, exited mid-collective) never write their state: say so in
 // their stead, so that `abort` mode does not wait out its grace for them and the report can tell
 // a rank that exited from one whose dumps are lost. Never over a file the rank wrote itself.
 void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host) {
@@ -560,7 +562,9 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
     s.time_unix_s = wallClockSeconds();
     s.snapshot = "none: the process had exited";
     s.forensics = "off";
-    s.note = fmt::format("process {} was gone (killed or crashed) when rank {} of this node dumped", g.pid, self);
+    s.note = fmt::format("process {} was gone (killed, crashed, or exited with GPU work in flight) when rank {} of "
+                         "this node dumped",
+                         g.pid, self);
     s.exited_seen_by = self;
     if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
       p.log.failureOnce("gone-state", "state of exited rank not written: " + w.error());
@@ -572,6 +576,8 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
 void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
   p.next_completion_poll_ns = now_ns + kCompletionPollNs;
   std::optional<int> rank = snapshotRank(launcher_, comms_);
+  // A node peer that died after this rank dumped (while it dumped itself, say) is named too.
+  if (rank) recordGoneMembers(p, *rank, hostName());
   if (!p.completion && rank == 0) {
     int world = launcher_.world_size.value_or(0);
     for (const CommView& c : comms_.view()) world = std::max(world, c.size);

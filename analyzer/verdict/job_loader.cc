@@ -307,7 +307,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
     } else if (s.state && s.state->exited_seen_by) {
       job.ranks_exited.push_back({s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by});
       job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) had exited when rank {} of its "
-                                         "node dumped (killed or crashed)",
+                                         "node dumped",
                                          s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by));
     } else if (!s.collecting) {
       job.problems.push_back(fmt::format("rank {}: no usable file (watchdog snapshot: {}; forensics dump: {})", s.rank,

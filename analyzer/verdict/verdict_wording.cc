@@ -486,9 +486,8 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
 void VerdictWording::exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const {
   std::vector<std::string> said;
   for (const ExitedRank& e : exited)
-    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped: killed or "
-                               "crashed (it never left the node's board, so no exit handler ran); {} can never "
-                               "complete without it.",
+    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped: killed, "
+                               "crashed, or exited with GPU work in flight; {} can never complete without it.",
                                e.rank, e.pid, e.host, e.seen_by, opText(f)));
   v.evidence.insert(v.evidence.begin(), said.begin(), said.end());
   v.headline = fmt::format("Communication hang: rank(s) {} exited inside {}; the others wait for {}.",

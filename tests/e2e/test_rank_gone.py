@@ -37,7 +37,15 @@ class RankGone(unittest.TestCase):
         return report_jobs.report_json(self.root / report_jobs.JOB_ID), time.monotonic() - start, out
 
     def test_a_rank_killed_inside_a_collective_is_named_from_its_node(self):
-        rep, seconds, out = self.run_job(["--exit-rank", str(CULPRIT), "--exit-at-step", "4"],
+        self.check_exited("kill")
+
+    def test_a_rank_calling_exit_inside_a_collective_is_named_from_its_node(self):
+        # exit() runs the exit handlers: the watchdog's keeps it on the node's board, since a
+        # collective was still pending.
+        self.check_exited("exit")
+
+    def check_exited(self, how):
+        rep, seconds, out = self.run_job(["--exit-rank", str(CULPRIT), "--exit-at-step", "4", "--exit-how", how],
                                          srun_like(NRANKS, kill_on_bad_exit=False))
         v = rep["verdict"]
         self.assertEqual(v["kind"], "communication-hang", json.dumps(v, indent=1))

@@ -138,6 +138,9 @@ class Watchdog {
   std::thread poller_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> poller_done_{false};
+  // GPU work still pending at the poller's last pass: a rank exiting with a collective in flight
+  // stays on its node's board, so the ranks left waiting name it as exited.
+  std::atomic<bool> pending_at_exit_{false};
 };
 
 }  // namespace hangwatch::watchdog
