@@ -135,7 +135,10 @@ Verdict VerdictMaker::outsideCollectives() const {
 }
 
 // Every rank that answered waits in the collective and a member's process is gone: it can
-// never complete, whatever the ring progress shows around the dead rank's links.
+// never complete, whatever the ring progress shows around the dead rank's links. Evidence: the
+// member's state file, written by a rank of its node that found its pid gone from the node's
+// board (/proc and kill(0) on that node: the same on a GPU job). A rank alone on its node, or
+// one whose node died whole, has nobody to say so: it stays a rank without a snapshot.
 void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const {
   std::vector<ExitedRank> exited;
   for (const ExitedRank& e : job_.ranks_exited)
@@ -162,11 +165,14 @@ bool VerdictMaker::insideInit(int rank) const {
                           [](const SnapshotHostCall& h) { return h.joining && !h.joining->comm.empty(); });
 }
 
-// NCCL's init returns on no member until every member has called it (bootstrap): ranks inside
-// it for a communicator wait for the members no snapshot shows there. When the communicator
-// spans the job, every process is a member, so a rank whose snapshot shows it outside is one
-// that never called init; for a smaller one the snapshots do not say which processes its
-// missing members are, so the ranks outside it are only suspects.
+// NCCL's init returns on no member until every member has called it (src/bootstrap.cc:
+// bootstrapRoot collects every rank's handle before it answers any): ranks inside it for a
+// communicator wait for the members no snapshot shows there. Evidence: the snapshots' host
+// calls (`joining`, recorded by the init interposer: on a GPU job the blocking init looks the
+// same). When the communicator spans the job, every process is a member, so a rank whose
+// snapshot shows it outside is one that never called init; for a smaller one the snapshots do
+// not say which processes its missing members are, so the ranks outside it are only suspects.
+// A non-blocking init (config.blocking = 0) returns at once and is not seen here.
 std::optional<Verdict> VerdictMaker::notFormed() const {
   std::map<std::string, FormingComm> forming;
   std::map<std::string, std::set<int>> comm_ranks_inside;
@@ -195,7 +201,10 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
   for (int r = 0; r < job_.world_size; ++r) {
     if (inside.count(r)) continue;
     const RankSummary* s = job_.find(r);
-    (s && s->has_snapshot ? c.outside : c.silent).push_back(r);
+    // A rank whose process a node peer found gone is outside it as surely as one whose snapshot says so.
+    const bool exited = std::any_of(job_.ranks_exited.begin(), job_.ranks_exited.end(),
+                                    [&](const ExitedRank& e) { return e.rank == r; });
+    (s && s->has_snapshot ? c.outside : exited ? c.exited : c.silent).push_back(r);
   }
   c.whole_job = job_.world_size > 0 && c.size == job_.world_size;
 
@@ -204,17 +213,21 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
   v.op = OpRef{c.call, std::nullopt};
   if (c.absent.empty()) {
     v.kind = VerdictKind::kInconclusive;
-  } else if (c.whole_job && !c.outside.empty()) {
+  } else if (c.whole_job && !(c.outside.empty() && c.exited.empty())) {
     v.kind = VerdictKind::kNonCommunicationHang;
     v.culprit_ranks = c.outside;
+    v.culprit_ranks.insert(v.culprit_ranks.end(), c.exited.begin(), c.exited.end());
+    std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
     // They never called it whatever the silent ranks did; those may not have either.
     for (int r : c.silent) v.lacking_data.push_back(gapOf(r, ""));
   } else {
     // A member no snapshot shows may be inside it with its dump lost, or anywhere else.
     v.kind = c.whole_job ? VerdictKind::kNonCommunicationHang : VerdictKind::kInconclusive;
     v.confident = false;
-    if (!c.whole_job)
+    if (!c.whole_job) {
       for (int r : c.outside) v.suspects.push_back(rankSuspect(r));
+      for (int r : c.exited) v.suspects.push_back(rankSuspect(r));
+    }
     for (int r : c.silent) {
       v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
       v.lacking_data.push_back(gapOf(r, ""));
@@ -476,6 +489,18 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
       }
       v.confident = true;  // the data is all there; it just names nothing
       break;
+  }
+  // NCCL's profiler: more than one link holds steps on the wire (each sender handed data to
+  // the network that never completed), so the ring lost data in more than one place; each such
+  // link is a suspect, whatever else narrowed the stop.
+  if (pf.wire_links.size() > 1) {
+    for (const Link& l : pf.wire_links)
+      if (std::none_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) { return s.link == l; }))
+        v.suspects.push_back(linkSuspect(l));
+    sortSuspects(v.suspects);
+    v.confident = false;
+    if (v.hinges_on.empty()) v.hinges_on = "which of the links holding steps on the wire stopped first";
+    if (v.source.empty()) v.source = "profiler";
   }
 }
 

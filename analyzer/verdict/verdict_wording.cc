@@ -449,7 +449,7 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
   std::vector<int> absent = c.absent;
   v.evidence.push_back(fmt::format("No snapshot shows the communicator's rank(s) {} inside the call.",
                                    ranksText(absent)));
-  for (int r : c.whole_job ? v.culprit_ranks : std::vector<int>{}) {
+  for (int r : c.whole_job ? c.outside : std::vector<int>{}) {
     const RankSummary* s = job_.find(r);
     std::string pending;
     for (const SnapshotPendingOp& op : s ? s->pending : std::vector<SnapshotPendingOp>{})
@@ -457,16 +457,26 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
     v.evidence.push_back(describeRank(job_, r) + ": not inside " + c.call + (s && s->comms.empty() ? ", no communicator made" : "") +
                          "; " + (pending.empty() ? "no GPU work pending, so it is in host code." : "pending on its streams: " + pending + "."));
   }
+  for (const ExitedRank& e : job_.ranks_exited)
+    if (std::count(c.exited.begin(), c.exited.end(), e.rank))
+      v.evidence.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped: "
+                                       "it can never join.",
+                                       e.rank, e.pid, e.host, e.seen_by));
   if (!c.silent.empty())
     v.evidence.push_back(ranksPhrase(c.silent) + " left no snapshot: " + (c.silent.size() == 1 ? "it" : "they") +
                          " may be inside it or not have called it either.");
   if (!v.culprit_ranks.empty()) {
     v.headline = fmt::format("Non-communication hang: rank(s) {} never called {} for {}, which rank(s) {} wait in.",
                              ranksText(v.culprit_ranks), c.call, what, ranksText(c.waiting));
-    v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(v.culprit_ranks) +
-                           " never reached the communicator's creation (see where below: a data loader, a lock, a "
-                           "loop, a different code path). Fix the program or its input and restart; draining hosts "
-                           "will not help.");
+    if (!c.outside.empty())
+      v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(c.outside) +
+                             " never reached the communicator's creation (see where below: a data loader, a lock, a "
+                             "loop, a different code path). Fix the program or its input and restart; draining hosts "
+                             "will not help.");
+    if (!c.exited.empty())
+      v.next_steps.push_back("Find why rank(s) " + ranksText(c.exited) +
+                             " died before joining: the job's log of that rank, dmesg on its host for the OOM killer, a "
+                             "core file.");
     return;
   }
   if (c.whole_job) {

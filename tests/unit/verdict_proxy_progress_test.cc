@@ -122,6 +122,27 @@ TEST_CASE("ADeadLinkIsNamedFromTheSnapshotsAloneWhenEveryLinkIsANetworkLink") {
   CHECK(all(v).find("holds steps on the wire") != std::string::npos);
 }
 
+TEST_CASE("TwoLinksOnTheWireAreBothSuspectsWhenNoDebuggerRan") {
+  // Two dead network links (the campaign's two-faults, collector off): each holds steps on
+  // the wire; the snapshots cannot say which stopped first, so both are suspects.
+  auto ranks = job(8);
+  addProxyProgress(ranks, 1, 2, {Link{1, 2}, std::nullopt});
+  for (SnapshotProxyConnection& c : ranks[5].snap.progress->connections)
+    if (c.dir == "send" && c.peer == 6) c.steps = {16, 16, 16, 8};
+  for (SnapshotProxyConnection& c : ranks[6].snap.progress->connections)
+    if (c.dir == "recv" && c.peer == 5) c.steps = {16, 8, 8, 8};
+  const Verdict v = verdictOf(ranks);
+  INFO(all(v));
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  CHECK_FALSE(v.hinges_on.empty());
+  auto suspected = [&](Link l) {
+    return std::any_of(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) { return s.link == l; });
+  };
+  CHECK(suspected(Link{1, 2}));
+  CHECK(suspected(Link{5, 6}));
+}
+
 TEST_CASE("AStoppedGpuIsNamedFromTheSnapshotsAlone") {
   auto ranks = job(8);
   addProxyProgress(ranks, 1, 2, {std::nullopt, 3});

@@ -1,10 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <utility>
 
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
 #include "verdict_test_fixture.h"
@@ -412,4 +416,53 @@ TEST_CASE("EveryMemberInsideInitIsInconclusiveWithoutACulprit") {
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK(r.verdict.culprit_ranks.empty());
   CHECK(mentions(r.verdict, "every member of the 3-rank communicator"));
+}
+
+TEST_CASE("ARankWhoseProcessDiedBeforeInitIsNamedFromItsNodePeer") {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back(r, 4, 1);
+    ranks[r].insideInit("00000000600dcafe", r, 4);
+  }
+  for (int r : {0, 1, 3}) ranks[r].write(dir.path);
+  RankState gone;
+  gone.rank = 2;
+  gone.phase = DumpPhase::kDone;
+  gone.pid = 102;
+  gone.host = "node0";
+  gone.exited_seen_by = 3;
+  REQUIRE(writeFileAtomically(rankStatePath(dir.path, 2), toJson(gone).dump()).ok());
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
+  CHECK(mentions(r.verdict, "had exited when rank 3 of its node dumped"));
+}
+
+TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
+  // No debugger ran (collector off): nothing but the node peer's word places rank 2.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 7);
+  for (int r : {0, 1, 3}) {
+    ranks[r].dump.ring_progress.clear();
+    ranks[r].write(dir.path);
+  }
+  RankState gone;
+  gone.rank = 2;
+  gone.phase = DumpPhase::kDone;
+  gone.pid = 102;
+  gone.host = "node0";
+  gone.exited_seen_by = 1;
+  REQUIRE(writeFileAtomically(rankStatePath(dir.path, 2), toJson(gone).dump()).ok());
+  Report r = reportOf(dir.path);
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
+  CHECK(mentions(r.verdict, "exited inside ncclAllReduce"));
+  // Without the node peer's word it is a rank that left no dump: not confident.
+  std::filesystem::remove(rankStatePath(dir.path, 2));
+  Report unsure = reportOf(dir.path);
+  CHECK_FALSE(unsure.verdict.confident);
 }

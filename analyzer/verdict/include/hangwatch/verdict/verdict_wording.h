@@ -70,7 +70,8 @@ struct FormingComm {
   double oldest_s = 0;         // the longest any of them has been inside
   std::vector<int> absent;     // its member ranks (in it) that no snapshot shows inside
   std::vector<int> outside;    // job ranks whose snapshot shows them outside it
-  std::vector<int> silent;     // job ranks with no snapshot
+  std::vector<int> exited;     // job ranks with no snapshot whose process a node peer found gone
+  std::vector<int> silent;     // job ranks with no snapshot otherwise
   bool whole_job = false;      // size == the job's world size: every process is a member
 };
 
