@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/rank_identity.h"
+
 namespace hangwatch::watchdog {
 
 namespace {
@@ -204,6 +206,9 @@ std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir
   std::string absolute = std::filesystem::absolute(job_dir, ec).lexically_normal().string();
   if (ec) absolute = job_dir;
   if (!attempt.empty()) absolute += "\n" + attempt;
+  // The host too: a node's /dev/shm is its own, except where hosts share one (containers on
+  // one machine, or test nodes that are UTS namespaces), whose ranks must not see each other.
+  absolute += "\n" + hostName();
   return fmt::format("{}/hangwatch-{}-{:016x}", shm_dir, ::getuid(), fnv1a(absolute));
 }
 

@@ -2,6 +2,7 @@
 // completion ranks wait for in abort mode, and SIGTERM held back while dumping.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -541,4 +542,35 @@ TEST_CASE("AMemberKilledWithoutLeavingIsNamedByItsRankAndOneThatLeftIsNot") {
   auto other = NodeShare::attach(dir.path + "/other-job", dir.path, "", 0);
   REQUIRE(other.ok());
   CHECK((*me)->goneMembers().size() == 1);
+}
+
+TEST_CASE("BoardsOfTwoHostsAreApartEvenWhenTheyShareOneSharedMemory") {
+  // Two hosts that see one /dev/shm (containers on one machine, or test nodes made of UTS
+  // namespaces) must not share a board: a rank would take the other host's ranks for its own.
+  TempDir dir;
+  const std::string job = dir.path + "/job";
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    const char name[] = "another-host";
+    if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(name, sizeof name - 1) != 0) ::_exit(3);
+    const std::string path = nodeSharePath(job, dir.path);
+    if (::write(fds[1], path.data(), path.size()) != static_cast<ssize_t>(path.size())) ::_exit(1);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  char buf[512] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  if (WEXITSTATUS(status) == 3) {
+    WARN("no UTS namespace here (needs root): skipped");
+    return;
+  }
+  REQUIRE(n > 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)) != nodeSharePath(job, dir.path));
 }

@@ -81,7 +81,7 @@ class NodeShare {
   bool left_ = false;
 };
 
-// "/dev/shm/hangwatch-<uid>-<hash of the absolute job dir and the attempt>".
+// "/dev/shm/hangwatch-<uid>-<hash of the absolute job dir, the attempt and the host name>".
 std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir = "/dev/shm",
                           const std::string& attempt = "");
 
