@@ -234,7 +234,7 @@ def judge(verdict, case):
     return "wrong", outcomes[0][1]
 
 
-def run(case, build, keep_dir):
+def run(case, build, keep_dir, keep_all=False):
     import report_jobs
     from harness import MpiJob, srun_like
 
@@ -283,7 +283,7 @@ def run(case, build, keep_dir):
                   "headline": verdict.get("headline")}
         return result
     finally:
-        if result["outcome"] == "wrong" and keep_dir:
+        if (result["outcome"] == "wrong" or keep_all) and keep_dir:
             kept = Path(keep_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{random.randrange(1 << 30)}"
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(root), kept)
@@ -311,6 +311,8 @@ def main():
     ap.add_argument("--out", help="write the Markdown table here (it is printed too)")
     ap.add_argument("--keep-wrong", default="accuracy-wrong",
                     help="folder for each wrong verdict's job dir and case (default: ./accuracy-wrong)")
+    ap.add_argument("--keep-all", action="store_true",
+                    help="keep every job's directory under --keep-wrong, not only the wrong ones")
     ap.add_argument("--tolerate", default="",
                     help="comma-separated classes whose wrong verdicts are known limits (docs/accuracy.md): "
                          "counted and kept, but they do not fail the run")
@@ -349,7 +351,7 @@ def main():
         results = []
         for i in range(args.runs):
             case = make(rng)
-            r = run(case, build, args.keep_wrong)
+            r = run(case, build, args.keep_wrong, args.keep_all)
             results.append(r)
             kept = f" (kept in {r['kept']})" if r.get("kept") else ""
             print(f"{name:20s} {i + 1:3d} {r['outcome']:6s} {r['why']}{kept}\n{'':25s}{case.describe()}", flush=True)

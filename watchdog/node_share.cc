@@ -26,7 +26,7 @@ namespace hangwatch::watchdog {
 namespace {
 
 constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 constexpr int kMaxMembers = 256;
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -42,6 +42,7 @@ struct NodeShare::Layout {
   uint64_t member_starts[kMaxMembers];  // their start times (clock ticks since boot): pids are reused
   int32_t member_ranks[kMaxMembers];    // their launcher ranks, -1 unknown
   uint64_t member_pidns[kMaxMembers];   // their pid namespaces (inode), 0 unknown
+  uint8_t member_left[kMaxMembers];     // 1: left at exit (nothing pending); kept to be named
   std::atomic<int64_t> next_lookup_ns[2];
   std::atomic<uint32_t> triggered;
   std::atomic<uint32_t> complete;
@@ -67,6 +68,7 @@ void initLayout(NodeShare::Layout* l, bool process_shared) {
   for (uint64_t& s : l->member_starts) s = 0;
   for (int32_t& r : l->member_ranks) r = -1;
   for (uint64_t& n : l->member_pidns) n = 0;
+  for (uint8_t& m : l->member_left) m = 0;
   for (auto& n : l->next_lookup_ns) n.store(0, std::memory_order_relaxed);
   l->triggered.store(0, std::memory_order_relaxed);
   l->complete.store(0, std::memory_order_relaxed);
@@ -119,11 +121,12 @@ bool alive(pid_t pid, uint64_t started) {
   return started == 0 || startTicks(pid) == started;  // 0: /proc could not tell when it joined
 }
 
-// Under the lock: how many members are alive. Dead ones stay listed, so the live can name them.
+// Under the lock: how many members are alive and have not left. The others stay listed, so the
+// live can name them.
 int liveMembers(const NodeShare::Layout* l) {
   int live = 0;
   for (int i = 0; i < kMaxMembers; ++i)
-    if (l->members[i] != 0 && alive(l->members[i], l->member_starts[i])) ++live;
+    if (l->members[i] != 0 && !l->member_left[i] && alive(l->members[i], l->member_starts[i])) ++live;
   return live;
 }
 
@@ -132,13 +135,14 @@ int pruneDeadMembers(NodeShare::Layout* l) {
   int live = 0;
   for (int i = 0; i < kMaxMembers; ++i) {
     if (l->members[i] == 0) continue;
-    if (alive(l->members[i], l->member_starts[i])) {
+    if (!l->member_left[i] && alive(l->members[i], l->member_starts[i])) {
       ++live;
     } else {
       l->members[i] = 0;
       l->member_starts[i] = 0;
       l->member_ranks[i] = -1;
       l->member_pidns[i] = 0;
+      l->member_left[i] = 0;
     }
   }
   return live;
@@ -292,6 +296,7 @@ void join(NodeShare::Layout* layout, pid_t self, int rank) {
         layout->member_starts[i] = startTicks(self);
         layout->member_ranks[i] = rank;
         layout->member_pidns[i] = pidNamespace();
+        layout->member_left[i] = 0;
         registered = true;
       }
     }
@@ -365,7 +370,7 @@ std::vector<NodeShare::GoneMember> NodeShare::goneMembers() const {
     const pid_t pid = layout_->members[i];
     if (pid == 0 || layout_->member_ranks[i] < 0 || mine == 0 || layout_->member_pidns[i] != mine) continue;
     if (layout_->member_starts[i] != 0 && !alive(pid, layout_->member_starts[i]))
-      gone.push_back({layout_->member_ranks[i], pid});
+      gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] != 0});
   }
   return gone;
 }
@@ -375,14 +380,9 @@ void NodeShare::leave() {
   left_ = true;
   const pid_t self = ::getpid();
   MembersLock lock(layout_);
-  for (int i = 0; i < kMaxMembers; ++i) {
-    if (layout_->members[i] == self) {
-      layout_->members[i] = 0;
-      layout_->member_starts[i] = 0;
-      layout_->member_ranks[i] = -1;
-      layout_->member_pidns[i] = 0;
-    }
-  }
+  // Marked, not removed: a rank that ends while the others still need it is named by them.
+  for (int i = 0; i < kMaxMembers; ++i)
+    if (layout_->members[i] == self) layout_->member_left[i] = 1;
   if (liveMembers(layout_) > 0) return;
   // Last one out removes the file, unless it was already replaced by a newer board.
   struct stat mine, named;

@@ -546,7 +546,7 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   responder_->start(planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }));
 }
 
-// Ranks of this node whose process is gone (killed, crashed, exited mid-collective) never write their state: say so in
+// Ranks of this node whose process has ended (killed, crashed, exited) never write their state: say so in
 // their stead, so that `abort` mode does not wait out its grace for them and the report can tell
 // a rank that exited from one whose dumps are lost. Never over a file the rank wrote itself.
 void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host) {
@@ -562,9 +562,11 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
     s.time_unix_s = wallClockSeconds();
     s.snapshot = "none: the process had exited";
     s.forensics = "off";
-    s.note = fmt::format("process {} was gone (killed, crashed, or exited with GPU work in flight) when rank {} of "
-                         "this node dumped",
-                         g.pid, self);
+    s.note = g.left ? fmt::format("process {} had ended, with no GPU work pending, when rank {} of this node dumped",
+                                  g.pid, self)
+                    : fmt::format("process {} was gone (killed, crashed, or exited with GPU work in flight) when rank "
+                                  "{} of this node dumped",
+                                  g.pid, self);
     s.exited_seen_by = self;
     if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
       p.log.failureOnce("gone-state", "state of exited rank not written: " + w.error());

@@ -305,7 +305,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
     if (s.answered()) {
       job.ranks.push_back(std::move(s));
     } else if (s.state && s.state->exited_seen_by) {
-      job.ranks_exited.push_back({s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by});
+      job.ranks_exited.push_back({s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by, s.state->note});
       job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) had exited when rank {} of its "
                                          "node dumped",
                                          s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by));

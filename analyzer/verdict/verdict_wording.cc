@@ -496,12 +496,13 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
 void VerdictWording::exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const {
   std::vector<std::string> said;
   for (const ExitedRank& e : exited)
-    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped: killed, "
-                               "crashed, or exited with GPU work in flight; {} can never complete without it.",
-                               e.rank, e.pid, e.host, e.seen_by, opText(f)));
+    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped{}; {} can "
+                               "never complete without it.",
+                               e.rank, e.pid, e.host, e.seen_by, e.note.empty() ? "" : " (" + e.note + ")",
+                               opText(f)));
   v.evidence.insert(v.evidence.begin(), said.begin(), said.end());
-  v.headline = fmt::format("Communication hang: rank(s) {} exited inside {}; the others wait for {}.",
-                           ranksText(v.culprit_ranks), opText(f), exited.size() == 1 ? "it" : "them");
+  v.headline = fmt::format("Communication hang: rank(s) {} exited; the others wait for {} in {}.",
+                           ranksText(v.culprit_ranks), exited.size() == 1 ? "it" : "them", opText(f));
   v.next_steps.clear();
   v.next_steps.push_back(fmt::format(
       "Find why rank(s) {} died: the job's log of that rank (a Python traceback, an assertion), dmesg on its host for "

@@ -460,7 +460,7 @@ TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.confident);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
-  CHECK(mentions(r.verdict, "exited inside ncclAllReduce"));
+  CHECK(mentions(r.verdict, "rank(s) 2 exited; the others wait for it in ncclAllReduce"));
   // Without the node peer's word it is a rank that left no dump: not confident.
   std::filesystem::remove(rankStatePath(dir.path, 2));
   Report unsure = reportOf(dir.path);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -501,7 +502,7 @@ TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
   CHECK(now.sa_handler == &jobTermHandler);
 }
 
-TEST_CASE("AMemberKilledWithoutLeavingIsNamedByItsRankAndOneThatLeftIsNot") {
+TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
   TempDir dir;
   std::string job = dir.path + "/job";
   auto me = NodeShare::attach(job, dir.path, "", 0);
@@ -522,11 +523,17 @@ TEST_CASE("AMemberKilledWithoutLeavingIsNamedByItsRankAndOneThatLeftIsNot") {
   };
   CHECK((*me)->goneMembers().empty());
   pid_t killed = member(5, false);
-  member(6, true);
+  pid_t left = member(6, true);
   auto gone = (*me)->goneMembers();
-  REQUIRE(gone.size() == 1);
+  std::sort(gone.begin(), gone.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  REQUIRE(gone.size() == 2);
   CHECK(gone[0].rank == 5);
   CHECK(gone[0].pid == killed);
+  CHECK_FALSE(gone[0].left);
+  // A rank that ended normally while the others still need it is named too, as one that left.
+  CHECK(gone[1].rank == 6);
+  CHECK(gone[1].pid == left);
+  CHECK(gone[1].left);
   // A member without a known rank cannot be named.
   pid_t anonymous = ::fork();
   REQUIRE(anonymous >= 0);
@@ -536,12 +543,12 @@ TEST_CASE("AMemberKilledWithoutLeavingIsNamedByItsRankAndOneThatLeftIsNot") {
     ::_exit(0);
   }
   REQUIRE(::waitpid(anonymous, nullptr, 0) == anonymous);
-  CHECK((*me)->goneMembers().size() == 1);
+  CHECK((*me)->goneMembers().size() == 2);
   // Another job of this user starting on the node sweeps boards whose members all exited: this
   // one has a live member, and keeps its dead ones.
   auto other = NodeShare::attach(dir.path + "/other-job", dir.path, "", 0);
   REQUIRE(other.ok());
-  CHECK((*me)->goneMembers().size() == 1);
+  CHECK((*me)->goneMembers().size() == 2);
 }
 
 TEST_CASE("BoardsOfTwoHostsAreApartEvenWhenTheyShareOneSharedMemory") {

@@ -32,8 +32,8 @@ struct RankState {
   std::string snapshot;         // "written", "failed: ..."
   std::string forensics;        // "pending", "written", "degraded", "failed: ...", "off", "not started: ..."
   std::string note;             // why it ended the way it did, e.g. "target exited during the debugger phase"
-  // Written by another rank of the node, which found this rank's process gone without leaving
-  // the node's board (killed, crashed, or exited with GPU work in flight) when it dumped: its rank.
+  // Written by another rank of the node, which found this rank's process ended (killed, crashed,
+  // or exited; `note` says which) when it dumped: that rank's number.
   std::optional<int> exited_seen_by;
 
   bool done() const { return phase == DumpPhase::kDone; }

@@ -55,16 +55,18 @@ class NodeShare {
   // The first caller's value wins; returns the value in place.
   int64_t setBeaconBase(int64_t bytes);
 
-  // Members whose process is gone without leaving (killed, crashed: no exit handler ran), in
-  // this process's pid namespace (a pid from another one names some other process), with a
-  // known rank.
+  // Members whose process has ended, in this process's pid namespace (a pid from another one
+  // names some other process), with a known rank. `left`: it left at exit (its exit handler ran
+  // with nothing pending); otherwise it was killed, crashed or exited with GPU work in flight.
   struct GoneMember {
     int rank = -1;
     pid_t pid = 0;
+    bool left = false;
   };
   std::vector<GoneMember> goneMembers() const;
 
-  // Leaves the member list; the last member to leave removes the board's file.
+  // Marks this process as left (it stays listed, to be named if the others still need it); the
+  // last live member to leave removes the board's file.
   void leave();
   const std::string& path() const { return path_; }
   bool shared() const { return fd_.valid(); }

@@ -46,6 +46,7 @@ struct ExitedRank {
   int64_t pid = 0;
   std::string host;
   int seen_by = -1;
+  std::string note;  // how the peer found it: killed or crashed, or ended with nothing pending
 };
 
 struct JobData {
