@@ -205,11 +205,7 @@ cudaError_t cudaSetDevice(int device) {
   auto real = next_set_device.get();
   if (__builtin_expect(real == nullptr, 0)) return noDefinition();
   cudaError_t rc = real(device);
-  if (!ReentryGuard::nested()) {
-    const int saved = errno;
-    Watchdog::get();
-    errno = saved;
-  }
+  if (!ReentryGuard::nested()) Watchdog::startFromPassThrough();
   return rc;
 }
 

@@ -210,11 +210,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   auto real = next_get_unique_id.get();
   if (!real) return missing();
   ncclResult_t rc = real(uniqueId);
-  if (!ReentryGuard::nested()) {
-    const int saved = errno;
-    Watchdog::get();
-    errno = saved;
-  }
+  if (!ReentryGuard::nested()) Watchdog::startFromPassThrough();
   return rc;
 }
 

@@ -364,6 +364,21 @@ TEST_CASE("RankBlockedInsideTheCollectiveCallIsNotBehind") {
   CHECK(mentions(r.verdict, "blocked inside the ncclAllReduce call"));
 }
 
+namespace {
+
+// What a node peer writes for `rank` when it finds its process gone (watchdog/README.md).
+void writeExitedState(const std::string& job_dir, int rank, int seen_by) {
+  RankState gone;
+  gone.rank = rank;
+  gone.phase = DumpPhase::kDone;
+  gone.pid = 100 + rank;
+  gone.host = "node0";
+  gone.exited_seen_by = seen_by;
+  REQUIRE(writeFileAtomically(rankStatePath(job_dir, rank), toJson(gone).dump()).ok());
+}
+
+}  // namespace
+
 TEST_CASE("ARankThatNeverCallsInitIsNamedWhereTheOthersWaitInsideIt") {
   verdict_test::TempDir dir;
   std::vector<FakeRank> ranks;
@@ -426,13 +441,7 @@ TEST_CASE("ARankWhoseProcessDiedBeforeInitIsNamedFromItsNodePeer") {
     ranks[r].insideInit("00000000600dcafe", r, 4);
   }
   for (int r : {0, 1, 3}) ranks[r].write(dir.path);
-  RankState gone;
-  gone.rank = 2;
-  gone.phase = DumpPhase::kDone;
-  gone.pid = 102;
-  gone.host = "node0";
-  gone.exited_seen_by = 3;
-  REQUIRE(writeFileAtomically(rankStatePath(dir.path, 2), toJson(gone).dump()).ok());
+  writeExitedState(dir.path, 2, 3);
   Report r = reportOf(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.confident);
@@ -449,13 +458,7 @@ TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
     ranks[r].dump.ring_progress.clear();
     ranks[r].write(dir.path);
   }
-  RankState gone;
-  gone.rank = 2;
-  gone.phase = DumpPhase::kDone;
-  gone.pid = 102;
-  gone.host = "node0";
-  gone.exited_seen_by = 1;
-  REQUIRE(writeFileAtomically(rankStatePath(dir.path, 2), toJson(gone).dump()).ok());
+  writeExitedState(dir.path, 2, 1);
   Report r = reportOf(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.confident);

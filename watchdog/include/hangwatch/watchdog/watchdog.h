@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,14 @@ class NodeShare;
 
 class Watchdog {
  public:
+  // Starts the watchdog from a call that is only passed through (cudaSetDevice,
+  // ncclGetUniqueId): the caller's errno is kept.
+  static void startFromPassThrough() {
+    const int saved = errno;
+    get();
+    errno = saved;
+  }
+
   // The running watchdog, or nullptr for a pass-through (HANGWATCH_DISABLE=1, a
   // forked child, a failed start). The first call starts it.
   static Watchdog* get() {
