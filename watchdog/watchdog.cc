@@ -546,9 +546,10 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   responder_->start(planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }));
 }
 
-// Ranks of this node whose process has ended (killed, crashed, exited) never write their state: say so in
-// their stead, so that `abort` mode does not wait out its grace for them and the report can tell
-// a rank that exited from one whose dumps are lost. Never over a file the rank wrote itself.
+// Ranks of this node whose process has ended (killed, crashed, exited) never write their
+// state: say so in their stead, so that `abort` mode does not wait out its grace for them and
+// the report can tell a rank that exited from one whose dumps are lost. Never over a file the
+// rank wrote itself.
 void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host) {
   for (const NodeShare::GoneMember& g : node_->goneMembers()) {
     if (g.rank == self) continue;
@@ -571,7 +572,8 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
     if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
       p.log.failureOnce("gone-state", "state of exited rank not written: " + w.error());
     else
-      p.log.info(fmt::format("rank {} (pid {}) of this node exited without leaving; noted in {}", g.rank, g.pid, path));
+      p.log.info(fmt::format("rank {} (pid {}) of this node has exited ({}); noted in {}", g.rank, g.pid,
+                             g.left ? "nothing was pending" : "killed, crashed or mid-collective", path));
   }
 }
 
