@@ -89,15 +89,16 @@ Verdict VerdictMaker::byRule() const {
     // it is held up, not in host code of its own.
     std::vector<int> in_host_code, in_init;
     for (int r : p.behind) (insideInit(r) ? in_init : in_host_code).push_back(r);
-    if (!p.behind.empty() && in_host_code.empty() && p.groups.size() <= 1 && !cycle) {
+    const bool one_collective = p.groups.size() <= 1 && !cycle;  // no mismatch, no cycle
+    if (one_collective && !p.behind.empty() && in_host_code.empty()) {
       if (std::optional<Verdict> v = notFormed()) return *v;
     }
     Verdict v = p.groups.size() > 1      ? mismatch(*f, p)
                 : cycle                ? waitsAcrossCommunicators(*f, p, *cycle)
                 : !in_host_code.empty() ? notInCollective(*f, p, in_host_code)
                                        : fromRingProgress(*f, p);
-    if (!in_init.empty() && !in_host_code.empty() && p.groups.size() <= 1 && !cycle) wording_.heldInInit(v, in_init);
-    if (p.groups.size() <= 1 && !cycle && in_host_code.empty()) blameExited(v, *f, p);
+    if (one_collective && !in_init.empty() && !in_host_code.empty()) wording_.heldInInit(v, in_init);
+    if (one_collective && in_host_code.empty()) blameExited(v, *f, p);
     v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
     return v;
   }
