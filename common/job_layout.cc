@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -97,6 +98,15 @@ std::string reportDir(const std::string& job_dir) { return job_dir + "/report"; 
 std::string ranksDir(const std::string& job_dir) { return job_dir + "/ranks"; }
 std::string metricsDir(const std::string& job_dir) { return job_dir + "/metrics"; }
 std::string timelineDir(const std::string& job_dir) { return job_dir + "/timeline"; }
+std::string nodesDir(const std::string& job_dir) { return job_dir + "/nodes"; }
+
+std::string nodeSummaryPath(const std::string& job_dir, const std::string& host) {
+  std::string name = host.empty() ? std::string("unknown-host") : host;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  if (name[0] == '.') name[0] = '_';
+  return nodesDir(job_dir) + "/" + name + ".json";
+}
 
 std::optional<RankFile> parseRankFileName(std::string_view name) {
   static constexpr std::pair<std::string_view, RankFileKind> kSuffixes[] = {

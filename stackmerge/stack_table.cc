@@ -18,6 +18,13 @@ void StackTable::Builder::add(FrameKind kind, std::string_view function, std::st
 
 void StackTable::Builder::add(const StackFrame& f) { add(f.kind, f.function, f.file, f.line, f.module); }
 
+void StackTable::Builder::addLabel(FrameKind kind, std::string_view label) {
+  key_ += static_cast<char>(kind == FrameKind::kPython ? 'p' : 'n');
+  const auto length = static_cast<uint32_t>(label.size());
+  key_.append(reinterpret_cast<const char*>(&length), sizeof length);
+  key_.append(label);
+}
+
 uint32_t StackTable::intern(const Builder& stack) {
   std::lock_guard lock(mutex_);
   if (auto it = ids_.find(stack.key_); it != ids_.end()) return it->second;

@@ -11,7 +11,7 @@ root=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 shift || true
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
-all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_reader trigger attempt rank_state metrics_line timeline rank_set)
+all_targets=(forensics_dump fast_dump_reader watchdog_snapshot fast_snapshot_reader trigger attempt rank_state metrics_line timeline rank_set node_summary)
 [ $# -gt 0 ] && targets=("$@") || targets=("${all_targets[@]}")
 
 cxx=${CXX_FUZZ:-clang++}
@@ -23,10 +23,10 @@ build=$(cd "$build" && pwd)  # the fuzzers run from inside it
 
 # The readers under test, compiled once with the sanitizers; an object is rebuilt when its
 # source or a header of its part changed (common/ sources see only common/ headers).
-common_sources=(forensics_dump dump_json watchdog_snapshot metrics_window timeline_window log_histogram nccl_bandwidth rank_state
+common_sources=(forensics_dump dump_json watchdog_snapshot metrics_window timeline_window log_histogram nccl_bandwidth rank_state node_summary
                 attempt job_layout atomic_file dump_mode scoped_fd)
 stackmerge_sources=(rank_set stack_table frame_label label_interner)
-dumpio_sources=(forensics_dump_fast_reader watchdog_snapshot_fast_reader)
+dumpio_sources=(forensics_dump_fast_reader watchdog_snapshot_fast_reader node_summary_fast_reader)
 objects=()
 stale=()
 for name in "${common_sources[@]}" "${stackmerge_sources[@]}" "${dumpio_sources[@]}"; do
@@ -57,8 +57,11 @@ done | xargs -r -P 2 -I{} "$cxx" "${flags[@]}" -fsanitize=fuzzer "$here/fuzz_{}.
 # dirs named in FUZZ_SEED_DIRS. The corpus dir keeps what the fuzzer found between runs.
 synth="$build/synthetic-job"
 if [ ! -d "$synth/ranks" ]; then
+  # With node summaries when a build's forensics is at hand (FUZZ_FORENSICS, default build/).
+  forensics=${FUZZ_FORENSICS:-$root/build/forensics/forensics}
+  summaries=(); [ -x "$forensics" ] && summaries=(--forensics "$forensics")
   python3 "$root/bench/gen_dump_set.py" "$synth" --ranks 4 --fault dead-rank=2 --pad-frames 0 --channels 2 \
-    --jobs 1 >/dev/null
+    --jobs 1 "${summaries[@]}" >/dev/null
 fi
 for t in "${targets[@]}"; do
   corpus="$build/corpus/$t"
@@ -71,6 +74,7 @@ for t in "${targets[@]}"; do
       trigger) [ -e "$dir/TRIGGER.json" ] && cp -n "$dir/TRIGGER.json" "$corpus/trigger-$(basename "$dir").json" || true ;;
       attempt) [ -e "$dir/ATTEMPT.json" ] && cp -n "$dir/ATTEMPT.json" "$corpus/attempt-$(basename "$dir").json" || true ;;
       rank_state) cp -n "$dir"/ranks/*.state.json "$corpus/" 2>/dev/null || true ;;
+      node_summary) cp -n "$dir"/nodes/*.json "$corpus/" 2>/dev/null || true ;;
       metrics_line) for m in "$dir"/metrics/*.jsonl; do [ -e "$m" ] && split -l 1 -a 3 "$m" "$corpus/$(basename "$m" .jsonl)-"; done ;;
       timeline) for m in "$dir"/timeline/*.json; do [ -e "$m" ] && cp -n "$m" "$corpus/timeline-$(basename "$dir")-$(basename "$m")"; done ;;
       *) ;;

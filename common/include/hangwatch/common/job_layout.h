@@ -52,6 +52,10 @@ std::string reportDir(const std::string& job_dir);
 std::string ranksDir(const std::string& job_dir);
 std::string metricsDir(const std::string& job_dir);
 std::string timelineDir(const std::string& job_dir);
+// nodes/<host>.json: a node's ranks merged by its last collector (node_summary.h); characters
+// other than letters, digits, '.', '-' and '_' in the host name become '_'.
+std::string nodesDir(const std::string& job_dir);
+std::string nodeSummaryPath(const std::string& job_dir, const std::string& host);
 
 // The files above named after a rank, recognised from their name alone.
 enum class RankFileKind { kWatchdogSnapshot, kForensicsDump, kRankState, kMetrics, kTimeline, kSuspectSnapshot };

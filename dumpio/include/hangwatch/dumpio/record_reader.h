@@ -73,14 +73,22 @@ class RecordReader : public OnDemandFields {
       return optionalValue(v, out, what);
     } else if constexpr (schema::IsVector<M>::value) {
       return list(v, out, what);
+    } else if constexpr (schema::IsStdArray<M>::value) {
+      size_t i = 0;
+      return array(v, what, [&](simdjson::ondemand::value e) { return i >= out.size() || value(e, out[i++], what); });
     } else if constexpr (std::is_same_v<M, std::string>) {
       return str(v, out, what);
     } else if constexpr (std::is_same_v<M, std::string_view>) {
       return strView(v, out, what);
     } else if constexpr (std::is_same_v<M, bool>) {
       return boolean(v, out, what);
-    } else if constexpr (std::is_floating_point_v<M>) {
+    } else if constexpr (std::is_same_v<M, double>) {
       return number(v, out, what);
+    } else if constexpr (std::is_floating_point_v<M>) {
+      double d = out;
+      if (!number(v, d, what)) return false;
+      out = static_cast<M>(d);
+      return true;
     } else {
       return integer(v, out, what);
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hangwatch/stackmerge/label_interner.h"
+#include "hangwatch/common/rank_record.h"
 #include "hangwatch/common/stack_frame.h"
 
 namespace hangwatch::stackmerge {
@@ -22,12 +23,8 @@ struct TableFrame {
   std::string_view label;  // frameLabel() of the frame; owned by the table
 };
 
-// One thread of one rank as a report keeps it.
-struct RankThread {
-  int64_t tid = 0;
-  std::string name;
-  uint32_t stack = 0;  // id in the job's StackTable
-};
+// One thread of one rank as a report keeps it (common/rank_record.h).
+using RankThread = ::hangwatch::RankThread;
 
 class StackTable {
  public:
@@ -38,6 +35,8 @@ class StackTable {
     void add(FrameKind kind, std::string_view function, std::string_view file, std::optional<int> line,
              std::string_view module);
     void add(const StackFrame& f);
+    // A frame already reduced to its label (a node summary's).
+    void addLabel(FrameKind kind, std::string_view label);
 
    private:
     friend class StackTable;

@@ -3,6 +3,7 @@
 // keys, the members they hold and how an empty value is written. The writer and both
 // readers (json_codec.h here, dumpio's simdjson one) are generic over these lists, so a
 // field is added, renamed or retyped in one place.
+#include <array>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -125,6 +126,12 @@ template <typename T>
 struct IsVector : std::false_type {};
 template <typename T>
 struct IsVector<std::vector<T>> : std::true_type {};
+// A fixed-size list (a value per stage): written as a JSON array; a longer array's extra
+// elements are not read, a shorter one leaves the rest as they were.
+template <typename T>
+struct IsStdArray : std::false_type {};
+template <typename T, size_t N>
+struct IsStdArray<std::array<T, N>> : std::true_type {};
 template <typename F>
 struct IsInline : std::false_type {};
 template <typename S, typename C>

@@ -46,7 +46,7 @@ nlohmann::json valueJson(const M& v) {
     return v.toJson();
   } else if constexpr (IsOptional<M>::value) {
     return v ? valueJson(*v) : nlohmann::json(nullptr);
-  } else if constexpr (IsVector<M>::value) {
+  } else if constexpr (IsVector<M>::value || IsStdArray<M>::value) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : v) a.push_back(valueJson(e));
     return a;
@@ -133,6 +133,10 @@ void readValue(const nlohmann::json& v, M& out, const char* what) {
       }
       out.push_back(std::move(value));
     }
+  } else if constexpr (IsStdArray<M>::value) {
+    if (!v.is_array()) wrongType(what, "an array");
+    for (size_t i = 0; i < out.size() && i < v.size(); ++i)
+      if (!v[i].is_null()) readValue(v[i], out[i], what);
   } else if constexpr (IsStringMap<M>::value) {
     if (!v.is_object()) wrongType(what, "an object");
     out.clear();
