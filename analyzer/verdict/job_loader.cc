@@ -1,5 +1,6 @@
 #include "hangwatch/verdict/job_loader.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -18,6 +20,7 @@
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
+#include "hangwatch/verdict/node_summaries.h"
 #include "hangwatch/verdict/rank_dump_reader.h"
 
 namespace hangwatch::verdict {
@@ -240,6 +243,57 @@ void checkClockSkew(JobData& job) {
   }
 }
 
+// `each(i)` for i in [0, n), on up to `threads` threads (the caller's among them).
+template <typename F>
+void parallelFor(size_t n, unsigned threads, F&& each) {
+  const unsigned used = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(1, n)));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) each(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < used; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
+// The ranks that have a file of the kinds this stage reads, with the inode numbers of their
+// snapshot and forensics dump (the listing gives them: no call per file); collections by hand
+// without a rank are counted in a problem note.
+struct RankListing {
+  std::set<int> ranks;
+  std::unordered_map<int, CoveredFiles> files;
+};
+
+RankListing listRankFiles(JobData& job, bool suspected) {
+  RankListing out;
+  size_t by_hand = 0;
+  if (DIR* d = ::opendir(ranksDir(job.job_dir).c_str())) {
+    while (const struct dirent* e = ::readdir(d)) {
+      const std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      std::optional<RankFile> f = parseRankFileName(std::string(name));
+      const bool wanted = f && (suspected ? f->kind == RankFileKind::kSuspectSnapshot
+                                          : f->kind == RankFileKind::kWatchdogSnapshot ||
+                                                f->kind == RankFileKind::kForensicsDump ||
+                                                f->kind == RankFileKind::kRankState);
+      if (wanted) {
+        out.ranks.insert(f->rank);
+        CoveredFiles& files = out.files[f->rank];
+        if (f->kind == RankFileKind::kWatchdogSnapshot) files.watchdog = e->d_ino;
+        if (f->kind == RankFileKind::kForensicsDump) files.forensics = e->d_ino;
+      } else if (isDumpByHandName(std::string(name))) {
+        ++by_hand;
+      }
+    }
+    ::closedir(d);
+  }
+  const std::string note = " collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used";
+  std::erase_if(job.problems, [&](const std::string& p) { return p.ends_with(note); });
+  if (by_hand > 0) job.problems.push_back(fmt::format("{}{}", by_hand, note));
+  return out;
+}
+
 }  // namespace
 
 Expected<JobData> JobLoader::load(const std::string& job_dir) const {
@@ -252,48 +306,73 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   readSuspect(job);
   const bool suspected = job.stage == Stage::kSuspected;
 
-  std::set<int> rank_set;
-  std::vector<std::string> by_hand;
-  fs::path ranks_dir = ranksDir(job_dir);
-  if (fs::is_directory(ranks_dir, ec)) {
-    for (const fs::directory_entry& e : fs::directory_iterator(ranks_dir, ec)) {
-      std::string name = e.path().filename().string();
-      std::optional<RankFile> f = parseRankFileName(name);
-      const bool wanted = f && (suspected ? f->kind == RankFileKind::kSuspectSnapshot
-                                          : f->kind == RankFileKind::kWatchdogSnapshot ||
-                                                f->kind == RankFileKind::kForensicsDump ||
-                                                f->kind == RankFileKind::kRankState);
-      if (wanted)
-        rank_set.insert(f->rank);
-      else if (isDumpByHandName(name))
-        by_hand.push_back(name);
-    }
-  }
-  if (!by_hand.empty()) {
-    job.problems.push_back(fmt::format(
-        "{} collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used", by_hand.size()));
-  }
+  RankListing listing = listRankFiles(job, suspected);
   fs::path metrics_dir = metricsDir(job_dir);
   if (fs::is_directory(metrics_dir, ec)) {
     for (const fs::directory_entry& e : fs::directory_iterator(metrics_dir, ec)) {
       if (e.path().extension() == ".jsonl") ++job.metrics_files;
     }
   }
+  const unsigned threads = threads_ ? threads_ : std::max(1u, std::thread::hardware_concurrency());
 
-  std::vector<int> ranks(rank_set.begin(), rank_set.end());
-  std::vector<RankSummary> read(ranks.size());
-  unsigned n = threads_ ? threads_ : std::max(1u, std::thread::hardware_concurrency());
-  n = static_cast<unsigned>(std::min<size_t>(n, std::max<size_t>(1, ranks.size())));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next.fetch_add(1); i < ranks.size(); i = next.fetch_add(1)) {
-      read[i] = RankDumpReader::read(job_dir, ranks[i], *job.stacks, job.stage);
+  // Node summaries first: a rank one usable summary covers, and whose files are listed, is
+  // taken from it; every other rank is read from its own files.
+  std::vector<RankSummary> read;
+  std::set<int> covered;
+  if (options_.node_summaries && !suspected) {
+    std::vector<std::string> paths = listNodeSummaries(job_dir);
+    std::vector<NodeSummaryReader::Node> nodes(paths.size());
+    NodeSummaryReader reader(*job.stacks);
+    parallelFor(paths.size(), threads, [&](size_t i) { nodes[i] = reader.read(paths[i]); });
+    std::map<int, int> times;
+    size_t rewritten = 0;
+    for (const NodeSummaryReader::Node& n : nodes)
+      for (const RankSummary& s : n.ranks) ++times[s.rank];
+    for (NodeSummaryReader::Node& n : nodes) {
+      if (!n.problem.empty()) {
+        job.read_notes.push_back(fs::path(n.path).filename().string() + " not used (" + n.problem +
+                                 "): its ranks are read from their own files");
+        continue;
+      }
+      ++job.node_summaries_used;
+      for (size_t i = 0; i < n.ranks.size(); ++i) {
+        RankSummary& s = n.ranks[i];
+        auto now = listing.files.find(s.rank);
+        if (times[s.rank] != 1 || now == listing.files.end()) continue;
+        // A snapshot or dump written again since the summary (or gone): read the files.
+        if (now->second.watchdog != n.files[i].watchdog || now->second.forensics != n.files[i].forensics) {
+          ++rewritten;
+          continue;
+        }
+        covered.insert(s.rank);
+        read.push_back(std::move(s));
+      }
     }
+    if (std::any_of(times.begin(), times.end(), [](const auto& t) { return t.second > 1; }))
+      job.read_notes.push_back("ranks in more than one node summary are read from their own files");
+    if (rewritten > 0)
+      job.read_notes.push_back(fmt::format("{} rank(s) have files other than those their node summary was made from "
+                                           "(written again since, or a file system whose listing shows other inode "
+                                           "numbers): read from their files",
+                                           rewritten));
+  }
+  auto uncoveredRanks = [&] {
+    std::vector<int> out;
+    for (int r : listing.ranks)
+      if (!covered.count(r)) out.push_back(r);
+    return out;
   };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+  std::vector<int> ranks = uncoveredRanks();
+  if (options_.before_rank_files && options_.before_rank_files(ranks)) {
+    listing = listRankFiles(job, suspected);
+    ranks = uncoveredRanks();
+  }
+  const size_t from_summaries = read.size();
+  read.resize(from_summaries + ranks.size());
+  parallelFor(ranks.size(), threads, [&](size_t i) {
+    read[from_summaries + i] = RankDumpReader::read(job_dir, ranks[i], *job.stacks, job.stage);
+  });
+  std::sort(read.begin(), read.end(), [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
 
   dropForeignRanks(job, read);
   if (suspected) keepNewestWarning(job, read);
@@ -315,7 +394,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
                                          s.forensics_problem.empty() ? "no file" : s.forensics_problem));
     }
   }
-  findWorldSize(job, ranks.empty() ? -1 : ranks.back());
+  findWorldSize(job, listing.ranks.empty() ? -1 : *listing.ranks.rbegin());
   findMissingAndPartial(job);
   checkClockSkew(job);
   if (!job.trigger_problem.empty()) job.problems.push_back(job.trigger_problem);

@@ -33,15 +33,16 @@ namespace {
 constexpr double kDefaultWaitS = 90;
 
 // Waits while some rank's collector is still at work, at most `wait_s`; says so on stderr.
-void waitForCollectors(const std::string& job_dir, double wait_s) {
+// Only `ranks` are looked at (those no node summary covers: a covered rank is done). True
+// when it waited.
+bool waitForCollectors(const std::string& job_dir, double wait_s, const std::vector<int>& ranks) {
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + std::chrono::duration<double>(wait_s);
   bool said = false;
-  std::vector<int> collecting;
-  for (bool first = true;; first = false) {
+  std::vector<int> collecting = ranks;
+  for (;;) {
     // After the first pass only the ranks still collecting are looked at again.
-    verdict::CollectionStatus status =
-        verdict::readCollectionStatus(job_dir, verdict::wallClockNow(), first ? nullptr : &collecting);
+    verdict::CollectionStatus status = verdict::readCollectionStatus(job_dir, verdict::wallClockNow(), &collecting);
     collecting = status.collecting;
     if (status.collecting.empty()) break;
     double left = std::chrono::duration<double>(until - Clock::now()).count();
@@ -59,6 +60,7 @@ void waitForCollectors(const std::string& job_dir, double wait_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
+  return said;
 }
 
 // What a job's newest attempt holds, cheaply: its stage from the files, its verdict from the
@@ -118,7 +120,7 @@ verdict::AttemptInfo attemptInfo(const ChosenAttempt& c) {
 
 std::string ReportCommand::usage() const {
   return std::string("usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--wait S] [--attempt A]\n"
-         "                        [--no-save] [--threads N]\n"
+         "                        [--no-save] [--threads N] [--flat]\n"
          "\n"
          "Reads every rank's dumps under <job-dir> (TRIGGER.json, ranks/*.watchdog.json,\n"
          "ranks/*.forensics.json) and says what hung and who is at fault: communication-hang\n"
@@ -126,7 +128,9 @@ std::string ReportCommand::usage() const {
          "collective, and where it is), collective-mismatch, no-hang or inconclusive (with why).\n"
          "Missing, truncated, corrupt or foreign-job rank files are reported, never fatal.\n"
          "With only an early warning (SUSPECT.json, no TRIGGER.json) the verdict comes from the\n"
-         "ranks' suspect snapshots (stage: suspected). <job-dir> may also be the dump root\n"
+         "ranks' suspect snapshots (stage: suspected). A node summary (nodes/<host>.json, written\n"
+         "by the node's last collector) stands for the rank files of the ranks it covers: one\n"
+         "file per node instead of three per rank, the same report. <job-dir> may also be the dump root\n"
          "(HANGWATCH_DUMP_DIR): its one job is reported, or of several the newest, after a list.\n"
          "\n"
          "  --format F   text (default), json or html, printed to stdout\n"
@@ -138,6 +142,7 @@ std::string ReportCommand::usage() const {
          "  --no-save    do not also write report/report.{txt,json,html} in the attempt's folder\n") +
          kAttemptOptionHelp +
          "  --threads N  ranks read in parallel (default: one per core)\n"
+         "  --flat       read every rank's own files, not the node summaries\n"
          "\n"
          "Unless --no-save is given, all three formats are also written to <job-dir>/report/\n"
          "when <job-dir> holds any job file (a failure to write there is a warning).\n"
@@ -153,7 +158,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     return 0;
   }
   std::string job_dir, format = "text", out_file, threads_text, wait_text, attempt;
-  bool save = true;
+  bool save = true, flat = false;
   OptionCursor cur{args};
   while (!cur.done()) {
     Expected<bool> took = cur.take("--format", format);
@@ -166,6 +171,8 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     const std::string& a = args[cur.i++];
     if (a == "--no-save") {
       save = false;
+    } else if (a == "--flat") {
+      flat = true;
     } else if (!a.empty() && a[0] == '-') {
       return usageError("unknown option '" + a + "'");
     } else if (job_dir.empty()) {
@@ -196,13 +203,16 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     return attempt.empty() ? 1 : 2;
   }
   job_dir = which->entry.dir;
-  if (wait_s > 0) waitForCollectors(job_dir, wait_s);
-
-  Expected<verdict::JobData> job = verdict::JobLoader(threads).load(job_dir);
+  verdict::LoadOptions load;
+  load.node_summaries = !flat;
+  if (wait_s > 0)
+    load.before_rank_files = [&](const std::vector<int>& ranks) { return waitForCollectors(job_dir, wait_s, ranks); };
+  Expected<verdict::JobData> job = verdict::JobLoader(threads, load).load(job_dir);
   if (!job) {
     std::cerr << "forensics report: " << job.error() << "\n";
     return 1;
   }
+  for (const std::string& note : job->read_notes) std::cerr << "forensics report: " << note << "\n";
   job->attempt = attemptInfo(*which);
   verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
   std::string text = verdict::TextReportWriter::write(report);

@@ -68,6 +68,10 @@ struct JobData {
   std::vector<PartialRank> ranks_partial;
   std::vector<int> ranks_collecting;  // collectors still at work when the report was made
   std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences
+  // Said on stderr, never in the report (one made from node summaries equals one made from the
+  // rank files): node summaries not used, and why.
+  std::vector<std::string> read_notes;
+  int node_summaries_used = 0;
   int metrics_files = 0;
   bool has_report_inputs() const { return trigger.has_value() || !ranks.empty(); }
 
