@@ -57,6 +57,10 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
     args.push_back("--rank");
     args.push_back(fmt::format("{}", r.rank));
     if (r.mark_state) args.push_back("--state");
+    if (r.mark_state && !r.node_ranks.empty()) {
+      args.push_back("--node");
+      args.push_back(r.node_ranks);
+    }
   }
   (void)makeDumpDirs(std::filesystem::path(r.log_path).parent_path().string());
   ChildCommand command{r.binary, std::move(args), {}, {}, r.log_path, dumpFileMode()};

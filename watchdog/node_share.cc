@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -373,6 +374,17 @@ std::vector<NodeShare::GoneMember> NodeShare::goneMembers() const {
       gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] != 0});
   }
   return gone;
+}
+
+std::vector<int> NodeShare::memberRanks() const {
+  std::vector<int> ranks;
+  if (!fd_.valid()) return ranks;
+  MembersLock lock(layout_);
+  for (int i = 0; i < kMaxMembers; ++i)
+    if (layout_->members[i] != 0 && layout_->member_ranks[i] >= 0) ranks.push_back(layout_->member_ranks[i]);
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
 }
 
 void NodeShare::leave() {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <chrono>
@@ -71,6 +72,15 @@ const char* kernelName(const PendingOp& op) {
     }
   }
   return nullptr;
+}
+
+// `collect --node`'s argument: the node board's ranks, this rank among them ("0,1,2,3").
+std::string nodeRanksArgument(std::vector<int> ranks, int self) {
+  if (std::find(ranks.begin(), ranks.end(), self) == ranks.end()) ranks.push_back(self);
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
 }
 
 }  // namespace
@@ -543,7 +553,9 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
     p.metrics->markHang();
     p.metrics->flush(now_ns);
   }
-  responder_->start(planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }));
+  HangResponse response = planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); });
+  if (config_.node_summary && start.rank) response.collector.node_ranks = nodeRanksArgument(node_->memberRanks(), *start.rank);
+  responder_->start(response);
 }
 
 // Ranks of this node whose process has ended (killed, crashed, exited) never write their

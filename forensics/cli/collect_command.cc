@@ -3,11 +3,13 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "hangwatch/forensics/cli/node_summary_command.h"
+
 namespace hangwatch::forensics {
 
 std::string CollectCommand::usage() const {
-  return "usage: forensics collect --pid PID [--rank R [--state]] --out DIR [--backend auto|cuda|sim|host]\n"
-         "                         [--timeout-fast SECONDS] [--timeout-debugger SECONDS]\n"
+  return "usage: forensics collect --pid PID [--rank R [--state [--node RANKS]]] --out DIR\n"
+         "                         [--backend auto|cuda|sim|host] [--timeout-fast SECONDS] [--timeout-debugger SECONDS]\n"
          "\n"
          "Takes the native and Python stacks of every thread of PID in a fast ptrace pass,\n"
          "lets go, then (backend sim/cuda) runs a debugger for device and ring state:\n"
@@ -21,6 +23,9 @@ std::string CollectCommand::usage() const {
          "  --backend host       stacks only, no debugger\n"
          "  --state              record collecting/done in DIR/ranks/rNNNNN.state.json (the\n"
          "                       watchdog passes it; abort mode and report --wait read it)\n"
+         "  --node RANKS         the ranks of this node (\"0-7\"): when this rank is done, the node's\n"
+         "                       last collector merges their files into DIR/nodes/<host>.json, which\n"
+         "                       `report` reads instead of theirs (see forensics node-summary --help)\n"
          "  --timeout-fast S     hard bound of the ptrace pass (default 10)\n"
          "  --timeout-debugger S hard bound of the debugger phase (default 60)\n"
          "\n"
@@ -58,6 +63,11 @@ Expected<CollectOptions> CollectCommand::parse(const std::vector<std::string>& a
       if (!error.empty()) return Error{error};
       if (v.empty()) return Error{"--out needs a directory"};
       o.out_dir = v;
+    } else if (is("--node")) {
+      if (!error.empty()) return Error{error};
+      Expected<std::vector<int>> ranks = parseRanks("--node", v);
+      if (!ranks) return Error{ranks.error()};
+      o.node_ranks = std::move(*ranks);
     } else if (is("--backend")) {
       if (!error.empty()) return Error{error};
       if (v != "auto" && v != "cuda" && v != "sim" && v != "host") {
@@ -79,6 +89,7 @@ Expected<CollectOptions> CollectCommand::parse(const std::vector<std::string>& a
   if (!have_pid) return Error{"--pid is required"};
   if (o.out_dir.empty()) return Error{"--out is required"};
   if (o.mark_state && !o.rank) return Error{"--state needs --rank"};
+  if (!o.node_ranks.empty() && !o.mark_state) return Error{"--node needs --state (it reads the node's state files)"};
   if (debugger_env != nullptr) o.debugger = debugger_env;
   return o;
 }
@@ -94,6 +105,7 @@ int CollectCommand::run(const std::vector<std::string>& args) {
   std::ostream& out = r.exit_code == kCollectOk ? std::cout : std::cerr;
   out << "forensics collect: pid " << options->pid << ": " << r.summary << "\n";
   if (!r.dump_path.empty()) std::cout << "forensics collect: wrote " << r.dump_path << "\n";
+  if (!options->node_ranks.empty()) summarizeNodeAfterCollect(options->out_dir, options->node_ranks, std::cout);
   return r.exit_code;
 }
 

@@ -1,5 +1,6 @@
 #include "hangwatch/forensics/cli/command.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <iostream>
@@ -53,6 +54,25 @@ Expected<double> parseSeconds(const std::string& flag, const std::string& text) 
     return Error{flag + " wants seconds > 0, got '" + text + "'"};
   }
   return v;
+}
+
+Expected<std::vector<int>> parseRanks(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  const Error bad{fmt::format("{} wants ranks such as 0-7 or 8,9,12-15, got '{}'", flag, text)};
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    const size_t dash = part.find('-', 1);
+    Expected<int> first = parseInt(flag, part.substr(0, dash), 0, 9999999);
+    Expected<int> last = dash == std::string::npos ? first : parseInt(flag, part.substr(dash + 1), 0, 9999999);
+    if (!first || !last || *last < *first || *last - *first > 1000000) return bad;
+    for (int r = *first; r <= *last; ++r) out.push_back(r);
+    at = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 const char* const kAttemptOptionHelp =

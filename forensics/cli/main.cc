@@ -7,6 +7,7 @@
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/forensics/cli/analyze_command.h"
 #include "hangwatch/forensics/cli/collect_command.h"
+#include "hangwatch/forensics/cli/node_summary_command.h"
 #include "hangwatch/forensics/cli/report_command.h"
 #include "hangwatch/forensics/cli/timeline_command.h"
 #include "hangwatch/forensics/cli/trigger_command.h"
@@ -22,12 +23,13 @@ std::vector<std::unique_ptr<Command>> allCommands() {
   c.push_back(std::make_unique<hangwatch::forensics::CollectCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::TimelineCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::TriggerCommand>());
+  c.push_back(std::make_unique<hangwatch::forensics::NodeSummaryCommand>());
   return c;
 }
 
 void printHelp(const std::vector<std::unique_ptr<Command>>& commands, std::ostream& out) {
   out << "usage: forensics <command> [args]\n\nHang forensics for distributed GPU training.\n\ncommands:\n";
-  for (const auto& c : commands) out << "  " << c->name() << std::string(10 - c->name().size(), ' ') << c->summary() << "\n";
+  for (const auto& c : commands) out << "  " << c->name() << std::string(c->name().size() < 14 ? 14 - c->name().size() : 1, ' ') << c->summary() << "\n";
   out << "\n'forensics <command> --help' describes one command.\n";
 }
 

@@ -4,7 +4,16 @@
 
 #include <filesystem>
 
+#include <fstream>
+#include <sstream>
+
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/node_summary.h"
+#include "hangwatch/common/rank_identity.h"
+#include "hangwatch/common/rank_state.h"
 #include "hangwatch/forensics/cli/collect_command.h"
+#include "hangwatch/forensics/cli/node_summary_command.h"
 #include "hangwatch/forensics/collector.h"
 
 using hangwatch::forensics::CollectCommand;
@@ -57,6 +66,59 @@ TEST_CASE("CollectRejectsBadArgumentsWithAReason") {
   CHECK(error({"--pid", "1", "--out"}).find("--out needs a value") != std::string::npos);
   CHECK(error({"--pid", "1", "--out", "/d", "--timeout-fast", "0"}).find("--timeout-fast") != std::string::npos);
   CHECK(error({"--pid", "1", "--out", "/d", "--state"}).find("--state needs --rank") != std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/d", "--rank", "2", "--node", "0-3"}).find("--node needs --state") !=
+        std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/d", "--rank", "2", "--state", "--node", "zero"}).find("--node wants ranks") !=
+        std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/d", "--rank", "2", "--state", "--node", ""}).find("--node wants ranks") !=
+        std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/d", "--rank", "2", "--state", "--node", "5-3"}).find("--node wants ranks") !=
+        std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/d", "--rank", "2", "--state", "--node", "1,,2"}).find("--node wants ranks") !=
+        std::string::npos);
+}
+
+TEST_CASE("CollectTakesTheNodesRanksAsRanges") {
+  auto o = CollectCommand::parse(args({"--pid", "9", "--rank", "2", "--state", "--node", "0-3,8", "--out", "/d"}), nullptr);
+  REQUIRE(o.ok());
+  CHECK(o->node_ranks == std::vector<int>{0, 1, 2, 3, 8});
+  auto plain = CollectCommand::parse(args({"--pid", "9", "--rank", "2", "--state", "--node=3,1-2,2", "--out", "/d"}), nullptr);
+  REQUIRE(plain.ok());
+  CHECK(plain->node_ranks == std::vector<int>{1, 2, 3});
+}
+
+TEST_CASE("TheNodesLastCollectorWritesItsSummary") {
+  char tmpl[] = "/tmp/node-summary-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  auto state = [&](int rank, hangwatch::DumpPhase phase) {
+    hangwatch::RankState s;
+    s.rank = rank;
+    s.phase = phase;
+    s.host = hangwatch::hostName();
+    s.deadline_unix_s = 4e9;
+    REQUIRE(hangwatch::writeFileAtomically(hangwatch::rankStatePath(dir, rank), hangwatch::toJson(s).dump()).ok());
+  };
+  state(0, hangwatch::DumpPhase::kDone);
+  state(1, hangwatch::DumpPhase::kCollecting);
+  std::ostringstream log;
+  // Another collector of this node already waits: this one leaves the summary to it.
+  const std::string claim = hangwatch::forensics::nodeSummaryWaiterClaim(dir, hangwatch::hostName());
+  REQUIRE(hangwatch::writeFileAtomically(claim, "").ok());
+  hangwatch::forensics::summarizeNodeAfterCollect(dir, {0, 1}, log);
+  CHECK_FALSE(std::filesystem::exists(hangwatch::nodeSummaryPath(dir, hangwatch::hostName())));
+  std::filesystem::remove(claim);
+  // The last one: every rank done.
+  state(1, hangwatch::DumpPhase::kDone);
+  hangwatch::forensics::summarizeNodeAfterCollect(dir, {0, 1}, log);
+  CHECK_THAT(log.str(), Catch::Contains("2 rank(s) covered"));
+  auto summary = hangwatch::nodeSummaryFromText([&] {
+    std::ifstream in(hangwatch::nodeSummaryPath(dir, hangwatch::hostName()));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }());
+  REQUIRE(summary.ok());
+  CHECK(summary->covers == std::vector<int>{0, 1});
+  CHECK(summary->host == hangwatch::hostName());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("AutoBackendFollowsTheLibrariesInTheProcess") {

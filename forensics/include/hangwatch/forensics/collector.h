@@ -26,6 +26,9 @@ struct CollectOptions {
   // (abort mode) and the report know when this rank's dumps are complete, also if the
   // watchdog that started us is gone.
   bool mark_state = false;
+  // The ranks of this node (the watchdog's node board): once this rank is done, the node's
+  // last collector merges them into nodes/<host>.json (cli/node_summary_command.h). Empty: no merge.
+  std::vector<int> node_ranks;
   size_t max_frames = 256;
   // Tests only: runs while every thread is held stopped, before unwinding.
   std::function<void()> while_stopped;

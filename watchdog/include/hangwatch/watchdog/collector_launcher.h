@@ -20,6 +20,7 @@ struct CollectorRequest {
   double wait_s = 120;
   std::string debugger;   // HANGWATCH_DEBUGGER, kept in the collector's environment
   bool mark_state = false;  // the collector records collecting/done in ranks/rNNNNN.state.json
+  std::string node_ranks;   // this node's ranks ("0,1,2"): the last collector merges them; empty: no merge
   // Polled while waiting: true stops the wait early (the collector runs on, detached).
   std::function<bool()> give_up;
 };

@@ -64,6 +64,8 @@ class NodeShare {
     bool left = false;
   };
   std::vector<GoneMember> goneMembers() const;
+  // The launcher ranks of every member that ever joined, live or gone, ascending.
+  std::vector<int> memberRanks() const;
 
   // Marks this process as left (it stays listed, to be named if the others still need it); the
   // last live member to leave removes the board's file.

@@ -15,6 +15,7 @@ struct WatchdogConfig {
   double warn_after_s = 15;       // HANGWATCH_WARN_AFTER: early warning after this long without progress, 0 = off
   OnHang on_hang = OnHang::kWait; // HANGWATCH_ON_HANG
   bool collect = true;            // HANGWATCH_COLLECT
+  bool node_summary = true;       // HANGWATCH_NODE_SUMMARY=0: the node's last collector merges nothing
   double metrics_interval_s = 10; // HANGWATCH_METRICS_INTERVAL
   std::string job_dir;            // $HANGWATCH_DUMP_DIR/<job-id>
   std::string forensics_binary;   // HANGWATCH_FORENSICS, empty: find it

@@ -41,6 +41,8 @@ struct OptionCursor {
 
 Expected<int> parseInt(const std::string& flag, const std::string& text, long min, long max);
 Expected<double> parseSeconds(const std::string& flag, const std::string& text);
+// Ranks as ranges ("0-3,8", "1,2,3"), in any order: ascending, each once.
+Expected<std::vector<int>> parseRanks(const std::string& flag, const std::string& text);
 
 // The attempt of `job_dir` a command reads (common/attempt.h): the newest, or the one `selector`
 // names (--attempt N|NAME). When the job holds several, says on stderr which one it reads.
