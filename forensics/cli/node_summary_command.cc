@@ -133,6 +133,9 @@ int NodeSummaryCommand::run(const std::vector<std::string>& args) {
   if (job_dir.empty()) return usageError("missing <job-dir>");
   if (all == !ranks_text.empty()) return usageError("give either --ranks or --all");
   if (all && (!host.empty() || !wait_text.empty())) return usageError("--all takes neither --host nor --wait-until");
+  Expected<std::vector<int>> parsed = all ? Expected<std::vector<int>>(std::vector<int>{}) : parseRanks("--ranks", ranks_text);
+  if (!parsed) return usageError(parsed.error());
+  const std::vector<int> ranks = std::move(*parsed);
   std::error_code ec;
   if (!fs::is_directory(ranksDir(job_dir), ec)) {
     std::cerr << "forensics node-summary: " << job_dir << " has no ranks/ folder\n";
@@ -163,9 +166,6 @@ int NodeSummaryCommand::run(const std::vector<std::string>& args) {
     }
     return bad ? 1 : 0;
   }
-  Expected<std::vector<int>> parsed = parseRanks("--ranks", ranks_text);
-  if (!parsed) return usageError(parsed.error());
-  const std::vector<int> ranks = std::move(*parsed);
   if (host.empty()) host = hostName();
   if (!wait_text.empty()) {
     char* end = nullptr;
