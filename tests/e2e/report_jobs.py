@@ -116,10 +116,42 @@ def run_healthy_job(dump_root, steps=8):
 
 
 def report(job_dir, fmt="json", extra=()):
-    """Runs `forensics report` (with its default --wait); returns (exit code, stdout, stderr)."""
+    """Runs `forensics report` (with its default --wait); returns (exit code, stdout, stderr).
+    When the job's nodes wrote summaries (nodes/<host>.json) and every rank is done, also checks
+    that the report from them is, byte for byte, the one from the rank files (--flat)."""
     r = subprocess.run([forensics_binary(), "report", str(job_dir), "--format", fmt, *extra],
                        capture_output=True, text=True, timeout=240)
+    if r.returncode == 0:
+        assert_summaries_give_flat_report(job_dir, fmt)
     return r.returncode, r.stdout, r.stderr
+
+
+def all_ranks_done(job_dir):
+    for f in (Path(job_dir) / "ranks").glob("r*.state.json"):
+        try:
+            if json.loads(f.read_text()).get("state") != "done":
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def assert_summaries_give_flat_report(job_dir, fmt="json"):
+    """The report read through the node summaries equals the one read from every rank's files."""
+    if not list((Path(job_dir) / "nodes").glob("*.json")) or not all_ranks_done(job_dir):
+        return
+    def one(*more):
+        r = subprocess.run([forensics_binary(), "report", str(job_dir), "--format", fmt, "--wait", "0", "--no-save",
+                            *more], capture_output=True, text=True, timeout=240)
+        if r.returncode != 0:
+            raise AssertionError(f"forensics report {' '.join(more)} exited {r.returncode}: {r.stderr}")
+        return r.stdout
+    merged, flat = one(), one("--flat")
+    if merged != flat:
+        import difflib
+        diff = "".join(list(difflib.unified_diff(flat.splitlines(True), merged.splitlines(True), "flat",
+                                                 "node summaries"))[:60])
+        raise AssertionError(f"the report from the node summaries of {job_dir} differs from the flat one:\n{diff}")
 
 
 def report_json(job_dir):

@@ -126,15 +126,22 @@ class HealthyJob(ReportCase):
         self.assertEqual(rep["ranks_missing"], [])
 
 
+def replace_file(path, text):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 class DamagedDumps(ReportCase):
     def test_deleted_and_truncated_dumps_are_listed_and_the_verdict_stays_right(self):
         job_dir = self.hung("dead-link-8", nranks=8)
         ranks = job_dir / "ranks"
         for f in ranks.glob("r00003.*.json"):
             f.unlink()
+        # Replaced, as every writer of rank files does (a write to a temporary name, renamed).
         for name in ("r00001.watchdog.json", "r00007.forensics.json"):
             text = (ranks / name).read_text()
-            (ranks / name).write_text(text[:len(text) // 3])
+            replace_file(ranks / name, text[:len(text) // 3])
         code, out, err = report_jobs.report(job_dir, "json")
         self.assertEqual(code, 0, err)
         rep = json.loads(out)
@@ -158,7 +165,7 @@ class DamagedDumps(ReportCase):
         ranks = job_dir / "ranks"
         snap = json.loads((ranks / "r00000.watchdog.json").read_text())
         snap["identity"]["job_id"] = "some-other-job"
-        (ranks / "r00000.watchdog.json").write_text(json.dumps(snap))
+        replace_file(ranks / "r00000.watchdog.json", json.dumps(snap))
         rep = self.report(job_dir)
         self.assertIn(0, rep["ranks_missing"])
         self.assertTrue(any("some-other-job" in p for p in rep["problems"]), rep["problems"])
