@@ -2,13 +2,16 @@
 """Synthetic hang dump sets for benchmarking `forensics report` at scale.
 
 Writes a job directory laid out as DESIGN.md §4 (TRIGGER.json, ranks/rNNNNN.watchdog.json,
-ranks/rNNNNN.forensics.json) for N ranks of a PyTorch-like job on simgpu, with one injected
-culprit, in the JSON shape the common/ writers produce (keys sorted, the same indentation).
+ranks/rNNNNN.forensics.json, ranks/rNNNNN.state.json saying done) for N ranks of a PyTorch-like
+job on simgpu, 8 ranks per node, with one injected culprit, in the JSON shape the common/
+writers produce (keys sorted, the same indentation). With --forensics, it then merges each
+node's files into nodes/<host>.json with that build's `forensics node-summary --all`, as the
+node's last collector would have.
 Each rank has 16 threads of ~30 frames (simgpu's 6-32 plus --pad-frames): the main thread in the stuck step (Python frames
 spliced in), NCCL channel threads, stream threads, autograd, pin-memory and dataloader threads,
 MPI progress threads and the watchdog's own threads, plus ring progress per channel.
 
-    bench/gen_dump_set.py OUT --ranks 16384 --fault dead-link=4000->4001
+    bench/gen_dump_set.py OUT --ranks 16384 --fault dead-link=4000->4001 [--forensics build/forensics/forensics]
     bench/gen_dump_set.py OUT --ranks 64 --fault dead-rank=9
     bench/gen_dump_set.py OUT --ranks 64 --fault host-stall=17
 
@@ -374,6 +377,15 @@ def watchdog_json(rank, cfg, fault, comm, tp_comm, trigger):
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def state_json(rank, trigger):
+    """The state file a rank's collector leaves when it is done (common/rank_state.h)."""
+    t = trigger["time_unix_s"] + 4.5 + (rank % 97) * 0.001
+    doc = {"collector_pid": 0, "deadline_unix_s": trigger["time_unix_s"] + 95.0, "exited_seen_by": None,
+           "forensics": "written", "host": host_of(rank), "note": "", "pid": pid_of(rank), "rank": rank,
+           "schema_version": 1, "snapshot": "written", "state": "done", "time_unix_s": t}
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
 def host_of(rank):
     return f"node{rank // 8:05d}"
 
@@ -444,6 +456,8 @@ class Generator:
             f.write(watchdog_json(rank, cfg, self.fault, self.comm,
                                   hashlib.blake2b(f"tp{rank // 8}".encode(), digest_size=8).hexdigest(),
                                   self.trigger))
+        with open(os.path.join(ranks_dir, f"r{rank:05d}.state.json"), "w") as f:
+            f.write(state_json(rank, self.trigger))
 
 
 GEN = None
@@ -469,6 +483,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--job-id", default="synthetic-job")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--forensics", help="a build's forensics binary: also write the node summaries with it")
     cfg = ap.parse_args()
     fault = parse_fault(cfg.fault, cfg.ranks)
     culprit = fault.get("rank", fault.get("to"))
@@ -494,6 +509,10 @@ def main():
         expected.update(kind="communication-hang", culprit_link=None, culprit_ranks=[fault["rank"]])
     else:
         expected.update(kind="non-communication-hang", culprit_link=None, culprit_ranks=[fault["rank"]])
+    if cfg.forensics:
+        import subprocess
+        subprocess.run([cfg.forensics, "node-summary", cfg.out, "--all"], check=True, stdout=subprocess.DEVNULL)
+        expected["node_summaries"] = len(os.listdir(os.path.join(cfg.out, "nodes")))
     with open(os.path.join(cfg.out, "GENERATED.json"), "w") as f:
         json.dump(expected, f, indent=1)
     print(cfg.out)

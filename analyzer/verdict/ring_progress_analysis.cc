@@ -115,7 +115,6 @@ std::vector<Link> unseenConnections(const std::map<int, std::pair<int, int>>& pr
 
 }  // namespace
 
-void RingProgressAnalysis::add(const RingProgress& record) { records_.push_back(record); }
 
 RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size) const {
   RingFinding out;
@@ -123,7 +122,8 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
   // Per channel, in communicator ranks: each reporting rank's (prev, next), and which connections have a view.
   std::map<int, std::map<int, std::pair<int, int>>> ring_of;
   std::map<int, std::map<std::pair<int, int>, Connection>> seen_of;
-  for (const RingProgress& r : records_) {
+  for (const RingProgress* record : records_) {
+    const RingProgress& r = *record;
     // A record whose seq its reader could not tell joins only the seq-less pass.
     if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq))) continue;
     if (r.rank < 0) continue;  // a reader that could not tell whose record it is

@@ -347,15 +347,19 @@ RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) co
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
-      RingProgress joined = r;
-      if (r.comm.empty() && !r.nccl_comm.empty()) {
-        // A reader that saw only NCCL's own id (nccl-host, cuda): joined through this rank's
-        // comms[].nccl_id, so every record source reaches the same analysis.
-        joined.comm = watchdogHashOf(s, r.nccl_comm);
+      // A reader that saw only NCCL's own id (nccl-host, cuda): joined through this rank's
+      // comms[].nccl_id, so every record source reaches the same analysis.
+      const bool join = r.comm.empty() && !r.nccl_comm.empty();
+      const std::string comm = join ? watchdogHashOf(s, r.nccl_comm) : r.comm;
+      if (comm != f.comm) continue;  // the analysis reads the focus communicator's records only
+      if (!r.algorithm.empty() && r.algorithm != "RING") kernel_algorithms.insert(r.algorithm);
+      any = true;
+      if (!join) {
+        ring.add(r);
+        continue;
       }
-      if (joined.comm == f.comm && !joined.algorithm.empty() && joined.algorithm != "RING")
-        kernel_algorithms.insert(joined.algorithm);
-      any = any || joined.comm == f.comm;
+      RingProgress joined = r;
+      joined.comm = comm;
       ring.add(std::move(joined));
     }
     facts.ranks_with_records += any;

@@ -12,6 +12,7 @@
 // than any seen one: such connections are listed as unseen, and a finding is only as sure
 // as the channel has none.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -52,14 +53,18 @@ class RingProgressAnalysis {
   // `to_global` maps a communicator rank to a global rank.
   explicit RingProgressAnalysis(std::function<int(int)> to_global) : to_global_(std::move(to_global)) {}
 
-  void add(const RingProgress& record);
+  // A record the caller keeps alive for the analysis's lifetime (the job's: 131,072 ranks'
+  // records are not copied), or one the analysis keeps.
+  void add(const RingProgress& record) { records_.push_back(&record); }
+  void add(RingProgress&& record) { records_.push_back(&owned_.emplace_back(std::move(record))); }
   // Only records of `comm` at `seq`; every record when seq is unset. `comm_size` (0: from the
   // records) is how many ranks the ring has, so connections nobody reported can be found.
   RingFinding analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size = 0) const;
 
  private:
   std::function<int(int)> to_global_;
-  std::vector<RingProgress> records_;
+  std::deque<RingProgress> owned_;  // a deque never moves its elements
+  std::vector<const RingProgress*> records_;
 };
 
 }  // namespace hangwatch::verdict
