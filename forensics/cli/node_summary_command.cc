@@ -1,6 +1,7 @@
 #include "hangwatch/forensics/cli/node_summary_command.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,6 +176,15 @@ int NodeSummaryCommand::run(const std::vector<std::string>& args) {
     const double stop = std::min(until, now + kLongestWaitS);
     while (!nodeState(job_dir, ranks, verdict::wallClockNow()).settled && verdict::wallClockNow() < stop)
       std::this_thread::sleep_for(std::chrono::seconds(1));
+    // The node's last collector wrote it meanwhile: nothing is left to do.
+    struct stat st;
+    if (nodeState(job_dir, ranks, verdict::wallClockNow()).settled &&
+        ::stat(nodeSummaryPath(job_dir, host).c_str(), &st) == 0 && st.st_mtime >= static_cast<time_t>(now)) {
+      if (!claim.empty() && claim.starts_with("/dev/shm/hangwatch-")) ::unlink(claim.c_str());
+      std::cout << "forensics node-summary: " << nodeSummaryPath(job_dir, host) << " was written by the node's last "
+                << "collector\n";
+      return 0;
+    }
   }
   Expected<std::string> said = summarize(job_dir, host, ranks);
   if (!claim.empty() && claim.starts_with("/dev/shm/hangwatch-")) ::unlink(claim.c_str());
