@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Collector benchmark: `forensics collect --backend host` (fast pass: native + Python
 stacks) against `eu-stack -p` and `gdb -batch -ex 'thread apply all bt'` on the same
-hung processes in the same run, and 8 ranks collected in parallel against one.
+hung processes in the same run, 8 ranks collected in parallel against one, and a node's time
+to done (8 collectors at once, as the watchdogs start them, until the last exits) with the
+node summary (`--state --node 0-7`: the last one merges the node into nodes/<host>.json)
+against without it, alternating, with the fast pass only and with the debugger phase.
 Reports medians and ratios; speed is never asserted (DESIGN.md §7).
 
-  bench/collector_bench.py --build BUILD_DIR [--runs N] [--json FILE]
+  bench/collector_bench.py --build BUILD_DIR [--runs N] [--json FILE] [--only node-summary]
 """
 import argparse
 import json
@@ -144,12 +147,43 @@ def parallel(pids, forensics, out, runs):
             "ratio_all_over_one": statistics.median(many) / statistics.median(one), "cpus": os.cpu_count()}
 
 
+def node_summary(pids, forensics, runs, backend):
+    """A node's time to done: all its collectors started at once, until the last one exits,
+    with the node summary and without, alternating (each run in a fresh job folder)."""
+    ranks = sorted(pids)
+    node = ",".join(str(r) for r in ranks)
+    times = {"with": [], "without": []}
+    for i in range(2 * runs):
+        which = "with" if i % 2 == 0 else "without"
+        out = tempfile.mkdtemp(prefix="collector-bench-node-")
+        start = time.perf_counter()
+        procs = [subprocess.Popen([forensics, "collect", "--pid", str(pids[r]), "--rank", str(r), "--state",
+                                   *(["--node", node] if which == "with" else []), "--out", out, "--backend",
+                                   backend], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                 for r in ranks]
+        codes = [p.wait() for p in procs]
+        times[which].append(time.perf_counter() - start)
+        if any(c not in (0, 3) for c in codes):
+            raise RuntimeError(f"collection failed: {codes}")
+        if which == "with":
+            # The last collector wrote it before exiting (a waiter may still be about: let it end).
+            summaries = list((Path(out) / "nodes").glob("*.json"))
+            if len(summaries) != 1:
+                raise RuntimeError(f"no node summary in {out}")
+            time.sleep(1.5)
+        shutil.rmtree(out, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"backend": backend, "ranks": len(ranks), "runs": runs, "with_median_s": med["with"],
+            "without_median_s": med["without"], "ratio_with_over_without": med["with"] / med["without"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="build directory with forensics and the examples")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--gdb-runs", type=int, default=5)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", choices=["node-summary"], help="run only this part")
     args = ap.parse_args()
     build = Path(args.build).resolve()
     forensics = str(build / "forensics" / "forensics")
@@ -165,11 +199,23 @@ def main():
     job = Job(8, [ring_train, "--steps", "50", *SMALL_MODEL], ring_env, "ring_train")
     try:
         pids = job.wait_stuck(8, {r: 9 for r in range(8)})
-        results["ring_train_rank"] = compare("ring_train rank 1 (hung, dead link)", pids[1], forensics, out,
-                                             args.runs, args.gdb_runs)
-        results["parallel"] = parallel(pids, forensics, out, max(3, args.runs // 3))
+        results["node_summary_host"] = node_summary(pids, forensics, max(3, args.runs // 2), "host")
+        results["node_summary_sim"] = node_summary(pids, forensics, max(3, args.runs // 5), "sim")
+        if not args.only:
+            results["ring_train_rank"] = compare("ring_train rank 1 (hung, dead link)", pids[1], forensics, out,
+                                                 args.runs, args.gdb_runs)
+            results["parallel"] = parallel(pids, forensics, out, max(3, args.runs // 3))
     finally:
         job.kill()
+    for key in ("node_summary_host", "node_summary_sim"):
+        n = results[key]
+        print(f"node time to done ({n['ranks']} collectors at once, backend {n['backend']}, {n['runs']} runs each): "
+              f"with the node summary {n['with_median_s'] * 1000:.0f} ms, without {n['without_median_s'] * 1000:.0f} ms"
+              f" -> ratio {n['ratio_with_over_without']:.3f} (target <= 1.10)")
+    if args.only:
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        return
     py = Job(2, [sys.executable, str(SOURCE_DIR / "examples" / "python_train" / "train.py"), "--steps", "50",
                  "--grad-mb", "1", "--hidden", "128", "--stall-rank", "1", "--stall-at-step", "5",
                  "--stall-kind", "dataloader"], {"TRAIN_SHIM": shim, "SIMGPU_NCHANNELS": "4"}, "python_train")
