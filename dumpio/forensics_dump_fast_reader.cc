@@ -92,21 +92,13 @@ Expected<ForensicsDump> forensicsDumpFromPaddedText(std::string_view text, FastR
   // A parser keeps its buffers between documents; one per loader thread.
   thread_local od::parser parser;
   od::document doc;
-  if (auto e = parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc))
-    return Error{std::string("forensics dump: ") + simdjson::error_message(e)};
-  od::json_type type;
-  if (auto e = doc.type().get(type)) return Error{std::string("forensics dump: ") + simdjson::error_message(e)};
-  if (type != od::json_type::object) return Error{"forensics dump: not a JSON object"};
   od::object o;
-  if (auto e = doc.get_object().get(o)) return Error{std::string("forensics dump: ") + simdjson::error_message(e)};
+  if (std::optional<std::string> e = openObject(parser, doc, text, o)) return Error{"forensics dump: " + *e};
   if (options.stack_ids) options.stack_ids->clear();
   DumpReader fields(options);
   ForensicsDump d;
   if (!fields.dump(o, d)) return Error{"forensics dump: " + fields.error()};
-  // At the end of the text current_location() is OUT_OF_BOUNDS; anything else is more JSON.
-  const char* where = nullptr;
-  if (doc.current_location().get(where) != simdjson::OUT_OF_BOUNDS)
-    return Error{"forensics dump: text after the dump"};
+  if (!endsAfter(doc)) return Error{"forensics dump: text after the dump"};
   return d;
 }
 

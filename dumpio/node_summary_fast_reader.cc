@@ -18,13 +18,8 @@ Error summaryError(const std::string& why) { return Error{"node summary: " + why
 Expected<NodeSummaryRead> nodeSummaryFromPaddedText(std::string_view text, const NodeSummaryReadOptions& options) {
   thread_local od::parser parser;
   od::document doc;
-  if (auto e = parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc))
-    return summaryError(simdjson::error_message(e));
-  od::json_type type;
-  if (auto e = doc.type().get(type)) return summaryError(simdjson::error_message(e));
-  if (type != od::json_type::object) return summaryError("not a JSON object");
   od::object o;
-  if (auto e = doc.get_object().get(o)) return summaryError(simdjson::error_message(e));
+  if (std::optional<std::string> e = openObject(parser, doc, text, o)) return summaryError(*e);
   RecordReader fields;
   NodeSummaryRead out;
   bool tree_seen = false;
@@ -37,8 +32,7 @@ Expected<NodeSummaryRead> nodeSummaryFromPaddedText(std::string_view text, const
     return fields.value(m, out.summary.tree, "tree");
   });
   if (!ok) return summaryError(fields.error());
-  const char* where = nullptr;
-  if (doc.current_location().get(where) != simdjson::OUT_OF_BOUNDS) return summaryError("text after the summary");
+  if (!endsAfter(doc)) return summaryError("text after the summary");
   if (!tree_seen) out.tree_read = true;  // no tree: nothing skipped
   if (Expected<bool> checked = checkNodeSummary(out.summary, out.tree_read); !checked) return Error{checked.error()};
   return out;

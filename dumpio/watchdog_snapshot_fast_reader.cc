@@ -52,13 +52,8 @@ Error snapshotError(const std::string& why) { return Error{"watchdog snapshot: "
 Expected<WatchdogSnapshot> watchdogSnapshotFromPaddedText(std::string_view text, SnapshotReadOptions options) {
   thread_local od::parser parser;
   od::document doc;
-  if (auto e = parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc))
-    return snapshotError(simdjson::error_message(e));
-  od::json_type type;
-  if (auto e = doc.type().get(type)) return snapshotError(simdjson::error_message(e));
-  if (type != od::json_type::object) return snapshotError("not a JSON object");
   od::object o;
-  if (auto e = doc.get_object().get(o)) return snapshotError(simdjson::error_message(e));
+  if (std::optional<std::string> e = openObject(parser, doc, text, o)) return snapshotError(*e);
   RecordReader fields;
   WatchdogSnapshot s;
   bool had_identity = false;
@@ -72,8 +67,7 @@ Expected<WatchdogSnapshot> watchdogSnapshotFromPaddedText(std::string_view text,
     return true;
   });
   if (!ok) return snapshotError(fields.error());
-  const char* where = nullptr;
-  if (doc.current_location().get(where) != simdjson::OUT_OF_BOUNDS) return snapshotError("text after the snapshot");
+  if (!endsAfter(doc)) return snapshotError("text after the snapshot");
   if (options.require_identity && !had_identity) return snapshotError("no identity object");
   return s;
 }

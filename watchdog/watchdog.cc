@@ -554,7 +554,9 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
     p.metrics->flush(now_ns);
   }
   HangResponse response = planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); });
-  if (config_.node_summary && start.rank) response.collector.node_ranks = nodeRanksArgument(node_->memberRanks(), *start.rank);
+  // Only with a board the node's ranks share: alone, each rank would write its node's file.
+  if (config_.node_summary && start.rank && node_->shared())
+    response.collector.node_ranks = nodeRanksArgument(node_->memberRanks(), *start.rank);
   responder_->start(response);
 }
 

@@ -68,7 +68,7 @@ NodeSummary NodeSummaryBuilder::build(const std::string& job_dir, const std::str
       out.lacks.push_back(rank);
       continue;
     }
-    // Stated before reading: a file replaced in between is then told by its inode, and read.
+    // Inodes taken before reading: a file replaced in between is then told by its inode, and read.
     CoveredFiles files{inodeOf(watchdogSnapshotPath(job_dir, rank)), inodeOf(forensicsDumpPath(job_dir, rank))};
     RankSummary s = RankDumpReader::read(job_dir, rank, table, Stage::kHang);
     out.files.push_back(files);

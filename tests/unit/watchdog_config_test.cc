@@ -42,6 +42,8 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
   CHECK(watchdogConfigFromEnv(envOf({}), nullptr).prometheus_dir.empty());
   CHECK_FALSE(c.disabled);
   CHECK(watchdogConfigFromEnv(envOf({{"HANGWATCH_DISABLE", "1"}}), nullptr).disabled);
+  CHECK(watchdogConfigFromEnv(envOf({}), nullptr).node_summary);
+  CHECK_FALSE(watchdogConfigFromEnv(envOf({{"HANGWATCH_NODE_SUMMARY", "0"}}), nullptr).node_summary);
 }
 
 TEST_CASE("MalformedWatchdogVariablesKeepTheDefaultsAndSayWhich") {

@@ -544,6 +544,8 @@ TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
   }
   REQUIRE(::waitpid(anonymous, nullptr, 0) == anonymous);
   CHECK((*me)->goneMembers().size() == 2);
+  // The node's ranks for its summary: every member that joined with a rank, live or gone.
+  CHECK((*me)->memberRanks() == std::vector<int>{0, 5, 6});
   // Another job of this user starting on the node sweeps boards whose members all exited: this
   // one has a live member, and keeps its dead ones.
   auto other = NodeShare::attach(dir.path + "/other-job", dir.path, "", 0);

@@ -269,4 +269,25 @@ class OnDemandFields {
   std::string error_;
 };
 
+// Starts `doc` on `text` (with simdjson's padding readable after it) and gives its top-level
+// object: what every reader opens a file with. The error, when there is one: simdjson's words,
+// or "not a JSON object".
+inline std::optional<std::string> openObject(simdjson::ondemand::parser& parser, simdjson::ondemand::document& doc,
+                                             std::string_view text, simdjson::ondemand::object& out) {
+  if (auto e = parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc))
+    return simdjson::error_message(e);
+  simdjson::ondemand::json_type type;
+  if (auto e = doc.type().get(type)) return simdjson::error_message(e);
+  if (type != simdjson::ondemand::json_type::object) return "not a JSON object";
+  if (auto e = doc.get_object().get(out)) return simdjson::error_message(e);
+  return std::nullopt;
+}
+
+// True when nothing follows the document read (at the end of the text current_location() is
+// OUT_OF_BOUNDS; anything else is more JSON).
+inline bool endsAfter(simdjson::ondemand::document& doc) {
+  const char* where = nullptr;
+  return doc.current_location().get(where) == simdjson::OUT_OF_BOUNDS;
+}
+
 }  // namespace hangwatch::dumpio
