@@ -258,16 +258,16 @@ void parallelFor(size_t n, unsigned threads, F&& each) {
 }
 
 // The ranks that have a file of the kinds this stage reads, with the inode numbers of their
-// snapshot and forensics dump (the listing gives them: no call per file); collections by hand
-// without a rank are counted in a problem note.
+// snapshot and forensics dump (the listing gives them: no call per file), and how many
+// collections by hand without a rank there are.
 struct RankListing {
   std::set<int> ranks;
   std::unordered_map<int, CoveredFiles> files;
+  size_t by_hand = 0;
 };
 
-RankListing listRankFiles(JobData& job, bool suspected) {
+RankListing listRankFiles(const JobData& job, bool suspected) {
   RankListing out;
-  size_t by_hand = 0;
   if (DIR* d = ::opendir(ranksDir(job.job_dir).c_str())) {
     while (const struct dirent* e = ::readdir(d)) {
       const std::string_view name = e->d_name;
@@ -283,14 +283,11 @@ RankListing listRankFiles(JobData& job, bool suspected) {
         if (f->kind == RankFileKind::kWatchdogSnapshot) files.watchdog = e->d_ino;
         if (f->kind == RankFileKind::kForensicsDump) files.forensics = e->d_ino;
       } else if (isDumpByHandName(std::string(name))) {
-        ++by_hand;
+        ++out.by_hand;
       }
     }
     ::closedir(d);
   }
-  const std::string note = " collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used";
-  std::erase_if(job.problems, [&](const std::string& p) { return p.ends_with(note); });
-  if (by_hand > 0) job.problems.push_back(fmt::format("{}{}", by_hand, note));
   return out;
 }
 
@@ -366,6 +363,10 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   if (options_.before_rank_files && options_.before_rank_files(ranks)) {
     listing = listRankFiles(job, suspected);
     ranks = uncoveredRanks();
+  }
+  if (listing.by_hand > 0) {
+    job.problems.push_back(fmt::format(
+        "{} collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used", listing.by_hand));
   }
   const size_t from_summaries = read.size();
   read.resize(from_summaries + ranks.size());

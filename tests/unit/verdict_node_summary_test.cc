@@ -124,6 +124,12 @@ TEST_CASE("NodeSummariesGiveTheFlatReport") {
     requireSameReport(dir.path, 0);
     CHECK_THAT(render(dir.path, true).notes.at(0), Catch::Contains("do not match its key"));
   }
+  SECTION("a collection by hand without a rank is counted once, as in the flat report") {
+    REQUIRE(writeFileAtomically(dir.path + "/ranks/p4242.forensics.json", "{}").ok());
+    requireSameReport(dir.path, 2);
+    CHECK_THAT(render(dir.path, true).json,
+               Catch::Contains("1 collection(s) by hand without a rank (ranks/p<PID>.forensics.json) are not used"));
+  }
   SECTION("a rank in two summaries is read from its own files") {
     NodeSummary extra = summarize(dir.path, "node9", {5});
     CHECK(extra.covers == std::vector<int>{5});
