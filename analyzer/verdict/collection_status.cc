@@ -6,13 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <filesystem>
 
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/rank_identity.h"
 
 namespace hangwatch::verdict {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -30,25 +28,14 @@ bool stillCollecting(const RankState& s, double now_unix_s, const std::string& t
   return true;
 }
 
-CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s, const std::vector<int>* only) {
+CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s, const std::vector<int>& ranks) {
   CollectionStatus status;
-  std::string host = hostName();
-  auto look = [&](int rank, const std::string& path) {
-    Expected<RankState> s = readRankState(path);
-    if (!s || !stillCollecting(*s, now_unix_s, host)) return;
+  const std::string host = hostName();
+  for (int rank : ranks) {
+    Expected<RankState> s = readRankState(rankStatePath(job_dir, rank));
+    if (!s || !stillCollecting(*s, now_unix_s, host)) continue;
     status.collecting.push_back(rank);
     status.latest_deadline_unix_s = std::max(status.latest_deadline_unix_s, s->deadline_unix_s);
-  };
-  if (only) {
-    for (int rank : *only) look(rank, rankStatePath(job_dir, rank));
-    return status;
-  }
-  std::error_code ec;
-  fs::path ranks = ranksDir(job_dir);
-  if (!fs::is_directory(ranks, ec)) return status;
-  for (const fs::directory_entry& e : fs::directory_iterator(ranks, ec)) {
-    std::optional<RankFile> f = parseRankFileName(e.path().filename().string());
-    if (f && f->kind == RankFileKind::kRankState) look(f->rank, e.path().string());
   }
   std::sort(status.collecting.begin(), status.collecting.end());
   return status;

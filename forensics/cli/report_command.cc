@@ -42,7 +42,7 @@ bool waitForCollectors(const std::string& job_dir, double wait_s, const std::vec
   std::vector<int> collecting = ranks;
   for (;;) {
     // After the first pass only the ranks still collecting are looked at again.
-    verdict::CollectionStatus status = verdict::readCollectionStatus(job_dir, verdict::wallClockNow(), &collecting);
+    verdict::CollectionStatus status = verdict::readCollectionStatus(job_dir, verdict::wallClockNow(), collecting);
     collecting = status.collecting;
     if (status.collecting.empty()) break;
     double left = std::chrono::duration<double>(until - Clock::now()).count();

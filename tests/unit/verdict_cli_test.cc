@@ -106,7 +106,7 @@ TEST_CASE("ACollectorThatDiedOrMissedItsDeadlineIsNotWaitedFor") {
   writeState(dir.path, 0, hangwatch::DumpPhase::kCollecting, deadPid(), deadPid(), 600);  // both gone
   writeState(dir.path, 1, hangwatch::DumpPhase::kCollecting, ::getpid(), ::getpid(), -1);  // past its deadline
   writeState(dir.path, 2, hangwatch::DumpPhase::kCollecting, ::getpid(), 0, 600);  // collector not started, rank alive
-  auto status = hangwatch::verdict::readCollectionStatus(dir.path, hangwatch::verdict::wallClockNow());
+  auto status = hangwatch::verdict::readCollectionStatus(dir.path, hangwatch::verdict::wallClockNow(), {0, 1, 2, 3});
   CHECK(status.collecting == std::vector<int>{2});
 }
 

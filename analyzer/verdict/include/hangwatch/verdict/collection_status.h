@@ -17,9 +17,8 @@ struct CollectionStatus {
   double latest_deadline_unix_s = 0;  // of those still collecting
 };
 
-// Every rank's state file, or only those of `only` (the ones still collecting last time).
-CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s,
-                                      const std::vector<int>* only = nullptr);
+// The state files of `ranks` (a rank without one is not collecting).
+CollectionStatus readCollectionStatus(const std::string& job_dir, double now_unix_s, const std::vector<int>& ranks);
 
 double wallClockNow();
 
