@@ -7,12 +7,14 @@ include(GNUInstallDirs)
 install(TARGETS hangwatch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS forensics RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(hangwatch_datadir ${CMAKE_INSTALL_DATADIR}/hangwatch)
-# simgpu's drop-in CUDA/cuBLAS/NCCL libraries (simgpu/dropin), one folder for
-# LD_LIBRARY_PATH: a real program tried on the emulator without a GPU.
+# simgpu's drop-in CUDA/cuBLAS/NCCL/driver libraries (simgpu/dropin), one folder for
+# LD_LIBRARY_PATH, with simgpu-run beside them (programs that find theirs by RPATH): a real
+# program tried on the emulator without a GPU.
 if(TARGET dropin_cudart)
-  set(dropin_targets dropin_cudart dropin_cublas dropin_cublasLt dropin_nccl)
+  set(dropin_targets dropin_cudart dropin_cublas dropin_cublasLt dropin_nccl dropin_cuda)
   set_target_properties(${dropin_targets} PROPERTIES INSTALL_RPATH "$ORIGIN")
   install(TARGETS ${dropin_targets} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/hangwatch/simgpu NAMELINK_SKIP)
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/simgpu/dropin/simgpu-run DESTINATION ${CMAKE_INSTALL_LIBDIR}/hangwatch/simgpu)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/gdb-scripts/ DESTINATION ${hangwatch_datadir}/gdb-scripts
         PATTERN tests EXCLUDE PATTERN __pycache__ EXCLUDE PATTERN README.md EXCLUDE)

@@ -72,6 +72,16 @@ cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId)
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// The workspace is the caller's memory for cuBLAS's kernels; simgpu's GEMMs need none.
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes) {
+  cublasContext* context = liveBlasContext(handle);
+  if (context == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (workspace == nullptr && workspaceSizeInBytes != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  context->workspace = workspace;
+  context->workspace_bytes = workspaceSizeInBytes;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   cublasContext* context = liveBlasContext(handle);
   if (context == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;

@@ -29,8 +29,6 @@ bool isFloatCompute(cublasComputeType_t c) {
 
 bool validOp(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
-size_t elementSize(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
-
 const char* typeTag(cudaDataType t) {
   switch (t) {
     case CUDA_R_32F: return "f32";
@@ -40,7 +38,11 @@ const char* typeTag(cudaDataType t) {
   }
 }
 
-float load(const void* base, cudaDataType t, size_t index) {
+}  // namespace
+
+size_t elementSize(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+
+float loadElement(const void* base, cudaDataType t, size_t index) {
   if (t == CUDA_R_32F) {
     float v;
     std::memcpy(&v, static_cast<const char*>(base) + index * 4, 4);
@@ -51,7 +53,7 @@ float load(const void* base, cudaDataType t, size_t index) {
   return t == CUDA_R_16F ? halfToFloat(bits) : bf16ToFloat(bits);
 }
 
-void store(void* base, cudaDataType t, size_t index, float v) {
+void storeElement(void* base, cudaDataType t, size_t index, float v) {
   if (t == CUDA_R_32F) {
     std::memcpy(static_cast<char*>(base) + index * 4, &v, 4);
     return;
@@ -59,6 +61,8 @@ void store(void* base, cudaDataType t, size_t index, float v) {
   uint16_t bits = t == CUDA_R_16F ? floatToHalf(v) : floatToBf16(v);
   std::memcpy(static_cast<char*>(base) + index * 2, &bits, 2);
 }
+
+namespace {
 
 // op(X) is rows x cols; element (i, j) of op(X) in column-major storage.
 size_t opIndex(cublasOperation_t op, int ld, int i, int j) {
@@ -109,23 +113,44 @@ std::string GemmProblem::kernelName() const {
   return name;
 }
 
+namespace {
+
+// op(X) of a batch as floats, column-major and dense (rows x cols), so the inner loop below
+// runs over contiguous floats whatever the storage type and transposition.
+std::vector<float> denseOperand(const char* base, cudaDataType type, cublasOperation_t op, int ld, int rows,
+                                int cols) {
+  std::vector<float> dense(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i)
+      dense[static_cast<size_t>(i) + static_cast<size_t>(j) * rows] = loadElement(base, type, opIndex(op, ld, i, j));
+  return dense;
+}
+
+}  // namespace
+
+// The sums run in the same order as a plain triple loop (for each column of C, over k), so
+// the result does not depend on how the operands were stored.
 void GemmProblem::computeResult() const {
   std::vector<float> column(m);
   for (int bi = 0; bi < batch; ++bi) {
     const char* a_base = static_cast<const char*>(a.data) + bi * a.stride * static_cast<long long>(elementSize(a.type));
     const char* b_base = static_cast<const char*>(b.data) + bi * b.stride * static_cast<long long>(elementSize(b.type));
     char* c_base = static_cast<char*>(c) + bi * stride_c * static_cast<long long>(elementSize(c_type));
+    const std::vector<float> op_a = denseOperand(a_base, a.type, transa, a.ld, m, k);
+    const std::vector<float> op_b = denseOperand(b_base, b.type, transb, b.ld, k, n);
     for (int j = 0; j < n; ++j) {
       std::fill(column.begin(), column.end(), 0.0f);
+      float* __restrict out = column.data();
       for (int l = 0; l < k; ++l) {
-        float blj = load(b_base, b.type, opIndex(transb, b.ld, l, j));
-        for (int i = 0; i < m; ++i) column[i] += load(a_base, a.type, opIndex(transa, a.ld, i, l)) * blj;
+        const float blj = op_b[static_cast<size_t>(l) + static_cast<size_t>(j) * k];
+        const float* __restrict a_col = op_a.data() + static_cast<size_t>(l) * m;
+        for (int i = 0; i < m; ++i) out[i] += a_col[i] * blj;
       }
       for (int i = 0; i < m; ++i) {
         size_t ci = static_cast<size_t>(i) + static_cast<size_t>(j) * ldc;
         // beta == 0 means C is not read, so NaN garbage in C does not propagate.
         float product = alpha * column[i];
-        store(c_base, c_type, ci, beta == 0.0f ? product : product + beta * load(c_base, c_type, ci));
+        storeElement(c_base, c_type, ci, beta == 0.0f ? product : product + beta * loadElement(c_base, c_type, ci));
       }
     }
   }

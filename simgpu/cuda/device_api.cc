@@ -195,6 +195,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaSetDevice(int device) {
   if (!Runtime::current().validDevice(device)) return recordError(cudaErrorInvalidDevice);
   Runtime::setThreadDevice(device);
+  Runtime::current().noteContextUse(device);
   return cudaSuccess;
 }
 

@@ -3,11 +3,13 @@
 // the caller may change its variables right after the launch returns. An nvcc function
 // (fatbin_api.cc) is opaque work of its modeled duration (opaque_kernel.h).
 #include <cuda.h>
+#include <dlfcn.h>
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hangwatch/simgpu/cuda/kernel_registry.h"
@@ -149,24 +151,50 @@ const DriverEntry kDriverEntries[] = {
     {"cuKernelGetName", reinterpret_cast<void*>(&simFuncGetName), reinterpret_cast<void*>(&simFuncGetName)},
 };
 
+// A driver function the runtime does not model itself comes from simgpu's libcuda.so.1, as the
+// real runtime asks the driver it loaded: the one the process has, or else the one beside this
+// library (the drop-in folder). The real driver (which has no simgpuDriverProcAddress) is never
+// asked, nor loaded.
+using DriverProcAddressFn = void* (*)(const char* name, int cuda_version, bool per_thread);
+
+DriverProcAddressFn simgpuDriver() {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (driver == nullptr) {
+    Dl_info self{};
+    if (dladdr(reinterpret_cast<void*>(&simgpuDriver), &self) != 0 && self.dli_fname != nullptr) {
+      std::string beside = self.dli_fname;
+      beside = beside.substr(0, beside.rfind('/') + 1) + "libcuda.so.1";
+      driver = dlopen(beside.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    }
+  }
+  return driver == nullptr ? nullptr : reinterpret_cast<DriverProcAddressFn>(dlsym(driver, "simgpuDriverProcAddress"));
+}
+
+void* driverLibraryEntry(const char* symbol, unsigned version, bool per_thread) {
+  static DriverProcAddressFn lookup = simgpuDriver();
+  return lookup == nullptr ? nullptr : lookup(symbol, static_cast<int>(version), per_thread);
+}
+
 // cudaEnableDefault means per-thread in the _ptsz flavour of the query, legacy otherwise.
 cudaError_t driverEntryPoint(const char* symbol, void** fn, unsigned long long flags,
-                             cudaDriverEntryPointQueryResult* status, bool ptsz_query) {
+                             cudaDriverEntryPointQueryResult* status, bool ptsz_query, unsigned version = 13000) {
   constexpr unsigned long long kKnown = cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream;
   if (symbol == nullptr || fn == nullptr || (flags & ~kKnown) != 0) return recordError(cudaErrorInvalidValue);
   const bool per_thread = (flags & cudaEnablePerThreadDefaultStream) != 0 ||
                           (ptsz_query && (flags & cudaEnableLegacyStream) == 0);
-  *fn = nullptr;
-  if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
-  for (const DriverEntry& e : kDriverEntries) {
-    if (std::strcmp(e.name, symbol) != 0) continue;
-    *fn = per_thread ? e.per_thread : e.legacy;
-    if (status != nullptr) *status = cudaDriverEntryPointSuccess;
-  }
+  *fn = simgpu::runtimeDriverEntry(symbol, per_thread);
+  if (*fn == nullptr) *fn = driverLibraryEntry(symbol, version, per_thread);
+  if (status != nullptr) *status = *fn != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
 
 }  // namespace
+
+void* simgpu::runtimeDriverEntry(const char* name, bool per_thread) {
+  for (const DriverEntry& e : kDriverEntries)
+    if (std::strcmp(e.name, name) == 0) return per_thread ? e.per_thread : e.legacy;
+  return nullptr;
+}
 
 extern "C" {
 
@@ -246,13 +274,13 @@ cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, uns
 
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
                                              unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
-  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, false);
+  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, false, cudaVersion);
 }
 
 cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** funcPtr, unsigned int cudaVersion,
                                                   unsigned long long flags,
                                                   cudaDriverEntryPointQueryResult* driverStatus) {
-  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, true);
+  return driverEntryPoint(symbol, funcPtr, flags, driverStatus, true, cudaVersion);
 }
 
 }  // extern "C"

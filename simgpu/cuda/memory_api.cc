@@ -32,6 +32,7 @@ cudaError_t checkUnsafe() { return recordError(Runtime::current().checkUnsafeCal
 cudaError_t allocate(void** ptr, size_t size, MemoryKind kind, unsigned host_flags = 0) {
   if (ptr == nullptr) return recordError(cudaErrorInvalidValue);
   if (cudaError_t e = checkUnsafe(); e != cudaSuccess) return e;
+  Runtime::current().noteContextUse(Runtime::threadDevice());
   *ptr = AllocationTable::instance().allocate(size, kind, Runtime::threadDevice(), host_flags);
   if (*ptr == nullptr) return recordError(cudaErrorMemoryAllocation);
   return cudaSuccess;

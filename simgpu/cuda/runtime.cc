@@ -66,8 +66,20 @@ void resetInChild() {
 
 }  // namespace
 
-Runtime::Runtime() {
-  for (int d = 0; d < simConfig().device_count; ++d) devices_.push_back(std::make_unique<Device>(d));
+Runtime::Runtime() : context_active_(new std::atomic<bool>[simConfig().device_count]) {
+  for (int d = 0; d < simConfig().device_count; ++d) {
+    devices_.push_back(std::make_unique<Device>(d));
+    context_active_[d].store(false);
+  }
+}
+
+void Runtime::noteContextUse(int device) {
+  if (validDevice(device) && !context_active_[device].load(std::memory_order_relaxed))
+    context_active_[device].store(true, std::memory_order_relaxed);
+}
+
+bool Runtime::contextActive(int device) const {
+  return validDevice(device) && context_active_[device].load(std::memory_order_relaxed);
 }
 
 Runtime& Runtime::current() {
@@ -103,6 +115,7 @@ std::shared_ptr<Stream> Runtime::perThreadStream(int device) {
 }
 
 std::shared_ptr<Stream> Runtime::resolveStream(cudaStream_t handle) {
+  noteContextUse(t_device);
   if (handle == nullptr || handle == cudaStreamLegacy) return device(t_device).legacyStream();
   if (handle == cudaStreamPerThread) return perThreadStream(t_device);
   std::lock_guard lock(mutex_);
@@ -111,6 +124,7 @@ std::shared_ptr<Stream> Runtime::resolveStream(cudaStream_t handle) {
 }
 
 cudaStream_t Runtime::createStream(Stream::Kind kind, int priority) {
+  noteContextUse(t_device);
   std::lock_guard lock(mutex_);
   uint64_t id = kHandleBase + kHandleStride * next_id_++;
   auto stream = Stream::start(t_device, kind, priority, id);
@@ -134,6 +148,7 @@ bool Runtime::destroyStream(cudaStream_t handle) {
 }
 
 cudaEvent_t Runtime::createEvent(unsigned flags) {
+  noteContextUse(t_device);
   std::lock_guard lock(mutex_);
   uint64_t id = kHandleBase + kHandleStride * next_id_++;
   events_.emplace(id, std::make_shared<Event>(flags, t_device));

@@ -44,6 +44,8 @@ cudaError_t enqueue(cudaStream_t stream, const char* name, DeviceWork work) {
 
 int currentDevice() { return Runtime::threadDevice(); }
 
+bool primaryContextActive(int device) { return Runtime::current().contextActive(device); }
+
 int processRank() { return launcherRank().value_or(currentDevice()); }
 
 double deviceSpeed() { return faultPlan().rankSpeed(processRank()); }

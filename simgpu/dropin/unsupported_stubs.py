@@ -23,6 +23,11 @@ def defined_functions(nm, library):
     return names
 
 
+def listed_functions(path):
+    with open(path, encoding="utf-8") as f:
+        return {line.split("#")[0].strip() for line in f} - {""}
+
+
 def string_returning(headers):
     names = set()
     for header in headers:
@@ -71,6 +76,8 @@ def main():
     parser.add_argument("--real", required=True, help="the real library, e.g. libcudart.so.13")
     parser.add_argument("--sim", action="append", default=[], help="simgpu libraries whose functions are emulated")
     parser.add_argument("--header", action="append", default=[])
+    parser.add_argument("--also", action="append", default=[],
+                        help="a file naming functions of a newer release of the library, one per line ('#' comments)")
     parser.add_argument("--error-value", required=True)
     parser.add_argument("--error-name", required=True)
     parser.add_argument("--output", required=True)
@@ -78,7 +85,8 @@ def main():
     emulated = set()
     for sim in args.sim:
         emulated |= defined_functions(args.nm, sim)
-    missing = defined_functions(args.nm, args.real) - emulated
+    exported = defined_functions(args.nm, args.real) | set().union(*(listed_functions(f) for f in args.also))
+    missing = exported - emulated
     source = stub_source(missing, string_returning(args.header), args.error_value, args.error_name)
     with open(args.output, "w", encoding="utf-8") as f:
         f.write(source)

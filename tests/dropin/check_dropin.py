@@ -26,6 +26,8 @@ EXPECTED = {
     "cublas_sgemm": "0",
     "cublas_unsupported": "15",  # CUBLAS_STATUS_NOT_SUPPORTED
     "cublaslt_unsupported": "15",
+    "driver_primary_active": "1",
+    "driver_unsupported": "801",  # CUDA_ERROR_NOT_SUPPORTED
     "nccl_version": "22809",
     "nccl_allreduce": "0",
     "devices_nccl_allreduce": "0",  # one process, two devices, ncclCommInitAll and a grouped AllReduce
@@ -36,7 +38,8 @@ EXPECTED = {
 }
 UNSUPPORTED_LINES = [
     "simgpu: cublasSetVector is not emulated; it returns CUBLAS_STATUS_NOT_SUPPORTED",
-    "simgpu: cublasLtCreate is not emulated; it returns CUBLAS_STATUS_NOT_SUPPORTED",
+    "simgpu: cublasLtMatrixTransformDescCreate is not emulated; it returns CUBLAS_STATUS_NOT_SUPPORTED",
+    "simgpu: cuMemCreate is not emulated; it returns CUDA_ERROR_NOT_SUPPORTED",
     "simgpu: cudaArrayGetSparseProperties is not emulated; it returns cudaErrorNotSupported",
 ]
 LIBRARIES = ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2"]

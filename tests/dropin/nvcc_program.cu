@@ -5,6 +5,7 @@
 // `key=value` lines that check_dropin.py checks.
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -108,8 +109,9 @@ static void libraries() {
     s = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &alpha, a, 64, a, 64, &beta, c, 64);
   std::printf("cublas_sgemm=%d\n", static_cast<int>(s));
   std::printf("cublas_unsupported=%d\n", static_cast<int>(cublasSetVector(1, 4, &alpha, 1, c, 1)));
-  cublasLtHandle_t lt;
-  std::printf("cublaslt_unsupported=%d\n", static_cast<int>(cublasLtCreate(&lt)));
+  cublasLtMatrixTransformDesc_t transform;
+  std::printf("cublaslt_unsupported=%d\n",
+              static_cast<int>(cublasLtMatrixTransformDescCreate(&transform, CUDA_R_32F)));
   int version = 0;
   ncclGetVersion(&version);
   ncclComm_t comm;
@@ -165,8 +167,30 @@ static void severalDevices() {
   CHECK(cudaSetDevice(0));
 }
 
+// The driver as the runtime hands it out (cudaGetDriverEntryPointByVersion), which is how
+// libraries that do not link libcuda reach it: a function simgpu's driver answers, and one it
+// does not.
+static void driverEntryPoints() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  CHECK(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000, cudaEnableDefault, &found));
+  unsigned flags = 0;
+  int active = -1;
+  if (found == cudaDriverEntryPointSuccess)
+    reinterpret_cast<CUresult (*)(CUdevice, unsigned*, int*)>(fn)(0, &flags, &active);
+  std::printf("driver_primary_active=%d\n", active);  // the runtime has used device 0 by now
+  CHECK(cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 12000, cudaEnableDefault, &found));
+  CUresult r = found == cudaDriverEntryPointSuccess
+                   ? reinterpret_cast<CUresult (*)(CUmemGenericAllocationHandle*, size_t,
+                                                   const CUmemAllocationProp*, unsigned long long)>(fn)(
+                         nullptr, 0, nullptr, 0)
+                   : CUDA_ERROR_NOT_FOUND;
+  std::printf("driver_unsupported=%d\n", static_cast<int>(r));
+}
+
 int main() {
   startUpQueries();
+  driverEntryPoints();
   kernels();
   libraries();
   severalDevices();

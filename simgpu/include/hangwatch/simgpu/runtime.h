@@ -44,6 +44,13 @@ void occupyDevice(std::chrono::nanoseconds modeled);
 // the wall time since `start`, divided by deviceSpeed().
 void occupyDeviceSince(std::chrono::steady_clock::time_point start);
 
+// The driver API's view of the runtime, for simgpu's libcuda.so.1 (cuda/driver_api.cc):
+// whether the runtime has made `device`'s primary context (Runtime::noteContextUse), and
+// the runtime's own driver entry points (cuLaunchKernel[Ex][_ptsz], cuFuncGetName,
+// cuKernelGetName; nullptr for any other name), which launch through the runtime's streams.
+bool primaryContextActive(int device);
+void* runtimeDriverEntry(const char* name, bool per_thread);
+
 // Name of the device work the calling stream thread is running (a kernel's
 // registered name, "simgpu_memcpy", ...), or nullptr between tasks and off streams.
 const char* runningKernelName();

@@ -8,6 +8,8 @@ struct cublasContext {
   cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
   cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
   int device = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 namespace simgpu {

@@ -44,4 +44,9 @@ struct GemmProblem {
 // Reads a scalar (alpha or beta) in the representation `compute` prescribes.
 float readScalar(const void* p, cublasComputeType_t compute);
 
+// Element `index` of an array of `type` (CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF) as float, and back.
+float loadElement(const void* base, cudaDataType type, size_t index);
+void storeElement(void* base, cudaDataType type, size_t index, float value);
+size_t elementSize(cudaDataType type);
+
 }  // namespace simgpu

@@ -5,6 +5,7 @@
 // worker threads do not exist there, so the old one is abandoned, not torn down.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,6 +68,12 @@ class Runtime {
   // (disable) in that state.
   bool setPeerAccess(int device, int peer, bool enable);
 
+  // A device's primary context, as the real runtime makes it at the first call that needs
+  // one on that device (cudaSetDevice, a stream, an event, an allocation): what the driver
+  // API (cuDevicePrimaryCtxGetState, cuCtxGetCurrent) reports of the runtime's use.
+  void noteContextUse(int device);
+  bool contextActive(int device) const;
+
   // Stream worker threads run kernels on their stream's device.
   static void enterStreamThread(int device);
   static void setRunningKernel(const char* name);
@@ -80,6 +87,7 @@ class Runtime {
   std::shared_ptr<Stream> perThreadStream(int device);
 
   std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<std::atomic<bool>[]> context_active_;
   std::mutex mutex_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;
