@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
-# Installs the Debian packages hangwatch builds and tests with, and fetches the one
-# source the static collector compiles (below). Idempotent: when everything is already
-# there it prints nothing and touches nothing.
+# Installs what hangwatch needs, per purpose, and nothing more:
+#   (no option)  the Debian packages that build it and run the demo, and the one source the
+#                static collector compiles (simdjson's, below);
+#   --tests      also what only the test suite uses (Chromium, Prometheus, clang, dpkg-dev);
+#   --torch      also the pinned PyTorch (scripts/torch-requirements.txt) in a venv of the deps
+#                cache: $HANGWATCH_DEPS_CACHE/torch-venv (the torch e2e tests and bench run it).
+# Idempotent: when everything is already there it prints nothing and touches nothing.
 set -euo pipefail
+
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+tests=0
+torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) tests=1 ;;
+    --torch) torch=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "install-deps: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 packages=(
   cmake ninja-build g++ gdb python3
@@ -10,13 +27,20 @@ packages=(
   zlib1g-dev liblzma-dev libbz2-dev  # the static archives libdw.a needs (static bin/forensics)
   curl                         # fetches simdjson's source (below)
   libopenmpi-dev openmpi-bin
-  libfmt-dev catch2 nlohmann-json3-dev
-  libbenchmark-dev libsimdjson-dev
-  chromium fonts-dejavu-core  # the report's HTML page is checked with a headless screenshot
-  clang libclang-rt-14-dev     # libFuzzer, for tests/fuzz/run.sh
-  dpkg-dev                     # dpkg-shlibdeps, for the .deb's dependencies (cpack -G DEB)
-  prometheus prometheus-node-exporter  # promtool and the live scrape in tests/e2e/test_prometheus.py
+  libfmt-dev catch2 nlohmann-json3-dev libsimdjson-dev
+  libbenchmark-dev             # bench/'s Google Benchmark programs are configured with the tree
 )
+if [ "$tests" -eq 1 ]; then
+  packages+=(
+    chromium fonts-dejavu-core   # the report's HTML page is checked with a headless screenshot
+    clang libclang-rt-14-dev     # libFuzzer, for tests/fuzz/run.sh
+    dpkg-dev                     # dpkg-shlibdeps, for the .deb's dependencies (cpack -G DEB)
+    prometheus prometheus-node-exporter  # promtool and the live scrape in tests/e2e/test_prometheus.py
+  )
+fi
+if [ "$torch" -eq 1 ] && ! python3.11 -c 'import venv, ensurepip' 2>/dev/null; then
+  packages+=(python3.11-venv)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -58,4 +82,38 @@ if [ ! -e "$simdjson_dir/.verified" ]; then
   rm -rf "$simdjson_dir"
   tar -xzf "$tarball" -C "$cache" simdjson-3.0.1/singleheader simdjson-3.0.1/LICENSE
   touch "$simdjson_dir/.verified"
+fi
+
+# PyTorch, exactly as pinned (versions and hashes of torch and of everything it pulls in):
+# the CUDA 13 build from PyPI, whose libtorch_cuda.so needs libcudart.so.13. A venv keeps the
+# absolute path it was made at (its scripts' #! lines), so it is made in place, and the
+# marker that says it is complete is written last: an interrupted install is made again, as
+# is one from a changed requirements file.
+if [ "$torch" -eq 1 ]; then
+  requirements="$here/torch-requirements.txt"
+  venv="$cache/torch-venv"
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ "$(cat "$venv/.requirements-sha256" 2>/dev/null)" != "$want" ]; then
+    command -v python3.11 >/dev/null ||
+      { echo "install-deps: --torch needs python3.11 (the pinned wheels are cp311)" >&2; exit 1; }
+    echo "install-deps: installing PyTorch (scripts/torch-requirements.txt) into $venv" >&2
+    rm -rf "$venv"
+    mkdir -p "$cache"
+    python3.11 -m venv "$venv"
+    pip_log="$venv/pip.log"
+    if ! "$venv/bin/python" -m pip install --quiet --no-input --disable-pip-version-check --require-hashes \
+        --only-binary :all: --no-deps -r "$requirements" >"$pip_log" 2>&1; then
+      cat "$pip_log" >&2
+      echo "install-deps: pip could not install the pinned PyTorch (see above)" >&2
+      exit 1
+    fi
+    cudart=$(readelf -d "$venv"/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so 2>/dev/null |
+      sed -n 's/.*NEEDED.*\[\(libcudart\.so\.[0-9]*\)\].*/\1/p')
+    if [ "$cudart" != "libcudart.so.13" ]; then
+      echo "install-deps: the pinned torch's libtorch_cuda.so needs '${cudart:-no libcudart}', not libcudart.so.13" >&2
+      exit 1
+    fi
+    rm -f "$pip_log"
+    echo "$want" >"$venv/.requirements-sha256"
+  fi
 fi

@@ -20,7 +20,22 @@ for arg in "$@"; do
   esac
 done
 
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
+# PyTorch (~3 GB from PyPI) downloads and unpacks while the first builds compile; the full
+# suite waits for it, and its torch tests fail instead of skipping without it.
+torch_log=$(mktemp)
+trap 'rm -f "$torch_log"' EXIT
+scripts/install-deps.sh --torch >"$torch_log" 2>&1 &
+torch_install=$!
+wait_for_torch() {
+  if ! wait "$torch_install"; then
+    cat "$torch_log" >&2
+    echo "test.sh: scripts/install-deps.sh --torch failed (see above)" >&2
+    exit 1
+  fi
+  cat "$torch_log" >&2
+}
+export HANGWATCH_REQUIRE_TORCH=1
 jobs=$(nproc)
 
 configure_and_build() {  # dir, extra cmake args..., then targets after --
@@ -53,6 +68,7 @@ fi
 
 echo "== full suite"
 configure_and_build build
+wait_for_torch
 ctest --test-dir build -j "$jobs" --output-on-failure
 
 if [ "$quick" -eq 0 ]; then
