@@ -338,10 +338,15 @@ Collector::DebuggerOutcome Collector::debuggerPhase(ForensicsDump& dump) {
   std::string snapshot = options_.rank ? watchdogSnapshotPath(options_.out_dir, *options_.rank)
                                        : watchdogSnapshotPathForPid(options_.out_dir, options_.pid);
   ProbeRequest request = makeProbeRequest(dump.backend, debugger->cuda_gdb, snapshot, options_.pid);
+  // On simgpu the script reads simgpu's own libraries alone, and loads their symbols itself
+  // (gdb-scripts/hangwatch_gdb/sim_ring_reader.py): not every library's at attach.
+  std::vector<std::string> before_attach;
+  if (dump.backend == "sim") before_attach.push_back("set auto-solib-add off");
   WaitManager waits;
   DebuggerSession session(waits);
   auto run = session.run(debugger->path, options_.pid, DebuggerSession::scriptPath("collector_probe.py"),
-                         deadlineIn(options_.timeout_debugger_s), {{kProbeEnv, request.toJson().dump()}});
+                         deadlineIn(options_.timeout_debugger_s), {{kProbeEnv, request.toJson().dump()}},
+                         before_attach);
   if (!run) {
     phase.finish(false, run.error());
     return DebuggerOutcome::kFailed;

@@ -112,7 +112,8 @@ std::string DebuggerSession::scriptsDirFor(const std::string& exe) {
 
 Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pid, const std::string& script,
                                            Deadline deadline,
-                                           const std::vector<std::pair<std::string, std::string>>& env) {
+                                           const std::vector<std::pair<std::string, std::string>>& env,
+                                           const std::vector<std::string>& before_attach) {
   DebuggerRun result;
   result.debugger = debugger;
   bool was_stopped = stoppedNow(pid);
@@ -120,6 +121,7 @@ Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pi
   ChildCommand command{debugger, {"-nx", "-batch"}, {}, env, ""};
   // cuda-gdb allows one instance per machine unless told otherwise; ranks collect in parallel.
   if (isCudaGdb(debugger)) command.args.push_back("--cuda-use-lockfile=0");
+  for (const std::string& c : before_attach) command.args.insert(command.args.end(), {"-iex", c});
   command.args.insert(command.args.end(), {"-p", fmt::format("{}", pid), "-x", script});
   Expected<ChildProcess> child = ChildProcess::start(command);
   if (!child) return Error{child.error()};

@@ -85,6 +85,7 @@ def run(inferior):
         notes.append(f"no backend from the collector (${PROBE_ENV}): guessed '{backend or 'none'}' from the symbols")
     report["backend"] = backend
     if backend == "sim":
+        sim_ring_reader.load_symbols()
         reader = (sim_ring_reader.SimRingReader(inferior) if sim_ring_reader.available()
                   else NoRingReader("backend sim, but simnccl's wait functions are not in this process"))
     elif backend == "cuda":

@@ -16,6 +16,21 @@ MAX_DEPTH = 8  # the wait function sits under a futex/nanosleep call or two
 RECV, SEND = 0, 1
 
 
+# What the sim reader reads: simgpu's libraries (the wait functions' frames and simnccl's types),
+# and the C and C++ runtimes whose frames sit under them (futex, condition variables), which
+# gdb must unwind through. The collector attaches with `set auto-solib-add off` for the sim
+# backend, so a process with a gigabyte of other libraries (PyTorch) costs gdb seconds, not a
+# minute; run by hand, every library's symbols are already read and this changes nothing.
+SIM_SYMBOLS = r"libsim\|libcudart\.so\|libcublas\|libnccl\.so\|libcuda\.so\|libc\.so\|libstdc++\|libgcc_s\|ld-linux\|libm\.so"
+
+
+def load_symbols():
+    try:
+        gdb.execute(f"sharedlibrary {SIM_SYMBOLS}", to_string=True)
+    except gdb.error:
+        pass
+
+
 def available():
     try:
         return gdb.lookup_global_symbol(WAIT_PEER) is not None or bool(gdb.lookup_symbol(WAIT_PEER)[0])

@@ -52,9 +52,11 @@ class DebuggerSession {
   // (a moved prefix keeps working), else the source tree's it was built from.
   static std::string scriptsDirFor(const std::string& exe);
 
-  // `env`: variables set for the debugger (and the script it runs), on top of ours.
+  // `env`: variables set for the debugger (and the script it runs), on top of ours;
+  // `before_attach`: debugger commands run before it attaches (-iex).
   Expected<DebuggerRun> run(const std::string& debugger, pid_t pid, const std::string& script, Deadline deadline,
-                            const std::vector<std::pair<std::string, std::string>>& env = {});
+                            const std::vector<std::pair<std::string, std::string>>& env = {},
+                            const std::vector<std::string>& before_attach = {});
 
  private:
   WaitManager& waits_;
