@@ -21,8 +21,9 @@
 #                 calling the collective; every rank dumps, cuda-gdb runs, the report names the rank;
 #                 the seconds from trigger to report are printed
 #   nccl-sigstop  the same 4 ranks, one frozen with SIGSTOP inside an AllReduce: the report names it
-#   pytorch       if torch imports: a training loop with and without the preload, same run, >= 200 steps;
-#                 the step-time overhead ratio is printed
+#   pytorch       with the pinned torch (scripts/install-deps.sh --torch, or HANGWATCH_TORCH_VENV): the
+#                 DDP job examples/torch_ddp/train.py under torchrun on up to 4 GPUs, with and without
+#                 the preload, same run (bench/torch_step_bench.py --gpu); the step-time ratio is printed
 # --cpu-only runs what needs no GPU (the build, the drop-in check) and marks the rest SKIP.
 # Exit status: 0 when no check failed, 1 otherwise, 2 on bad arguments.
 set -uo pipefail
@@ -284,13 +285,16 @@ check_nccl_sigstop() {
 
 check_pytorch() {
   needs_gpu pytorch || return 0
-  if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    report SKIP pytorch "torch with CUDA is not importable"
+  local venv=${HANGWATCH_TORCH_VENV:-${HANGWATCH_DEPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hangwatch}/torch-venv}
+  if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    report SKIP pytorch "no CUDA torch in $venv (scripts/install-deps.sh --torch)"
     return 0
   fi
-  local ratio
-  ratio=$(python3 "$repo/tests/gpu/torch_overhead.py" --watchdog "$lib" --steps 300 --pairs 3 \
-    --dump-dir "$out/pytorch" 2>"$out/pytorch.log" | tail -1)
+  local gpus ratio
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  [ "$gpus" -gt 4 ] && gpus=4
+  ratio=$(python3 "$repo/bench/torch_step_bench.py" --gpu --build "$build" --venv "$venv" --ranks "$gpus" \
+    --steps 300 --warmup 50 --pairs 3 2>"$out/pytorch.log" | tail -1)
   if [ -n "$ratio" ]; then
     report PASS pytorch "$ratio"
   else

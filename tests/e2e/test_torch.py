@@ -1,0 +1,197 @@
+"""Unmodified PyTorch (the pinned CUDA 13 wheel) under the real torchrun, on simgpu through
+simgpu-run, with libhangwatch.so preloaded: examples/torch_ddp/train.py, a DistributedDataParallel
+job on the NCCL backend. A healthy job is left alone and timed; a dead link inside DDP's
+all-reduce, a GPU that stops and a rank stuck in Python are named, with every rank's stacks
+dumped while PyTorch's own watchdog thread is still there."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from e2e_case import E2ECase
+from harness import MpiJob, SOURCE_DIR
+
+TRAIN = SOURCE_DIR / "examples" / "torch_ddp" / "train.py"
+PROGRAM = "torch_ddp"
+JOB_ID = "e2e-torch"
+# Frames of PyTorch's NCCL watchdog thread (ProcessGroupNCCL's timeout watchdog loop).
+TORCH_WATCHDOG_FRAME = "ProcessGroupNCCL::timeoutWatchdog"
+
+
+def build_dir():
+    return Path(os.environ.get("RING_TRAIN", SOURCE_DIR / "build" / "examples" / "ring_train" / "ring_train")
+                ).resolve().parents[2]
+
+
+def torch_venv():
+    return Path(os.environ.get("HANGWATCH_TORCH_VENV", Path.home() / ".cache" / "hangwatch" / "torch-venv"))
+
+
+def simgpu_run():
+    return Path(os.environ.get("SIMGPU_DROPIN_DIR", build_dir() / "simgpu-dropin")) / "simgpu-run"
+
+
+def forensics():
+    return os.environ.get("FORENSICS", str(build_dir() / "forensics" / "forensics"))
+
+
+def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5):
+    """`simgpu-run torchrun --standalone --nproc-per-node N train.py ARGS` under the watchdog."""
+    env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dump_root),
+           "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_FORENSICS": forensics(),
+           "SIMGPU_FAULTS": faults, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    env.update(extra_env or {})
+    launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
+                str(nranks)]
+    return MpiJob(nranks, [str(TRAIN), *args], env=env, program=PROGRAM, launcher=launcher)
+
+
+def run_forensics(*args, timeout=120):
+    return subprocess.run([forensics(), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def states(job_dir, nranks):
+    out = {}
+    for rank in range(nranks):
+        try:
+            out[rank] = json.loads((Path(job_dir) / "ranks" / f"r{rank:05d}.state.json").read_text())["state"]
+        except (OSError, ValueError, KeyError):
+            out[rank] = None
+    return out
+
+
+def main_thread_python_frames(dump):
+    main = next(t for t in dump["threads"] if t["tid"] == dump["pid"])
+    return [f for f in main["frames"] if f.get("kind") == "python"]
+
+
+class TorchCase(E2ECase):
+    def setUp(self):
+        python = torch_venv() / "bin" / "python"
+        missing = [str(p) for p in (python, simgpu_run(), Path(forensics())) if not p.exists()]
+        if missing:
+            if os.environ.get("HANGWATCH_REQUIRE_TORCH"):
+                self.fail(f"missing {', '.join(missing)} (scripts/install-deps.sh --torch, and the build)")
+            self.skipTest(f"missing {', '.join(missing)} (scripts/install-deps.sh --torch makes the venv)")
+        self.tmp = tempfile.TemporaryDirectory(prefix="hangwatch-torch-")
+        self.addCleanup(self.tmp.cleanup)
+        self.dumps = Path(self.tmp.name) / "dumps"
+        self.job_dir = self.dumps / JOB_ID
+
+    def wait_for_dumps(self, job, nranks, timeout=150):
+        """Every rank's dumps done, the job's ranks still alive (the default HANGWATCH_ON_HANG=wait)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(s == "done" for s in states(self.job_dir, nranks).values()):
+                return
+            if job.proc.poll() is not None:
+                self.fail(f"the job ended before its dumps were done:\n{job.output()[-4000:]}")
+            time.sleep(0.5)
+        self.fail(f"dumps not done after {timeout}s: {states(self.job_dir, nranks)}\n{job.output()[-4000:]}")
+
+    def report(self):
+        result = run_forensics("report", self.job_dir, "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+    def dumps_of(self, nranks):
+        return {r: json.loads((self.job_dir / "ranks" / f"r{r:05d}.forensics.json").read_text()) for r in range(nranks)}
+
+    def assert_dumped_with_torch_alive(self, job, nranks):
+        """Every rank dumped stacks with the training loop's Python frames, PyTorch's own NCCL
+        watchdog thread among them, and no process ended (PyTorch's timeout is 10 minutes away)."""
+        dumps = self.dumps_of(nranks)
+        for rank, dump in dumps.items():
+            frames = main_thread_python_frames(dump)
+            self.assertTrue(any(f.get("file", "").endswith("torch_ddp/train.py") for f in frames),
+                            f"rank {rank}: no train.py frame in the main thread: {frames}")
+            native = [f["function"] for t in dump["threads"] for f in t["frames"]]
+            self.assertTrue(any(TORCH_WATCHDOG_FRAME in f for f in native),
+                            f"rank {rank}: no thread of PyTorch's watchdog ({TORCH_WATCHDOG_FRAME})")
+            self.assertTrue(Path(f"/proc/{dump['pid']}").exists(), f"rank {rank} (pid {dump['pid']}) is gone")
+        self.assertIsNone(job.proc.poll(), "torchrun ended while the job was hung")
+        return dumps
+
+
+class HealthyJob(TorchCase):
+    def test_four_ranks_fifty_steps_are_timed_and_left_alone(self):
+        with torchrun_job(4, ["--steps", "50"], self.dumps, extra_env={"HANGWATCH_METRICS_INTERVAL": "2"}) as job:
+            out = self.assert_completes(job, timeout=240)
+        self.assertIn(f"{PROGRAM} summary ranks=4 steps=50", out)
+        self.assertFalse((self.job_dir / "TRIGGER.json").exists())
+        self.assertFalse((self.job_dir / "SUSPECT.json").exists())
+        for rank in range(4):
+            windows = [json.loads(line) for line in
+                       (self.job_dir / "metrics" / f"r{rank:05d}.jsonl").read_text().splitlines() if line]
+            ops = [op for w in windows for op in w["ops"]]
+            reduces = [op for op in ops if op["n"] == "ncclAllReduce"]
+            # DDP's gradient buckets (bucket_cap_mb 0.25) and the logged loss, every step.
+            self.assertGreaterEqual(len({op["b"] for op in reduces if op["b"] > 100_000}), 2, reduces)
+            self.assertGreaterEqual(sum(op["cnt"] for op in reduces), 50 * 3)
+            gemms = [op for op in ops if op["c"] == "gemm"]
+            self.assertTrue({op["n"] for op in gemms} & {"cublasLtMatmul", "cublasGemmEx", "cublasSgemm_v2"}, gemms)
+            self.assertGreaterEqual(sum(op["cnt"] for op in gemms), 50 * 10)
+        timeline = json.loads((self.job_dir / "timeline" / "r00000.json").read_text())
+        self.assertIn("ncclAllReduce", json.dumps(timeline))
+        analyzed = run_forensics("analyze", self.job_dir, "--format", "json")
+        self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
+        self.assertEqual(json.loads(analyzed.stdout)["findings"], [], analyzed.stdout)
+        trace = Path(self.tmp.name) / "trace.json"
+        made = run_forensics("timeline", self.job_dir, "-o", trace)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        events = json.loads(trace.read_text())["traceEvents"]
+        for rank in range(4):
+            reduces = [e["args"] for e in events if e.get("pid") == rank and e.get("name") == "ncclAllReduce"]
+            seqs = [a["seq"] for a in reduces]
+            self.assertGreaterEqual(len(seqs), 50 * 3, f"rank {rank}")
+            self.assertEqual(len(seqs), len(set(seqs)), f"rank {rank}: a seq number twice")
+            self.assertTrue(all(a["bytes"] > 0 for a in reduces))
+        names = {e.get("name", "") for e in events}
+        self.assertTrue(names & {"cublasLtMatmul", "cublasGemmEx", "cublasSgemm_v2"}, sorted(names)[:40])
+
+
+class HungJob(TorchCase):
+    def test_dead_link_inside_ddps_all_reduce_is_named(self):
+        with torchrun_job(4, ["--steps", "100"], self.dumps, faults="dead-link=1->2@op=20",
+                          extra_env={"NCCL_ALGO": "Ring"}) as job:
+            self.wait_for_dumps(job, 4)
+            self.assert_dumped_with_torch_alive(job, 4)
+            verdict = self.report()["verdict"]
+        self.assertEqual(verdict["kind"], "communication-hang", verdict)
+        self.assertEqual(verdict["culprit_link"], {"from": 1, "to": 2}, verdict)
+        self.assertTrue(verdict["confident"], verdict)
+        self.assertEqual(verdict["op"]["name"], "ncclAllReduce", verdict)
+
+    def test_rank_stuck_in_python_is_named_with_its_python_frames(self):
+        with torchrun_job(4, ["--steps", "100", "--stall-rank", "2", "--stall-at-step", "3"], self.dumps) as job:
+            self.wait_for_dumps(job, 4)
+            dumps = self.assert_dumped_with_torch_alive(job, 4)
+            report = self.report()
+        verdict = report["verdict"]
+        self.assertEqual(verdict["kind"], "non-communication-hang", verdict)
+        self.assertEqual(verdict["culprit_ranks"], [2], verdict)
+        frames = main_thread_python_frames(dumps[2])
+        self.assertEqual(frames[0]["function"], "stuck_in_host_loop", frames)
+        self.assertIn("stuck_in_host_loop (", "\n".join(verdict["evidence"]))
+        # The merged stack: train.py's frames above the interpreter's native ones.
+        main = next(t for t in dumps[2]["threads"] if t["tid"] == dumps[2]["pid"])
+        kinds = [f.get("kind") for f in main["frames"]]
+        self.assertLess(kinds.index("python"), len(kinds) - 1 - kinds[::-1].index("native"), kinds)
+
+    def test_gpu_that_stops_is_named(self):
+        with torchrun_job(4, ["--steps", "100"], self.dumps, faults="dead-rank=2@op=20",
+                          extra_env={"NCCL_ALGO": "Ring"}) as job:
+            self.wait_for_dumps(job, 4)
+            self.assert_dumped_with_torch_alive(job, 4)
+            verdict = self.report()["verdict"]
+        self.assertEqual(verdict["kind"], "communication-hang", verdict)
+        self.assertEqual(verdict["culprit_ranks"], [2], verdict)
+        self.assertIsNone(verdict["culprit_link"], verdict)
+
+
+if __name__ == "__main__":
+    unittest.main()
