@@ -47,7 +47,7 @@ class DeadInterNodeLink(EarlyWarningCase):
         if not report_jobs.can_run_as_nodes():
             self.skipTest("ranks cannot take hostnames of their own here (UTS namespaces need root)")
         # The ring's link between the nodes (NCCL's cost model would take the tree on two nodes).
-        env = self.env("dead-link=3->4@op=8", timeout_s=120, extra={"NCCL_ALGO": "Ring"})
+        env = self.env("dead-link=3->4@op=8", timeout_s=30, extra={"NCCL_ALGO": "Ring"})
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(AS_NODE), "4", "--", *report_jobs.job_argv("ring_train", [], 40)]
         suspect = self.job_dir / "SUSPECT.json"
