@@ -40,6 +40,12 @@ TEST_CASE("ForensicsDumpRoundTripsEveryField") {
   CHECK(back->ring_progress[0].seq == 18446744073709551615ULL);
   CHECK_FALSE(back->ring_progress[0].send.has_value());
   CHECK(back->ring_progress[1].recv->proxy->nsteps == 16);
+  REQUIRE(back->ring_progress[0].connections.size() == 2);
+  CHECK(back->ring_progress[0].connections[0].role == "tree-parent");
+  CHECK(back->ring_progress[0].connections[0].direction == "send");
+  CHECK(back->ring_progress[0].connections[0].posted_step == 100u);
+  CHECK(back->ring_progress[0].connections[1].role == "tree-child");
+  CHECK(back->ring_progress[1].connections.empty());
   REQUIRE(back->phases.size() == 2);
   CHECK(back->phases[1].error == "timed out");
   CHECK(back->phases[0].error.empty());
@@ -54,6 +60,10 @@ TEST_CASE("RingProgressRecordHasTheContractKeys") {
     CHECK(j.contains(key));
   }
   for (const char* key : {"peer", "target_step", "observed_step"}) CHECK(j["recv"].contains(key));
+  // recv/send name their direction by their key; only the graph's connections carry it.
+  CHECK_FALSE(j["recv"].contains("direction"));
+  CHECK(j["connections"][0]["direction"] == "send");
+  CHECK_FALSE(hangwatch::toJson(hangwatch::test::richDump().ring_progress[1]).contains("connections"));
 }
 
 TEST_CASE("ForensicsDumpWithoutRingProgressStillHasTheArray") {

@@ -115,6 +115,12 @@ NodeSummary fullSummary() {
   send.target_known = false;
   send.observed_step = 12;
   ring.send = send;
+  RingConnection child = recv;
+  child.direction = "recv";
+  child.role = "tree-child";
+  ring.connections = {child, send};
+  ring.connections[1].direction = "send";
+  ring.connections[1].role = "tree-parent";
   ring.comm_rank = 8;
   ring.comm_size = 16;
   ring.algorithm = "RING";
@@ -160,6 +166,9 @@ TEST_CASE("NodeSummaryRoundTripsEveryField") {
   CHECK(r.host_calls.at(0).joining->comm == "cd");
   CHECK(r.ring_progress.at(0).recv->proxy->done == 6);
   CHECK_FALSE(r.ring_progress.at(0).send->target_known);
+  REQUIRE(r.ring_progress.at(0).connections.size() == 2);
+  CHECK(r.ring_progress.at(0).connections[0].role == "tree-child");
+  CHECK(r.ring_progress.at(0).connections[1].direction == "send");
   CHECK(r.state->exited_seen_by == 9);
   CHECK(r.suspect->resumed_after_s == 14.5);
   CHECK(back->ranks.at(1).snapshot_time_unix_s == 0);

@@ -61,6 +61,19 @@ inline ForensicsDump richDump() {
   c.waiting = true;
   c.base_step = 100;
   r.recv = c;
+  // The channel's graph: a tree rank's parent (both ways) and a child.
+  RingConnection parent_send;
+  parent_send.peer = 0;
+  parent_send.target_step = 93;
+  parent_send.observed_step = 92;
+  parent_send.posted_step = 100;
+  parent_send.base_step = 92;
+  parent_send.direction = "send";
+  parent_send.role = "tree-parent";
+  RingConnection child_recv = c;
+  child_recv.direction = "recv";
+  child_recv.role = "tree-child";
+  r.connections = {parent_send, child_recv};
   r.comm_rank = 3;
   r.comm_size = 4;
   r.algorithm = "RING";

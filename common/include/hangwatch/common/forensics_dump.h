@@ -41,6 +41,11 @@ struct RingConnection {
   std::string transport;       // NCCL's name of the link's transport ("P2P", "SHM", "NET"); empty: not read
   std::string counter_memory;  // where the observed counter lives: "host" or "device"; empty: not read
   std::optional<RingProxyProgress> proxy;
+  // In RingProgress::connections: "recv" (data from `peer`) or "send" (to it), and the
+  // connection's place on the algorithm's graph: "ring-prev", "ring-next", "tree-parent",
+  // "tree-child", "pat", "p2p". Empty in recv/send, whose key says the direction.
+  std::string direction;
+  std::string role;
 };
 
 // Steps of the current collective the connection's counter shows. Counters are absolute
@@ -81,6 +86,11 @@ struct RingProgress {
   int next = -1;
   std::optional<RingConnection> recv;
   std::optional<RingConnection> send;
+  // Every connection of the channel the operation uses, on the algorithm's own graph (a ring's
+  // prev and next, a tree's parent and children, PAT's peers), each with its direction and
+  // role: what the verdict reads for algorithms other than RING. Empty when the reader saw
+  // only the connection(s) in recv/send.
+  std::vector<RingConnection> connections;
   std::optional<int> comm_rank;
   std::optional<int> comm_size;
   std::string algorithm;  // "RING", ...
@@ -163,6 +173,8 @@ struct Schema<RingConnection> {
       field("transport", &RingConnection::transport, "transport", Empty::kOmit),
       field("counter_memory", &RingConnection::counter_memory, "counter_memory", Empty::kOmit),
       field("proxy", &RingConnection::proxy, "proxy", Empty::kOmit),
+      field("direction", &RingConnection::direction, "direction", Empty::kOmit),
+      field("role", &RingConnection::role, "role", Empty::kOmit),
   };
   // What a record does not say, the reader did not see.
   static RingConnection initial() {
@@ -206,6 +218,7 @@ struct Schema<RingProgress> {
       rankField("next", &RingProgress::next, "next"),
       field("recv", &RingProgress::recv, "recv"),
       field("send", &RingProgress::send, "send"),
+      field("connections", &RingProgress::connections, "connections", Empty::kOmit),
       field("comm_rank", &RingProgress::comm_rank, "comm_rank"),
       field("comm_size", &RingProgress::comm_size, "comm_size"),
       field("algorithm", &RingProgress::algorithm, "algorithm"),
