@@ -227,6 +227,39 @@ class SimRingReader(RingReader):
                                   "arrived_op": ring_records.op_name(_cstr(_var(frame, "arrived_op")))}
         if site and site["other_peer"] >= 0:
             self._other_side(record, direction, site)
+        waited = dict(connection, direction=waiter["direction"])
+        self._channel_connections(record, frame, waited)
+
+    def _channel_connections(self, record, frame, waited):
+        """Every connection of the channel on the algorithm's graph (the wait site's ends): the
+        one this thread waits on as its frame holds it, the others read live from memory."""
+        site = _var(frame, "wait_site")
+        if site is None or _int(site, 0) == 0:
+            return
+        try:
+            s = site.dereference()
+            ends = [("send", s["send_ends"][i].dereference()) for i in range(int(s["nsend_ends"]))]
+            ends += [("recv", s["recv_ends"][i].dereference()) for i in range(int(s["nrecv_ends"]))]
+        except (gdb.error, gdb.MemoryError):  # simgpu before 2026-11-28: the waited connection only
+            return
+        connections = []
+        for direction, end in ends:
+            try:
+                peer = int(end["peer"])
+                role = _cstr(end["role"])
+                if direction == waited["direction"] and peer == waited["peer"]:
+                    connections.append(dict(waited, role=role))
+                    continue
+                steps = _u64(self.inferior, int(end["step"]))
+                counter_field = "head" if direction == "send" else "tail"
+                counter = _u64(self.inferior, int(end["conn"][counter_field]["value"].address))
+                base = int(end["base"]) if bool(end["started"]) else steps
+            except (gdb.error, gdb.MemoryError) as e:
+                self.errors.append(f"channel {record['channel']}: {direction} connection: {e}")
+                continue
+            make = ring_records.send_connection if direction == "send" else ring_records.recv_connection
+            connections.append(dict(make(peer, steps, counter, False, base), direction=direction, role=role))
+        record["connections"] = connections
 
     def _other_side(self, record, direction, site):
         """The channel's connection that this thread is not blocked on, read live from memory."""

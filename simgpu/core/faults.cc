@@ -1,11 +1,16 @@
 #include "hangwatch/simgpu/faults.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "hangwatch/simgpu/runtime.h"
 
 namespace simgpu {
 namespace {
@@ -102,22 +107,22 @@ Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
 
 }  // namespace
 
-bool FaultPlan::rankDeadAt(int rank, uint64_t op) const {
+const DeadRankFault* FaultPlan::deadRankAt(int rank, uint64_t op) const {
   for (const auto& f : dead_ranks)
-    if (f.rank == rank && op >= f.op) return true;
-  return false;
+    if (f.rank == rank && op >= f.op) return &f;
+  return nullptr;
 }
 
-bool FaultPlan::linkDeadAt(int from, int to, uint64_t op, int channel) const {
+const DeadLinkFault* FaultPlan::deadLinkAt(int from, int to, uint64_t op, int channel) const {
   for (const auto& f : dead_links)
-    if (f.from == from && f.to == to && op >= f.op && (!f.channel || *f.channel == channel)) return true;
-  return false;
+    if (f.from == from && f.to == to && op >= f.op && (!f.channel || *f.channel == channel)) return &f;
+  return nullptr;
 }
 
-bool FaultPlan::creditLostAt(int from, int to, uint64_t op) const {
+const LostCreditFault* FaultPlan::lostCreditAt(int from, int to, uint64_t op) const {
   for (const auto& f : lost_credits)
-    if (f.from == from && f.to == to && op >= f.op) return true;
-  return false;
+    if (f.from == from && f.to == to && op >= f.op) return &f;
+  return nullptr;
 }
 
 double FaultPlan::rankSpeed(int rank) const {
@@ -164,6 +169,94 @@ Expected<FaultPlan> parseFaults(std::string_view spec) {
     if (auto r = parseToken(token, plan); !r) return Error{r.error()};
   }
   return plan;
+}
+
+FaultLedger& FaultLedger::instance() {
+  // Never freed: the report runs at exit, after static destructors may have.
+  static FaultLedger* ledger = new FaultLedger();
+  return *ledger;
+}
+
+void FaultLedger::fired(const std::string& token) {
+  std::lock_guard lock(mutex_);
+  fired_.insert(token);
+}
+
+void FaultLedger::noteFrom(const std::string& token, uint64_t from_op, uint64_t op, const char* algorithm,
+                           const std::vector<int>& sends_to) {
+  if (op < from_op) return;
+  algorithms_[token].insert(algorithm);
+  auto it = first_.find(token);
+  if (it == first_.end() || op < it->second.op) first_[token] = FirstOp{op, algorithm, sends_to};
+}
+
+void FaultLedger::ran(const FaultPlan& plan, int self, uint64_t op, const char* algorithm,
+                      const std::vector<int>& sends_to) {
+  if (plan.empty()) return;
+  std::lock_guard lock(mutex_);
+  ops_[self] = std::max(ops_[self], op + 1);
+  sent_to_[self].insert(sends_to.begin(), sends_to.end());
+  for (const DeadLinkFault& f : plan.dead_links)
+    if (f.from == self) noteFrom(f.token, f.op, op, algorithm, sends_to);
+  for (const LostCreditFault& f : plan.lost_credits)
+    if (f.from == self) noteFrom(f.token, f.op, op, algorithm, sends_to);
+  for (const DeadRankFault& f : plan.dead_ranks)
+    if (f.rank == self) noteFrom(f.token, f.op, op, algorithm, sends_to);
+}
+
+void FaultLedger::reportAtExit() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(report); });
+}
+
+void FaultLedger::report() {
+  FaultLedger& ledger = instance();
+  {
+    std::lock_guard lock(ledger.mutex_);
+    if (ledger.reported_) return;
+    ledger.reported_ = true;
+  }
+  const Expected<FaultPlan>& faults = processFaults();
+  if (!faults) return;
+  for (const std::string& line : ledger.unfired(*faults, processRank())) std::fprintf(stderr, "simgpu: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+std::vector<std::string> FaultLedger::unfired(const FaultPlan& plan, int device_rank) const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  auto never = [&](const std::string& token, const std::string& why) {
+    if (!fired_.count(token)) out.push_back(fmt::format("fault '{}' never took effect: {}", token, why));
+  };
+  auto ran_as = [&](int rank) { return ops_.count(rank) > 0; };
+  auto not_reached = [&](int rank, uint64_t op) {
+    return fmt::format("rank {} never ran its op {} (it ran {} operation(s) on its communicators)", rank, op,
+                       ops_.at(rank));
+  };
+  // A link fault's sender: its op was never reached, or nothing went on that connection.
+  auto link = [&](const std::string& token, int from, int to, uint64_t op) {
+    auto first = first_.find(token);
+    if (first == first_.end()) return never(token, not_reached(from, op));
+    const FirstOp& f = first->second;
+    const std::set<std::string>& algos = algorithms_.at(token);
+    never(token, fmt::format("from op {} on, rank {} sent nothing to rank {}: op {} ran {}, whose connections from "
+                             "rank {} go to rank(s) {}{}",
+                             op, from, to, f.op, f.algorithm, from,
+                             f.sends_to.empty() ? std::string("none") : fmt::format("{}", fmt::join(f.sends_to, ", ")),
+                             algos.size() > 1 ? fmt::format(" (the ops since ran {})", fmt::join(algos, ", ")) : ""));
+  };
+  for (const DeadLinkFault& f : plan.dead_links)
+    if (ran_as(f.from)) link(f.token, f.from, f.to, f.op);
+  for (const LostCreditFault& f : plan.lost_credits)
+    if (ran_as(f.from)) link(f.token, f.from, f.to, f.op);
+  for (const DeadRankFault& f : plan.dead_ranks)
+    if (ran_as(f.rank) && !first_.count(f.token)) never(f.token, not_reached(f.rank, f.op));
+  for (const SlowLinkFault& f : plan.slow_links)
+    if (ran_as(f.from) && !sent_to_.at(f.from).count(f.to))
+      never(f.token, fmt::format("rank {} never sent to rank {}", f.from, f.to));
+  for (const SlowRankFault& f : plan.slow_ranks)
+    if (f.rank == device_rank && ran_as(f.rank)) never(f.token, fmt::format("rank {} ran no GEMM, copy or kernel", f.rank));
+  return out;
 }
 
 const Expected<FaultPlan>& processFaults() {

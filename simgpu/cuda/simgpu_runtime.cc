@@ -48,7 +48,17 @@ bool primaryContextActive(int device) { return Runtime::current().contextActive(
 
 int processRank() { return launcherRank().value_or(currentDevice()); }
 
-double deviceSpeed() { return faultPlan().rankSpeed(processRank()); }
+double deviceSpeed() {
+  const double speed = faultPlan().rankSpeed(processRank());
+  if (speed < 1.0) {
+    static std::once_flag told;
+    std::call_once(told, [] {
+      for (const SlowRankFault& f : faultPlan().slow_ranks)
+        if (f.rank == processRank()) FaultLedger::instance().fired(f.token);
+    });
+  }
+  return speed;
+}
 
 const char* runningKernelName() { return Runtime::runningKernel(); }
 

@@ -12,6 +12,7 @@
 
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/comm_handle.h"
+#include "hangwatch/simgpu/faults.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/group.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
@@ -364,6 +365,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm->state) {
     comm->state->abort();
     comm->state->shutdown();
+    simgpu::FaultLedger::report();  // the job ends here; its launcher may not let it exit
   }
   delete comm;
   return ncclSuccess;

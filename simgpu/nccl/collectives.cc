@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "hangwatch/simgpu/faults.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
 #include "hangwatch/simgpu/nccl/task_profile.h"
@@ -61,6 +62,7 @@ class CollectiveRunner {
       send_ = sendEnd(seg.ringConnection(channel, r_), next, cs.send_step, cs.pacer, cs.credit_heard);
       recv_ = recvEnd(seg.ringConnection(channel, prev), prev, cs.recv_step);
     }
+    if (!counting_) nameTheGraph();
     scratch_ = cs.scratch.data();
     if (counting_) {
       Range p = part(op.count);
@@ -88,6 +90,46 @@ class CollectiveRunner {
   int mod(int x) const { return ((x % n_) + n_) % n_; }
   const char* in(size_t elem) const { return static_cast<const char*>(op_.sendbuff) + elem * esize_; }
   char* out(size_t elem) const { return static_cast<char*>(op_.recvbuff) + elem * esize_; }
+
+  // Each end's place on the algorithm's graph, and all of them to the transport, whose wait
+  // sites show a debugger the whole channel.
+  void nameTheGraph() {
+    std::vector<const SendEnd*> sends;
+    std::vector<const RecvEnd*> recvs;
+    if (op_.algo == Algo::kTree) {
+      if (up_send_) {
+        up_send_->role = up_recv_->role = "tree-parent";
+        sends.push_back(&*up_send_);
+        recvs.push_back(&*up_recv_);
+      }
+      for (SendEnd& e : child_send_) {
+        e.role = "tree-child";
+        sends.push_back(&e);
+      }
+      for (RecvEnd& e : child_recv_) {
+        e.role = "tree-child";
+        recvs.push_back(&e);
+      }
+    } else if (op_.algo == Algo::kPat) {
+      for (SendEnd& e : pat_send_) {
+        e.role = "pat";
+        sends.push_back(&e);
+      }
+      for (RecvEnd& e : pat_recv_) {
+        e.role = "pat";
+        recvs.push_back(&e);
+      }
+    } else {
+      send_.role = "ring-next";
+      recv_.role = "ring-prev";
+      sends.push_back(&send_);
+      recvs.push_back(&recv_);
+    }
+    std::vector<int> sends_to;  // as SIMGPU_FAULTS names ranks
+    for (const SendEnd* e : sends) sends_to.push_back(comm_.faultRank(e->peer));
+    simgpu::FaultLedger::instance().ran(comm_.faults_, comm_.faultRank(r_), op_.seq, algoName(op_.algo), sends_to);
+    transport_.setChannelEnds(std::move(sends), std::move(recvs));
+  }
 
   // While counting (on the launching thread) no end touches the channel's state.
   Communicator::PeerState& peerState(Communicator::ChannelState& cs, int peer) {

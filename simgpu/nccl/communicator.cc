@@ -84,6 +84,7 @@ Communicator::Communicator(int rank, int nranks, int device, std::unique_ptr<Sha
       faults_(faults),
       channels_(nchannels_),
       peers_(nranks) {
+  if (!faults_.empty()) simgpu::FaultLedger::reportAtExit();
   std::vector<std::string> node_keys;
   for (int r = 0; r < nranks_; ++r) node_keys.emplace_back(segment_->rank(r).node_key);
   nodes_ = NodeTopology(node_keys);
@@ -163,7 +164,13 @@ bool Communicator::linkDeadAt(int from, int to, uint64_t seq, int channel) const
 
 void Communicator::applySendFaults(SendEnd& end, uint64_t seq, std::optional<uint64_t>& credit_heard) const {
   end.eager = end.net && net_ == NetKind::kSocket;
-  if (!faults_.creditLostAt(faultRank(rank_), faultRank(end.peer), seq)) return;
+  if (end.dead) {
+    const simgpu::DeadLinkFault* f = faults_.deadLinkAt(faultRank(rank_), faultRank(end.peer), seq, end.channel);
+    if (f != nullptr) end.dead_fault = &f->token;
+  }
+  const simgpu::LostCreditFault* lost = faults_.lostCreditAt(faultRank(rank_), faultRank(end.peer), seq);
+  if (lost == nullptr) return;
+  end.credit_fault = &lost->token;
   if (!credit_heard) credit_heard = end.conn->head.value.load(std::memory_order_acquire);
   end.credit_heard = &*credit_heard;
 }
@@ -222,7 +229,8 @@ bool Communicator::runOnChannel(const Op& op, int channel) {
   if (aborted()) return false;
   TaskProfile* profile = op.profile.get();
   if (profile != nullptr) profile->kernelStarted(channel);
-  if (deviceDeadAt(op.seq)) {
+  if (const simgpu::DeadRankFault* dead = faults_.deadRankAt(faultRank(rank_), op.seq)) {
+    simgpu::FaultLedger::instance().fired(dead->token);
     simnccl_device_stalled(rank_, channel, op.seq, opName(op.kind), &aborted_);
     return false;
   }
@@ -272,17 +280,21 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     StepTransport transport(*segment_, aborted_, rank_, op);
     TaskProfile* profile = op.profile.get();
     if (profile != nullptr) profile->kernelStarted(0);
+    simgpu::FaultLedger::instance().ran(faults_, faultRank(rank_), next_seq_.load(), "P2P",
+                                        op.kind == OpKind::Send ? std::vector<int>{faultRank(op.peer)} : std::vector<int>{});
     if (op.kind == OpKind::Send) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
                   linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0),
                   nodes_.crossesNodes(rank_, op.peer), profile ? profile->sendOp(0, op.peer) : nullptr};
       applySendFaults(end, next_seq_.load(), ps.credit_heard);
+      transport.setChannelEnds({&end}, {});
       for (size_t off = 0; off < bytes; off += slot)
         if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
           return false;
     } else {
       RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0,
                   profile ? profile->recvOp(0, op.peer) : nullptr};
+      transport.setChannelEnds({}, {&end});
       for (size_t off = 0; off < bytes; off += slot) {
         char* dst = static_cast<char*>(op.recvbuff) + off;
         size_t len = std::min(slot, bytes - off);

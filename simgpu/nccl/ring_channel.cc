@@ -1,6 +1,7 @@
 #include "hangwatch/simgpu/nccl/ring_channel.h"
 
 #include "hangwatch/simgpu/nccl/algorithm.h"
+#include "hangwatch/simgpu/faults.h"
 
 #include <immintrin.h>
 
@@ -45,9 +46,24 @@ void LinkPacer::pace(size_t bytes, double gbps, std::chrono::steady_clock::time_
 }
 
 WaitSite StepTransport::siteFor(int direction, int peer, int channel, uint64_t target) const {
-  WaitSite site{rank_, channel, peer, direction, op_.seq, opName(op_.kind), segment_.shape().nranks, target,
-                direction == kWaitSend ? send_end_->base : recv_end_->base, -1, nullptr, nullptr, 0,
-                algoName(op_.algo)};
+  WaitSite site{rank_,
+                channel,
+                peer,
+                direction,
+                op_.seq,
+                opName(op_.kind),
+                segment_.shape().nranks,
+                target,
+                direction == kWaitSend ? send_end_->base : recv_end_->base,
+                -1,
+                nullptr,
+                nullptr,
+                0,
+                algoName(op_.algo),
+                channel_sends_.data(),
+                static_cast<int>(channel_sends_.size()),
+                channel_recvs_.data(),
+                static_cast<int>(channel_recvs_.size())};
   if (direction == kWaitRecv && send_end_ != nullptr) {
     site.other_peer = send_end_->peer;
     site.other_step = send_end_->step;
@@ -79,6 +95,7 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
     if (end.credit_heard != nullptr && *end.credit_heard < credit) {
       heard.value.store(*end.credit_heard);
       head = &heard;
+      if (end.credit_fault != nullptr) simgpu::FaultLedger::instance().fired(*end.credit_fault);
     }
     WaitSite site = siteFor(kWaitSend, end.peer, end.channel, credit);
     if (simnccl_wait_peer(&site, head, credit, &abort_) == kAborted) return false;
@@ -93,7 +110,10 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   if (end.proxy != nullptr && !end.eager) end.proxy->handedToNetwork(op_step, bytes);
   end.pacer->pace(bytes, end.gbps, handed);
   // A dead link never completes its steps: the sender's stay handed to the network.
-  if (end.dead) return true;
+  if (end.dead) {
+    if (end.dead_fault != nullptr) simgpu::FaultLedger::instance().fired(*end.dead_fault);
+    return true;
+  }
   // Done before the receiver is woken: waking it may cost this thread its CPU, and the
   // step's wire time would take in the scheduler's delay.
   if (end.proxy != nullptr) end.proxy->networkDone(op_step);

@@ -1,7 +1,10 @@
 """simgpu faults hang ring_train where the fault says, and a debugger attached to a
 hung rank can read where each ring channel stopped."""
+import tempfile
 import time
 import unittest
+
+import report_jobs
 
 from e2e_case import E2ECase
 from harness import MpiJob, frames_text, ring_train_binary
@@ -58,6 +61,36 @@ class DeadRankStallsInsideTheCollective(E2ECase):
             self.assertGreaterEqual(len(channels), 2, frames_text(threads))
             for t in channels:
                 self.assertIn("simnccl_device_stalled", t["frames"], frames_text(threads))
+
+
+class FaultThatNeverFiresIsSaid(E2ECase):
+    def test_a_link_no_collective_uses_is_named_at_the_end_with_why(self):
+        # 0 -> 3 is neither on the ring (0 -> 1 -> 2 -> 3 -> 0) nor in the tree's chain.
+        with ring_train_job(4, "dead-link=0->3@op=5", steps=10) as job:
+            out = self.assert_completes(job, timeout=60)
+        lines = [line for line in out.splitlines() if "never took effect" in line]
+        self.assertEqual(lines, ["simgpu: fault 'dead-link=0->3@op=5' never took effect: from op 5 on, rank 0 sent "
+                                 "nothing to rank 3: op 5 ran RING, whose connections from rank 0 go to rank(s) 1"],
+                         out[-2000:])
+
+    def test_an_op_never_reached_is_named_with_how_far_the_rank_got(self):
+        with ring_train_job(2, "dead-rank=1@op=1000", steps=3) as job:
+            out = self.assert_completes(job, timeout=60)
+        self.assertRegex(out, r"simgpu: fault 'dead-rank=1@op=1000' never took effect: rank 1 never ran its op 1000 "
+                              r"\(it ran \d+ operation\(s\) on its communicators\)")
+
+    def test_of_two_faults_only_the_one_that_never_fired_is_named(self):
+        # 1 -> 2 hangs the job; the watchdog's abort mode ends the ranks with exit(), so they
+        # say what they have to: rank 0 of 0 -> 3, which no collective used; rank 1 nothing.
+        with tempfile.TemporaryDirectory() as dumps:
+            env = report_jobs.watchdog_env(dumps, timeout_s=2, faults="dead-link=1->2@op=3;dead-link=0->3@op=3")
+            env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "0"})
+            with MpiJob(4, [ring_train_binary(), "--steps", "20", *SMALL_MODEL], env=env) as job:
+                self.assertIsNotNone(job.wait_exit(90), job.output()[-2000:])
+                out = job.output()
+        lines = [line for line in out.splitlines() if "never took effect" in line]
+        self.assertEqual(len(lines), 1, out[-3000:])
+        self.assertIn("fault 'dead-link=0->3@op=3' never took effect", lines[0])
 
 
 class BadFaultSpecIsRefused(E2ECase):

@@ -81,3 +81,42 @@ TEST_CASE("FaultRanksAreCheckedAgainstTheJobSize") {
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error(), Catch::Contains("slow-link=1->6:0.5"));
 }
+
+TEST_CASE("AFaultWhoseConnectionWasNeverUsedIsSaidWithTheAlgorithmThatRan") {
+  auto plan = parseFaults("dead-link=3->4@op=8");
+  REQUIRE(plan.ok());
+  simgpu::FaultLedger ledger;
+  for (uint64_t op = 0; op < 12; ++op) ledger.ran(*plan, 3, op, op < 8 ? "RING" : "TREE", {op < 8 ? 4 : 2});
+  auto lines = ledger.unfired(*plan, 3);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] ==
+        "fault 'dead-link=3->4@op=8' never took effect: from op 8 on, rank 3 sent nothing to rank 4: op 8 ran TREE, "
+        "whose connections from rank 3 go to rank(s) 2");
+  ledger.fired("dead-link=3->4@op=8");
+  CHECK(ledger.unfired(*plan, 3).empty());
+}
+
+TEST_CASE("AFaultWhoseOpWasNeverReachedSaysHowFarTheRankGot") {
+  auto plan = parseFaults("dead-rank=2@op=50;lost-credit=2->1@op=60");
+  REQUIRE(plan.ok());
+  simgpu::FaultLedger ledger;
+  for (uint64_t op = 0; op < 20; ++op) ledger.ran(*plan, 2, op, "RING", {3});
+  auto lines = ledger.unfired(*plan, 2);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].find("'lost-credit=2->1@op=60' never took effect: rank 2 never ran its op 60 (it ran 20") !=
+        std::string::npos);
+  CHECK(lines[1].find("'dead-rank=2@op=50' never took effect: rank 2 never ran its op 50") != std::string::npos);
+}
+
+TEST_CASE("OnlyTheProcessAFaultBelongsToSpeaksOfIt") {
+  // The sender of a link fault and the rank of a rank fault: rank 4 says nothing of 3 -> 4.
+  auto plan = parseFaults("dead-link=3->4@op=0;dead-rank=3@op=0;slow-link=3->4:0.5");
+  REQUIRE(plan.ok());
+  simgpu::FaultLedger ledger;
+  ledger.ran(*plan, 4, 0, "RING", {5});
+  CHECK(ledger.unfired(*plan, 4).empty());
+  simgpu::FaultLedger sender;
+  sender.ran(*plan, 3, 0, "RING", {2});
+  // Nothing went to 4 (the dead and the slow link); a dead rank whose op was reached has fired.
+  CHECK(sender.unfired(*plan, 3).size() == 2);
+}

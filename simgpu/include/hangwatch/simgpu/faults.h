@@ -9,6 +9,9 @@
 // a launcher uses its communicator rank. Op indices count the collectives one rank issues
 // on one communicator, from 0.
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,9 +63,13 @@ struct FaultPlan {
     return dead_ranks.empty() && dead_links.empty() && slow_ranks.empty() && slow_links.empty() &&
            lost_credits.empty();
   }
-  bool rankDeadAt(int rank, uint64_t op) const;
-  bool linkDeadAt(int from, int to, uint64_t op, int channel) const;
-  bool creditLostAt(int from, int to, uint64_t op) const;
+  // The fault that applies, or null: a dead rank, a dead link, a lost clear-to-send.
+  const DeadRankFault* deadRankAt(int rank, uint64_t op) const;
+  const DeadLinkFault* deadLinkAt(int from, int to, uint64_t op, int channel) const;
+  const LostCreditFault* lostCreditAt(int from, int to, uint64_t op) const;
+  bool rankDeadAt(int rank, uint64_t op) const { return deadRankAt(rank, op) != nullptr; }
+  bool linkDeadAt(int from, int to, uint64_t op, int channel) const { return deadLinkAt(from, to, op, channel) != nullptr; }
+  bool creditLostAt(int from, int to, uint64_t op) const { return lostCreditAt(from, to, op) != nullptr; }
   double rankSpeed(int rank) const;  // product of matching slow-rank fractions, 1.0 if none
   double linkSpeed(int from, int to) const;
   // Error naming the first fault whose ranks are not below `world_size`.
@@ -74,5 +81,44 @@ hangwatch::Expected<FaultPlan> parseFaults(std::string_view spec);
 
 // SIMGPU_FAULTS of this process, parsed once.
 const hangwatch::Expected<FaultPlan>& processFaults();
+
+// Which of this process's faults took effect (DESIGN.md §3): a fault that never did (its op was
+// never reached, or the collectives from then on used no connection it breaks) is said when
+// the process ends, one line each, by the process it belongs to: a link fault's sender, a rank
+// fault's rank. Filled by simnccl (ran, fired) and simcuda (slow ranks).
+class FaultLedger {
+ public:
+  static FaultLedger& instance();
+  // Has the process's ledger print its unfired faults when the process exits, or before, when
+  // a communicator is aborted (the job ends there, and its launcher may kill it): once.
+  static void reportAtExit();
+  static void report();
+
+  // The fault `token` (as written in SIMGPU_FAULTS) changed what happened.
+  void fired(const std::string& token);
+  // A collective or point-to-point operation this process ran as rank `self` (its rank as
+  // `plan` names ranks): its op index, NCCL's name of its algorithm, and the ranks it sends to.
+  void ran(const FaultPlan& plan, int self, uint64_t op, const char* algorithm, const std::vector<int>& sends_to);
+  // One sentence per fault of `plan` that belongs to this process (a rank it ran as) and never
+  // took effect; `device_rank` is this process's rank for slow-rank faults.
+  std::vector<std::string> unfired(const FaultPlan& plan, int device_rank) const;
+
+ private:
+  struct FirstOp {  // the first operation a link or rank fault's op index allowed it in
+    uint64_t op = 0;
+    std::string algorithm;
+    std::vector<int> sends_to;
+  };
+  void noteFrom(const std::string& token, uint64_t from_op, uint64_t op, const char* algorithm,
+                const std::vector<int>& sends_to);
+
+  mutable std::mutex mutex_;
+  bool reported_ = false;
+  std::map<int, uint64_t> ops_;  // per rank this process ran as: one past its highest op index
+  std::set<std::string> fired_;
+  std::map<std::string, FirstOp> first_;
+  std::map<std::string, std::set<std::string>> algorithms_;  // every algorithm run from the fault's op on
+  std::map<int, std::set<int>> sent_to_;  // per rank this process ran as: every rank it sent to
+};
 
 }  // namespace simgpu

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "hangwatch/simgpu/nccl/net_proxy_op.h"
 #include "hangwatch/simgpu/nccl/op.h"
@@ -17,6 +19,9 @@
 namespace simnccl {
 
 enum WaitDirection : int { kWaitRecv = 0, kWaitSend = 1 };
+
+struct SendEnd;
+struct RecvEnd;
 
 // What a waiting thread is waiting for; copied into volatile locals of
 // simnccl_wait_peer so a debugger attached to a hung rank can read them.
@@ -36,7 +41,14 @@ struct WaitSite {
   const uint64_t* other_step;                   // steps posted (send) or consumed (recv), ever
   const std::atomic<uint64_t>* other_counter;   // the peer's head (send) or tail (recv)
   uint64_t other_base_step;
-  const char* algorithm;  // "RING" or "TREE": which peers a rank waits on
+  const char* algorithm;  // "RING", "TREE" or "PAT": which peers a rank waits on
+  // Every connection of the channel this operation uses, on the algorithm's own graph (a
+  // ring's prev and next, a tree's parent and children, PAT's peer per dimension each way),
+  // so a debugger reads each one's counters, not only the one this thread waits on.
+  const SendEnd* const* send_ends;
+  int nsend_ends;
+  const RecvEnd* const* recv_ends;
+  int nrecv_ends;
 };
 
 // Throughput shaping of one sending end: each step takes the link's time for its bytes.
@@ -66,10 +78,15 @@ struct SendEnd {
   // A lost-credit fault: the receiver's head as this sender last heard of it, which no
   // longer moves; null when the credits arrive.
   const uint64_t* credit_heard = nullptr;
+  // The SIMGPU_FAULTS tokens behind `dead` and `credit_heard`, told when they take effect.
+  const std::string* dead_fault = nullptr;
+  const std::string* credit_fault = nullptr;
   // This operation's first step on the connection (set by the transport at its first send):
   // the ProxyStep numbers count from it.
   uint64_t base = 0;
   bool started = false;
+  // Its place on the algorithm's graph: "ring-next", "tree-parent", "tree-child", "pat", "p2p".
+  const char* role = "p2p";
 };
 
 struct RecvEnd {
@@ -80,6 +97,7 @@ struct RecvEnd {
   NetProxyOp* proxy;  // this operation's receive ProxyOp on it, or null
   uint64_t base = 0;  // as SendEnd's
   bool started = false;
+  const char* role = "p2p";  // "ring-prev", "tree-parent", "tree-child", "pat", "p2p"
 };
 
 class StepTransport {
@@ -88,6 +106,12 @@ class StepTransport {
       : segment_(segment), abort_(abort), rank_(rank), op_(op) {}
   StepTransport(const StepTransport&) = delete;
   StepTransport& operator=(const StepTransport&) = delete;
+
+  // The channel's connections this operation uses, for WaitSite; the ends outlive the transport.
+  void setChannelEnds(std::vector<const SendEnd*> sends, std::vector<const RecvEnd*> recvs) {
+    channel_sends_ = std::move(sends);
+    channel_recvs_ = std::move(recvs);
+  }
 
   // False when the communicator was aborted while waiting.
   bool send(SendEnd& end, const void* src, size_t bytes);
@@ -116,6 +140,8 @@ class StepTransport {
   // The ends this operation used last in each direction, for WaitSite.
   const SendEnd* send_end_ = nullptr;
   const RecvEnd* recv_end_ = nullptr;
+  std::vector<const SendEnd*> channel_sends_;
+  std::vector<const RecvEnd*> channel_recvs_;
 };
 
 }  // namespace simnccl
