@@ -68,19 +68,7 @@ ChannelFinding analyzeChannel(int channel, const std::map<std::pair<int, int>, C
   return f;
 }
 
-// The receiver has taken every step the sender posted and waits for the next; the sender
-// waits for a clear-to-send for a slot the receiver already freed. Neither GPU stopped:
-// the credit was lost between them (absolute counters on both sides, no base needed).
-bool creditLost(const Connection& c) {
-  if (!c.send_end || !c.recv_end || !c.send_end->waiting || !c.recv_end->waiting || !c.send_end->posted_step)
-    return false;
-  const RingConnection& s = *c.send_end;
-  const RingConnection& r = *c.recv_end;
-  if (!s.observed_known || !s.target_known || !r.observed_known || !r.target_known) return false;
-  const uint64_t consumed = r.target_step - 1;  // the receiver's steps taken, as it waits for the next
-  return r.observed_step == *s.posted_step && r.target_step == r.observed_step + 1 && s.observed_step < consumed &&
-         s.target_step <= consumed;
-}
+bool creditLost(const Connection& c) { return c.send_end && c.recv_end && clearToSendLost(*c.send_end, *c.recv_end); }
 
 // The ring's connections that no record reports, from the prev/next each record names.
 // Ranks without a record on this channel are dark: the way out of a dark rank is known only
@@ -115,6 +103,16 @@ std::vector<Link> unseenConnections(const std::map<int, std::pair<int, int>>& pr
 
 }  // namespace
 
+// The receiver has taken every step the sender posted and waits for the next; the sender
+// waits for a clear-to-send for a slot the receiver already freed. Neither GPU stopped:
+// the credit was lost between them (absolute counters on both sides, no base needed).
+bool clearToSendLost(const RingConnection& s, const RingConnection& r) {
+  if (!s.waiting || !r.waiting || !s.posted_step) return false;
+  if (!s.observed_known || !s.target_known || !r.observed_known || !r.target_known) return false;
+  const uint64_t consumed = r.target_step - 1;  // the receiver's steps taken, as it waits for the next
+  return r.observed_step == *s.posted_step && r.target_step == r.observed_step + 1 && s.observed_step < consumed &&
+         s.target_step <= consumed;
+}
 
 RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size) const {
   RingFinding out;

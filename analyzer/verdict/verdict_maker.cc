@@ -1,6 +1,7 @@
 #include "hangwatch/verdict/verdict_maker.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 #include <tuple>
@@ -342,33 +343,47 @@ Verdict VerdictMaker::waitsAcrossCommunicators(const HangFocus& f, const CommPos
 
 RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) const {
   RingFacts facts{f, p, {}, {}, {}, 0};
-  RingProgressAnalysis ring([&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); });
+  auto to_global = [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); };
+  RingProgressAnalysis ring(to_global);
+  const std::set<int> finished(p.finished.begin(), p.finished.end());
+  GraphProgressAnalysis graph(to_global, [&](int comm_rank) { return finished.count(to_global(comm_rank)) > 0; });
+  // The focus communicator's records; a reader that saw only NCCL's own id (nccl-host, cuda)
+  // is joined through its rank's comms[].nccl_id, so every record source reaches the analysis.
+  std::vector<const RingProgress*> records;
+  std::deque<RingProgress> joined;
+  bool graph_read = false;
   std::set<std::string> kernel_algorithms;
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
-      // A reader that saw only NCCL's own id (nccl-host, cuda): joined through this rank's
-      // comms[].nccl_id, so every record source reaches the same analysis.
       const bool join = r.comm.empty() && !r.nccl_comm.empty();
       const std::string comm = join ? watchdogHashOf(s, r.nccl_comm) : r.comm;
-      if (comm != f.comm) continue;  // the analysis reads the focus communicator's records only
+      if (comm != f.comm) continue;
       if (!r.algorithm.empty() && r.algorithm != "RING") kernel_algorithms.insert(r.algorithm);
+      graph_read = graph_read || GraphProgressAnalysis::readsGraph(r);
       any = true;
       if (!join) {
-        ring.add(r);
+        records.push_back(&r);
         continue;
       }
-      RingProgress joined = r;
-      joined.comm = comm;
-      ring.add(std::move(joined));
+      joined.push_back(r);
+      joined.back().comm = comm;
+      records.push_back(&joined.back());
     }
     facts.ranks_with_records += any;
     if (any) facts.with_records.push_back(s.rank);
   }
   std::sort(facts.with_records.begin(), facts.with_records.end());
   facts.kernel_algorithms.assign(kernel_algorithms.begin(), kernel_algorithms.end());
-  facts.ring = ring.analyze(f.comm, f.seq, p.comm_size);
-  if (facts.ring.channels_total == 0) facts.ring = ring.analyze(f.comm, std::nullopt, p.comm_size);
+  // A reader that saw every connection of the algorithm's graph decides on that graph; its
+  // records without connections (a rank whose threads wait on none) belong to it too.
+  for (const RingProgress* r : records) graph_read ? graph.add(*r) : ring.add(*r);
+  if (graph_read) {
+    fromGraph(facts, graph.analyze(f.comm, f.seq));
+  } else {
+    facts.ring = ring.analyze(f.comm, f.seq, p.comm_size);
+    if (facts.ring.channels_total == 0) facts.ring = ring.analyze(f.comm, std::nullopt, p.comm_size);
+  }
   for (const OpGroup& g : p.groups) facts.waiting.insert(facts.waiting.end(), g.ranks.begin(), g.ranks.end());
   facts.waiting.insert(facts.waiting.end(), p.in_host_call.begin(), p.in_host_call.end());
   std::sort(facts.waiting.begin(), facts.waiting.end());
@@ -382,6 +397,22 @@ RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) co
   // channels start and never stop, so the stop stays narrowed to the node.
   facts.proxy = proxy.analyze(f.comm, members);
   return facts;
+}
+
+// The debugger read the collective on its algorithm's own graph: that finding is the
+// debugger's, in the shape the rest of the decision reads (named link or rank, channels).
+void VerdictMaker::fromGraph(RingFacts& facts, GraphFinding g) const {
+  RingFinding rf;
+  rf.link = g.link;
+  rf.rank = g.rank;
+  rf.channels_agree = g.channels_agree;
+  rf.channels_total = g.channels_total;
+  rf.credit_lost = g.stop && g.stop->kind == GraphStop::Kind::kCreditLost;
+  rf.note = g.note;
+  for (const GraphStop& s : g.several)
+    if (s.link) rf.least_seen.push_back(*s.link);
+  facts.ring = std::move(rf);
+  facts.graph = std::move(g);
 }
 
 Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& p) const {
@@ -415,7 +446,8 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     v.kind = VerdictKind::kCommunicationHang;
     v.culprit_ranks = {*facts.ring.rank};
     if (sequences_.sharedByProcess(f.comm)) v.culprit_ranks = processesOf(f.comm, v.culprit_ranks);
-    wording_.ringRankCulprit(v, facts);
+    if (facts.graph && v.source != "profiler") wording_.graphRankCulprit(v, facts);
+    else wording_.ringRankCulprit(v, facts);
   } else {
     ringUndecided(v, facts);
   }
@@ -453,7 +485,8 @@ void VerdictMaker::blameRingLink(Verdict& v, const RingFacts& facts) const {
   v.culprit_ranks = {l.from, l.to};
   std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
   if (v.link_in_comm_ranks) v.culprit_ranks = processesOf(facts.focus.comm, v.culprit_ranks);
-  wording_.ringLinkCulprit(v, facts);
+  if (facts.graph && v.source != "profiler") wording_.graphLinkCulprit(v, facts);
+  else wording_.ringLinkCulprit(v, facts);
 }
 
 // Ring progress named nobody: why, what the verdict hinges on, and who is left suspect.
@@ -485,6 +518,14 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
       break;
     case RingGap::kNamesNothing:
     case RingGap::kNone:
+      if (facts.graph && (!facts.graph->several.empty() || !facts.graph->unread.empty())) {
+        // The waits end in more than one place, or at ranks the debugger read nothing of.
+        for (const GraphStop& s : facts.graph->several)
+          v.suspects.push_back(s.link ? linkSuspect(*s.link) : rankSuspect(*s.rank, SuspectNote::kDebugger));
+        for (int r : facts.graph->unread) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
+        sortSuspects(v.suspects);
+        break;
+      }
       if (!facts.ring.least_seen.empty()) {
         // The debugger's records: the connections with the least progress share no rank, so
         // the ring stopped in more than one place (two faults); each of them is a suspect.
@@ -556,6 +597,11 @@ void VerdictMaker::hedgeRing(Verdict& v, const RingFacts& facts) const {
 void VerdictMaker::hedgeOtherAlgorithms(Verdict& v, const RingFacts& facts) const {
   const ProxyFinding& pf = facts.proxy;
   if (pf.other_algorithms.empty() && facts.kernel_algorithms.empty()) return;
+  if (facts.graph) {
+    // The debugger read the algorithm's own connections: no ring shape stood in for them.
+    wording_.graphRead(v, facts);
+    return;
+  }
   // Both ends of a link on the wire show it, whatever the algorithm's shape.
   const bool wire = pf.link && v.culprit_link && *pf.link == *v.culprit_link;
   const bool named = v.kind == VerdictKind::kCommunicationHang && !wire;

@@ -215,8 +215,10 @@ std::string VerdictWording::who(const std::string& comm, int rank) const {
 }
 
 std::string VerdictWording::channels(const Verdict& v, const RingFacts& facts) const {
-  return fmt::format("{} of {}{}", facts.ring.channels_agree, facts.ring.channels_total,
-                     v.source == "profiler" ? " channel(s) with network connections" : " ring channel(s)");
+  const std::string kind = v.source == "profiler" ? " channel(s) with network connections"
+                           : facts.graph         ? " " + facts.graph->algorithm + " channel(s)"
+                                                 : " ring channel(s)";
+  return fmt::format("{} of {}{}", facts.ring.channels_agree, facts.ring.channels_total, kind);
 }
 
 // " (it reached step 4, the next-least connection step 9)" from a channel naming the culprit.
@@ -268,10 +270,8 @@ void VerdictWording::ringProfilerView(Verdict& v, const RingFacts& facts, Profil
 }
 
 void VerdictWording::ringLinkCulprit(Verdict& v, const RingFacts& facts) const {
-  const HangFocus& f = facts.focus;
   const Link& l = *facts.ring.link;
-  v.headline = fmt::format("Communication hang: the link from {} to {} stopped delivering during {}.", who(f.comm, l.from),
-                           who(f.comm, l.to), opText(f));
+  linkCulprit(v, facts.focus, l);
   if (v.source == "profiler") {
     v.evidence.push_back(fmt::format("From NCCL's profiler events in the snapshots (no debugger): on {} {}.",
                                      channels(v, facts), proxySummary(facts.proxy)));
@@ -284,12 +284,26 @@ void VerdictWording::ringLinkCulprit(Verdict& v, const RingFacts& facts) const {
     v.evidence.push_back(fmt::format("On {} the connection {} -> {} made the least progress{}.", channels(v, facts),
                                      l.from, l.to, steps(facts.ring)));
   }
+}
+
+// Headline and next steps of a culprit link, whatever evidence named it.
+void VerdictWording::linkCulprit(Verdict& v, const HangFocus& f, const Link& l) const {
+  v.headline = fmt::format("Communication hang: the link from {} to {} stopped delivering during {}.", who(f.comm, l.from),
+                           who(f.comm, l.to), opText(f));
   std::string a = hostOf(job_, l.from), b = hostOf(job_, l.to);
   std::string hosts = a == b || b.empty() ? "host " + (a.empty() ? std::string("?") : a) : "hosts " + a + " and " + b;
   v.next_steps.push_back(fmt::format(
       "Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).",
       deviceText(job_, l.from), deviceText(job_, l.to)));
   v.next_steps.push_back("Drain " + hosts + " (or exclude that link) and restart the job from the last checkpoint.");
+}
+
+// Next steps for a culprit rank, whatever evidence named it.
+void VerdictWording::rankCulpritSteps(Verdict& v, int rank) const {
+  std::string host = hostOf(job_, rank);
+  v.next_steps.push_back(fmt::format("Check {} (nvidia-smi, dmesg for Xid errors).", deviceText(job_, rank)));
+  v.next_steps.push_back(fmt::format("Drain host {} and restart the job from the last checkpoint.",
+                                     host.empty() ? fmt::format("of rank {}", rank) : host));
 }
 
 void VerdictWording::ringRankCulprit(Verdict& v, const RingFacts& facts) const {
@@ -311,10 +325,7 @@ void VerdictWording::ringRankCulprit(Verdict& v, const RingFacts& facts) const {
     v.evidence.push_back(fmt::format(
         "Rank {} left no dump, so whether it is stuck inside the collective or elsewhere is unknown.", rank));
   }
-  std::string host = hostOf(job_, rank);
-  v.next_steps.push_back(fmt::format("Check {} (nvidia-smi, dmesg for Xid errors).", deviceText(job_, rank)));
-  v.next_steps.push_back(fmt::format("Drain host {} and restart the job from the last checkpoint.",
-                                     host.empty() ? fmt::format("of rank {}", rank) : host));
+  rankCulpritSteps(v, rank);
 }
 
 void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const {
@@ -617,6 +628,53 @@ void VerdictWording::otherAlgorithms(Verdict& v, const RingFacts& facts, bool he
       std::string("Rerun the failing step with NCCL_ALGO=Ring (or read the algorithm NCCL_DEBUG=INFO logs for this "
                   "collective): on a ring the same evidence names the culprit."),
       "Test each suspect (nccl-tests between those GPUs; NVLink / InfiniBand error counters) before draining anything."};
+}
+
+void VerdictWording::graphLinkCulprit(Verdict& v, const RingFacts& facts) const {
+  const GraphStop& s = *facts.graph->stop;
+  const Link& l = *s.link;
+  linkCulprit(v, facts.focus, l);
+  std::string why;
+  switch (s.kind) {
+    case GraphStop::Kind::kDataLost:
+      why = fmt::format("rank {} posted {} step(s) of this collective on it that rank {} never saw ({} arrived), and "
+                        "rank {} waits for them",
+                        l.from, s.posted, l.to, s.delivered, l.to);
+      break;
+    case GraphStop::Kind::kCreditLost:
+      why = fmt::format("rank {} took every step rank {} posted and waits for the next, while rank {} waits for a "
+                        "clear-to-send for a slot rank {} already freed: the credit was lost on the link",
+                        l.to, l.from, l.from, l.to);
+      break;
+    default:
+      why = fmt::format("rank {} waits for data from rank {}, which finished its part of the collective (it posted "
+                        "everything): the data was lost on the link",
+                        l.to, l.from);
+      break;
+  }
+  v.evidence.push_back(fmt::format("On {} every wait on the {}'s connections (parents, children, peers) ends at the "
+                                   "link {} -> {}: {}.",
+                                   channels(v, facts), facts.graph->algorithm, l.from, l.to, why));
+}
+
+void VerdictWording::graphRankCulprit(Verdict& v, const RingFacts& facts) const {
+  const HangFocus& f = facts.focus;
+  const int rank = *facts.ring.rank;
+  v.headline = fmt::format("Communication hang: {} stopped making progress inside {}; its peers wait on it.",
+                           who(f.comm, rank), opText(f));
+  v.evidence.push_back(fmt::format(
+      "On {} every wait on the {}'s connections ends at rank {}: its peers wait on it for data or for a free slot, "
+      "and none of its own threads waits on any connection, so its GPU stopped inside the collective.",
+      channels(v, facts), facts.graph->algorithm, rank));
+  rankCulpritSteps(v, rank);
+}
+
+void VerdictWording::graphRead(Verdict& v, const RingFacts& facts) const {
+  v.evidence.push_back(fmt::format(
+      "NCCL ran {} on communicator {}: the debugger read every connection of the collective on that algorithm's "
+      "graph (each rank's parent and children, or peers), not a ring.",
+      facts.graph->algorithm.empty() ? std::string("another algorithm than RING") : facts.graph->algorithm,
+      facts.focus.comm));
 }
 
 namespace {

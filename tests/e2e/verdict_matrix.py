@@ -102,8 +102,10 @@ EDGE_CASES = [
     # PAT routes only some blocks over a link: with 2 -> 3 dead only rank 3 stays in the
     # ReduceScatter and the others run on into the next collective, which waits for rank 3.
     {"algo": "PAT", "net": net, "fault": fault, "nodes": "8x1", "comms": "tp4", "launch": launch,
-     "collector": "off", "at": at}
+     "collector": collector, "at": at}
     for net, fault, launch, at in (("IB", "dead-link", "graph", (2, 3)), ("Socket", "dead-gpu", "eager", 3))
+    # With the debugger phase too: it reads PAT's own peers, per dimension.
+    for collector in ("off", "on")
 ]
 
 

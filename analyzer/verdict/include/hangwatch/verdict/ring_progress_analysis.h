@@ -48,6 +48,11 @@ struct RingFinding {
   std::vector<Link> least_seen;  // the least-progress connections of the channels that named nothing
 };
 
+// A connection whose receiver took every step its sender posted and waits for the next, while
+// the sender waits for a clear-to-send for a slot the receiver already freed: the credit was
+// lost on the link (both ends' records, as read).
+bool clearToSendLost(const RingConnection& send_end, const RingConnection& recv_end);
+
 class RingProgressAnalysis {
  public:
   // `to_global` maps a communicator rank to a global rank.

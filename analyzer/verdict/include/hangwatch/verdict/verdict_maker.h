@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hangwatch/stackmerge/stack_classifier.h"
+#include "hangwatch/verdict/graph_progress_analysis.h"
 #include "hangwatch/verdict/job_data.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
@@ -42,6 +43,7 @@ class VerdictMaker {
   Verdict fromRingProgress(const HangFocus& f, const CommPositions& p) const;
   // The ring-progress decision in steps: gather both sources, weigh them, name or hedge.
   RingFacts ringFacts(const HangFocus& f, const CommPositions& p) const;
+  void fromGraph(RingFacts& facts, GraphFinding g) const;
   void weighProfiler(Verdict& v, const RingFacts& facts, bool profiler_named) const;
   void blameRingLink(Verdict& v, const RingFacts& facts) const;
   void ringUndecided(Verdict& v, RingFacts& facts) const;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hangwatch/stackmerge/rank_set.h"
+#include "hangwatch/verdict/graph_progress_analysis.h"
 #include "hangwatch/verdict/job_data.h"
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
@@ -95,6 +96,9 @@ struct RingFacts {
   // Algorithms other than RING that the debugger saw the hung kernels run (the device
   // function in the backtrace, e.g. ncclDevFunc_AllReduce_Sum_f32_TREE_LL), sorted.
   std::vector<std::string> kernel_algorithms;
+  // The debugger read every connection of the collective on its algorithm's own graph (a
+  // tree's parents and children, PAT's peers): `ring` then holds what this graph named.
+  std::optional<GraphFinding> graph;
 };
 
 class VerdictWording {
@@ -154,6 +158,10 @@ class VerdictWording {
   // NCCL's Coll events show another algorithm than RING since the stuck collective was
   // issued; `hedged`: the ring-shaped culprit was made a suspect.
   void otherAlgorithms(Verdict& v, const RingFacts& facts, bool hedged) const;
+  // The culprit was read off the algorithm's own graph (facts.graph): what the waits show.
+  void graphLinkCulprit(Verdict& v, const RingFacts& facts) const;
+  void graphRankCulprit(Verdict& v, const RingFacts& facts) const;
+  void graphRead(Verdict& v, const RingFacts& facts) const;
   // One sentence per culprit rank in v.where: the thread it stands in and its innermost frames.
   void whereCulpritsAre(Verdict& v) const;
 
@@ -161,6 +169,8 @@ class VerdictWording {
   // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
   std::string who(const std::string& comm, int rank) const;
   std::string channels(const Verdict& v, const RingFacts& facts) const;
+  void linkCulprit(Verdict& v, const HangFocus& f, const Link& l) const;
+  void rankCulpritSteps(Verdict& v, int rank) const;
   std::string steps(const RingFinding& rf) const;
 
   const JobData& job_;
