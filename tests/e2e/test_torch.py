@@ -14,6 +14,7 @@ from pathlib import Path
 
 from e2e_case import E2ECase
 from harness import MpiJob, SOURCE_DIR
+from report_jobs import AS_NODE, can_run_as_nodes
 
 TRAIN = SOURCE_DIR / "examples" / "torch_ddp" / "train.py"
 PROGRAM = "torch_ddp"
@@ -39,15 +40,20 @@ def forensics():
     return os.environ.get("FORENSICS", str(build_dir() / "forensics" / "forensics"))
 
 
-def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5):
-    """`simgpu-run torchrun --standalone --nproc-per-node N train.py ARGS` under the watchdog."""
+def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5, per_node=None):
+    """`simgpu-run torchrun --standalone --nproc-per-node N train.py ARGS` under the watchdog;
+    with `per_node`, each rank runs under as_node.py as a host of its own node (root only)."""
     env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dump_root),
            "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_FORENSICS": forensics(),
            "SIMGPU_FAULTS": faults, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     env.update(extra_env or {})
     launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
                 str(nranks)]
-    return MpiJob(nranks, [str(TRAIN), *args], env=env, program=PROGRAM, launcher=launcher)
+    argv = [str(TRAIN), *args]
+    if per_node:
+        launcher.append("--no-python")
+        argv = [str(AS_NODE), str(per_node), "--", str(torch_venv() / "bin" / "python"), *argv]
+    return MpiJob(nranks, argv, env=env, program=PROGRAM, launcher=launcher)
 
 
 def run_forensics(*args, timeout=120):
@@ -165,6 +171,21 @@ class HungJob(TorchCase):
         self.assertEqual(verdict["culprit_link"], {"from": 1, "to": 2}, verdict)
         self.assertTrue(verdict["confident"], verdict)
         self.assertEqual(verdict["op"]["name"], "ncclAllReduce", verdict)
+
+    def test_dead_link_between_two_nodes_on_nccls_own_algorithm_is_named(self):
+        # Two nodes of two: NCCL's cost model runs DDP's mid-size all-reduces on the tree, whose
+        # nodes join at ranks 0 and 2; the debugger reads the tree's own connections.
+        if not can_run_as_nodes():
+            self.skipTest("ranks cannot take hostnames of their own here (UTS namespaces need root)")
+        with torchrun_job(4, ["--steps", "100"], self.dumps, faults="dead-link=2->0@op=20", per_node=2) as job:
+            self.wait_for_dumps(job, 4)
+            self.assert_dumped_with_torch_alive(job, 4)
+            report = self.report()
+        verdict = report["verdict"]
+        self.assertEqual(verdict["kind"], "communication-hang", verdict)
+        self.assertEqual(verdict["culprit_link"], {"from": 2, "to": 0}, verdict)
+        self.assertTrue(verdict["confident"], verdict)
+        self.assertIn("TREE channel(s)", "\n".join(verdict["evidence"]))
 
     def test_rank_stuck_in_python_is_named_with_its_python_frames(self):
         with torchrun_job(4, ["--steps", "100", "--stall-rank", "2", "--stall-at-step", "3"], self.dumps) as job:

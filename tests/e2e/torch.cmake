@@ -5,10 +5,13 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
   hangwatch_e2e_test(torch.healthy test_torch.HealthyJob 300)
   hangwatch_e2e_test(torch.dead_link
                      test_torch.HungJob.test_dead_link_inside_ddps_all_reduce_is_named 240)
+  hangwatch_e2e_test(torch.dead_link_two_nodes
+                     test_torch.HungJob.test_dead_link_between_two_nodes_on_nccls_own_algorithm_is_named 240)
   hangwatch_e2e_test(torch.python_stall
                      test_torch.HungJob.test_rank_stuck_in_python_is_named_with_its_python_frames 240)
   hangwatch_e2e_test(torch.gpu_stops test_torch.HungJob.test_gpu_that_stops_is_named 240)
-  set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.python_stall e2e.torch.gpu_stops
+  set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes e2e.torch.python_stall
+               e2e.torch.gpu_stops
                APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics> SIMGPU_DROPIN_DIR=${SIMGPU_DROPIN_DIR}
                HANGWATCH_TORCH_VENV=${HANGWATCH_TORCH_VENV})
 endif()
