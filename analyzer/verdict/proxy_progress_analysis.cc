@@ -356,7 +356,14 @@ ProxyFinding ProxyProgressAnalysis::analyze(const std::string& comm, const std::
   }
   narrowByNode(job_, ends, members, f);
   if (f.narrowed.size() >= members.size()) {
-    // Every node is still possible: that narrows nothing.
+    // Every node is still possible: that narrows nothing, but each node may hold a stop.
+    std::map<std::string, std::vector<int>> by_host;
+    for (int r : f.narrowed) {
+      const RankSummary* s = job_.find(r);
+      by_host[s && !s->host.empty() ? s->host : fmt::format("rank {}'s host", r)].push_back(r);
+    }
+    if (by_host.size() > 1)
+      for (auto& [host, ranks] : by_host) f.every_node.push_back(std::move(ranks));
     f.narrowed.clear();
     f.narrowed_hosts.clear();
     f.note = "its network connections do not put the stop in fewer than all of the communicator's nodes";

@@ -515,6 +515,8 @@ void VerdictMaker::ringUndecided(Verdict& v, RingFacts& facts) const {
     case RingGap::kNoRecords:
       for (int r : facts.waiting) v.lacking_data.push_back(gapOf(r, facts.focus.comm));
       if (!pf.members_host.empty()) v.suspects.push_back(nodeSuspect(pf.members_on_host));
+      // NCCL's profiler bounds a stop in every node: each node holds one, or one starves them all.
+      for (const std::vector<int>& node : pf.every_node) v.suspects.push_back(nodeSuspect(node));
       break;
     case RingGap::kNamesNothing:
     case RingGap::kNone:

@@ -365,6 +365,12 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
         v.reason += fmt::format("; all of the communicator's ranks run on host {}, so the fault is a GPU or a link "
                                 "inside that node",
                                 pf.members_host);
+      if (!pf.every_node.empty())
+        v.evidence.push_back(
+            "NCCL's profiler events bound a stop in every node of the communicator (the network senders of each "
+            "node wait at their GPUs): one stop in each node and a single stop that starves them all look the same "
+            "from the network, so each node is a suspect; per-link progress inside the nodes (the debugger phase) "
+            "tells them apart.");
       v.hinges_on = "ring progress, which no rank has";
       v.next_steps.push_back("Look at ranks/rNNNNN.collect.log for why the debugger phase failed; run "
                              "forensics collect by hand on two neighbouring ranks while the job still hangs.");

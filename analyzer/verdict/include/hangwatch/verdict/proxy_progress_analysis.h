@@ -50,6 +50,11 @@ struct ProxyFinding {
   std::vector<Link> wire_links;          // every link seen on the wire (more than one: ambiguous)
   std::vector<int> narrowed;             // nothing named: the ranks the fault lies among
   std::vector<std::string> narrowed_hosts;
+  // The network connections bound a stop in every node of the communicator (each node's
+  // senders starved, or data held at its receivers): the ranks of each node, by host. One stop
+  // per node and one that starves every node are not told apart without per-link progress
+  // inside the nodes; each node is a suspect.
+  std::vector<std::vector<int>> every_node;
   // Per channel where several links wait at their sender: the one with the fewest steps done,
   // whose sender is the first rank after the stop on a ring.
   std::vector<Link> first_after_stop;
