@@ -11,6 +11,12 @@ launcher returned; wait: every rank's dumps are done, then the job is killed), a
     hedged  not confident, and the injected culprit is among the suspects
     wrong   anything else (a confident wrong culprit, a culprit left out, no verdict)
 
+A job whose fault never took effect (simgpu says so when the job ends: its op was never
+reached, or the collectives from then on used no connection it breaks) was not run: it is
+counted apart and another job of the class is drawn in its place. The table splits each
+class's outcomes by the collector (on, off) and by where the fault is (a link inside a node,
+a link between nodes; a rank fault is neither).
+
 It also records the seconds from the first detection (TRIGGER.json) to the verdict. Every
 wrong verdict's job directory and report are kept (--keep-wrong) for diagnosis. Exit 1 when
 any verdict is wrong, except in the classes named by --tolerate (known limits).
@@ -36,6 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 TIMEOUT_S = 3  # HANGWATCH_TIMEOUT: the collective that does not finish in 3 s is the hang
+REDRAWS = 5    # jobs drawn in place of one whose fault never took effect, at most
+NEVER_FIRED = "never took effect"  # simgpu's line for a fault that did nothing (simgpu/README.md)
 JOB_WAIT_S = 300
 NODE_COUNTS = (1, 2, 3, 4)
 LAUNCHERS = ("mpirun", "torchrun", "srun")
@@ -49,12 +57,12 @@ class Case:
     truth: {"kind": ..., "link": (a, b)} or {"kind": ..., "rank": r}; `alternatives` are
     further truths any of which is as right (two simultaneous faults)."""
 
-    def __init__(self, rng, min_nodes=1, max_nodes=4, program="ring_train", launchers=None):
+    def __init__(self, rng, min_nodes=1, max_nodes=4, program="ring_train", launchers=None, per_node=None):
         # examples/python_train bootstraps through MPI only: its ranks run under mpirun.
         launchers = launchers or (LAUNCHERS if program == "ring_train" else ("mpirun",))
         self.program = program
         shapes = [(n, k) for n in range(4, 17) for k in NODE_COUNTS
-                  if min_nodes <= k <= max_nodes and n % k == 0 and n // k >= 1]
+                  if min_nodes <= k <= max_nodes and n % k == 0 and n // k >= 1 and per_node in (None, n // k)]
         self.nranks, self.nodes = rng.choice(shapes)
         self.launcher = rng.choice(launchers)
         self.mode = rng.choice(("abort", "wait"))
@@ -80,6 +88,15 @@ class Case:
         if between_nodes is True or (between_nodes is None and crossing and rng.random() < 0.5):
             return rng.choice(crossing or inside)
         return rng.choice(inside or crossing)
+
+    def where(self):
+        """Where the injected fault is: a link "inside" a node or "between" nodes; "rank" for a
+        rank's fault (a GPU, a host, a process)."""
+        links = [t["link"] for t in [self.truth, *self.alternatives] if "link" in t]
+        if not links:
+            return "rank"
+        crossing = [a // self.per_node != b // self.per_node for a, b in links]
+        return "between" if any(crossing) else "inside"
 
     def describe(self):
         where = f"{self.nodes} node(s) of {self.per_node}"
@@ -195,6 +212,35 @@ def tree(rng):
     return c
 
 
+def tree_dead_gpu(rng):
+    """A GPU that stops inside NCCL's tree AllReduce between 2-4 nodes."""
+    c = Case(rng, min_nodes=2)
+    c.env["NCCL_ALGO"] = "allreduce:tree"
+    r = rng.randrange(c.nranks)
+    c.faults.append(f"dead-rank={r}@op={c.op}")
+    c.truth = {"kind": "communication-hang", "rank": r}
+    return c
+
+
+def pat(rng):
+    """NCCL's PAT: the tensor-parallel AllGather and ReduceScatter with one rank per node (as
+    NCCL runs it), 4 ranks on 4 nodes; a dead link of the ReduceScatter's first dimension
+    (r -> r+1) or a GPU that stops."""
+    c = Case(rng, per_node=1)
+    c.env["NCCL_ALGO"] = "allreduce:ring;allgather:pat;reducescatter:pat"
+    c.args += ["--tp", str(c.nranks)]
+    if rng.random() < 0.5:
+        a = rng.randrange(c.nranks)
+        link = (a, (a + 1) % c.nranks)
+        c.faults.append(f"dead-link={link[0]}->{link[1]}@op={c.op}")
+        c.truth = {"kind": "communication-hang", "link": link}
+    else:
+        r = rng.randrange(c.nranks)
+        c.faults.append(f"dead-rank={r}@op={c.op}")
+        c.truth = {"kind": "communication-hang", "rank": r}
+    return c
+
+
 def socket(rng):
     c = dead_link(rng, min_nodes=2)
     c.env["NCCL_NET"] = "Socket"
@@ -219,6 +265,8 @@ CLASSES = {
     "nonblocking": (nonblocking, "a dead link under non-blocking communicators"),
     "lost-credit": (lambda rng: dead_link(rng, "lost-credit"), "a receiver's clear-to-send messages are lost"),
     "tree": (tree, "a dead link of NCCL's tree between nodes"),
+    "tree-dead-gpu": (tree_dead_gpu, "a GPU that stops inside NCCL's tree between nodes"),
+    "pat": (pat, "a dead link or a GPU that stops in NCCL's PAT (one rank per node)"),
     "socket": (socket, "a dead link between nodes over NCCL_NET=Socket"),
 }
 
@@ -232,6 +280,11 @@ def judge(verdict, case):
             if outcome == wanted:
                 return outcome, why
     return "wrong", outcomes[0][1]
+
+
+def never_fired(output):
+    """simgpu's lines for the job's faults that never took effect (simgpu/README.md)."""
+    return [line.strip() for line in output.splitlines() if line.startswith("simgpu: fault") and NEVER_FIRED in line]
 
 
 def run(case, build, keep_dir, keep_all=False):
@@ -251,6 +304,11 @@ def run(case, build, keep_dir, keep_all=False):
     job_dir = root / report_jobs.JOB_ID
     result = {"outcome": "wrong", "why": "", "seconds": None}
     output = ""
+
+    def not_run():
+        lines = never_fired(output)
+        return {"outcome": "not-run", "why": "; ".join(lines)[:500], "seconds": None} if lines else None
+
     try:
         with MpiJob(case.nranks, argv, env=env, program=case.program,
                     launcher=launcher(case.nranks) if launcher else None) as job:
@@ -258,6 +316,10 @@ def run(case, build, keep_dir, keep_all=False):
                 if job.wait_exit(JOB_WAIT_S) is None:
                     result["why"] = "the job never aborted"
                     output = job.output()
+                    return result
+                output = job.output()
+                if not_run():
+                    result = not_run()
                     return result
             else:
                 # The job stays hung: report once every rank has its snapshot, waiting (as an
@@ -269,6 +331,7 @@ def run(case, build, keep_dir, keep_all=False):
                 if snapshots() < case.dumps_expected:
                     result["why"] = f"only {snapshots()} of {case.dumps_expected} snapshots"
                     output = job.output()
+                    result = not_run() or result
                     return result
             code, out, err = report_jobs.report(job_dir, "json", ("--wait", "0" if case.mode == "abort" else "120"))
             reported = time.time()
@@ -281,6 +344,7 @@ def run(case, build, keep_dir, keep_all=False):
         outcome, why = judge(verdict, case)
         result = {"outcome": outcome, "why": why, "seconds": round(reported - trigger, 2) if trigger else None,
                   "headline": verdict.get("headline")}
+        result = not_run() or result  # another fault of the job that did nothing: not the job drawn
         return result
     finally:
         if (result["outcome"] == "wrong" or keep_all) and keep_dir:
@@ -293,11 +357,34 @@ def run(case, build, keep_dir, keep_all=False):
         shutil.rmtree(root, True)
 
 
+OUTCOMES = ("right", "hedged", "wrong")
+
+
+def split(results, key, value):
+    picked = [r for r in results if r[key] == value]
+    return "/".join(str(sum(r["outcome"] == o for r in picked)) for o in OUTCOMES) if picked else ""
+
+
+def row(name, results, not_run):
+    seconds = [r["seconds"] for r in results if r["seconds"] is not None]
+    out = {"class": name, "runs": len(results), "not_run": not_run,
+           **{o: sum(r["outcome"] == o for r in results) for o in OUTCOMES},
+           "median_s": round(statistics.median(seconds), 2) if seconds else None}
+    for key, values in (("collector", ("on", "off")), ("where", ("inside", "between", "rank"))):
+        for v in values:
+            out[f"{key}_{v}"] = split(results, key, v)
+    return out
+
+
 def table(rows):
-    lines = ["| class | runs | right | hedged | wrong | median s to verdict |", "|---|---|---|---|---|---|"]
+    lines = ["| class | runs | right | hedged | wrong | not run | collector on (r/h/w) | collector off | "
+             "link inside a node | link between nodes | rank | median s to verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         median = "" if r["median_s"] is None else f"{r['median_s']:.1f}"
-        lines.append(f"| {r['class']} | {r['runs']} | {r['right']} | {r['hedged']} | {r['wrong']} | {median} |")
+        lines.append(f"| {r['class']} | {r['runs']} | {r['right']} | {r['hedged']} | {r['wrong']} | {r['not_run']} | "
+                     f"{r['collector_on']} | {r['collector_off']} | {r['where_inside']} | {r['where_between']} | "
+                     f"{r['where_rank']} | {median} |")
     return "\n".join(lines) + "\n"
 
 
@@ -307,7 +394,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1, help="jobs per class (default: 1)")
     ap.add_argument("--classes", help="comma-separated classes (default: all; see --list)")
     ap.add_argument("--seed", type=int, help="random seed (default: from the clock; printed)")
-    ap.add_argument("--json", help="write the rows (class, runs, right, hedged, wrong, median_s) here")
+    ap.add_argument("--json", help="write the rows (class, runs, right, hedged, wrong, not_run, the splits, median_s) here")
     ap.add_argument("--out", help="write the Markdown table here (it is printed too)")
     ap.add_argument("--keep-wrong", default="accuracy-wrong",
                     help="folder for each wrong verdict's job dir and case (default: ./accuracy-wrong)")
@@ -348,17 +435,21 @@ def main():
     rows = []
     for name in names:
         make = CLASSES[name][0]
-        results = []
+        results, not_run = [], 0
         for i in range(args.runs):
-            case = make(rng)
-            r = run(case, build, args.keep_wrong, args.keep_all)
+            for _ in range(1 + REDRAWS):
+                case = make(rng)
+                r = run(case, build, args.keep_wrong, args.keep_all)
+                if r["outcome"] != "not-run":
+                    break
+                not_run += 1
+                print(f"{name:20s} {i + 1:3d} not run: {r['why']}; drawing another\n{'':25s}{case.describe()}",
+                      flush=True)
+            r.update({"collector": case.collector, "where": case.where()})
             results.append(r)
             kept = f" (kept in {r['kept']})" if r.get("kept") else ""
             print(f"{name:20s} {i + 1:3d} {r['outcome']:6s} {r['why']}{kept}\n{'':25s}{case.describe()}", flush=True)
-        seconds = [r["seconds"] for r in results if r["seconds"] is not None]
-        rows.append({"class": name, "runs": len(results),
-                     **{o: sum(r["outcome"] == o for r in results) for o in ("right", "hedged", "wrong")},
-                     "median_s": round(statistics.median(seconds), 2) if seconds else None})
+        rows.append(row(name, results, not_run))
     text = table(rows)
     print(text)
     if args.out:

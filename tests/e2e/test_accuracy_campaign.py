@@ -67,6 +67,48 @@ class Classes(unittest.TestCase):
             self.assertEqual(c.dumps_expected, c.nranks)
 
 
+    def test_the_new_algorithm_classes_run_where_nccl_runs_them(self):
+        for c in cases("tree-dead-gpu"):
+            self.assertGreater(c.nodes, 1, c.describe())
+            self.assertEqual(c.env["NCCL_ALGO"], "allreduce:tree")
+            self.assertIn("rank", c.truth)
+        for c in cases("pat"):
+            # NCCL runs PAT with one rank per node, for AllGather and ReduceScatter.
+            self.assertEqual(c.nodes, c.nranks, c.describe())
+            self.assertIn("allgather:pat", c.env["NCCL_ALGO"])
+            if "link" in c.truth:
+                a, b = c.truth["link"]
+                self.assertEqual(b, (a + 1) % c.nranks, c.describe())
+        self.assertEqual({"link" in c.truth for c in cases("pat")}, {True, False})
+
+    def test_where_a_fault_is_splits_links_inside_and_between_nodes_from_rank_faults(self):
+        wheres = {c.where() for c in cases("dead-link")}
+        self.assertEqual(wheres, {"inside", "between"})
+        self.assertEqual({c.where() for c in cases("dead-gpu")}, {"rank"})
+        for c in cases("dead-link"):
+            a, b = c.truth["link"]
+            self.assertEqual(c.where(), "between" if a // c.per_node != b // c.per_node else "inside")
+
+
+class NotRun(unittest.TestCase):
+    def test_a_fault_that_never_took_effect_is_found_in_the_jobs_output(self):
+        out = ("ring_train rank=3 OK steps=60\n"
+               "simgpu: fault 'dead-link=3->4@op=8' never took effect: from op 8 on, rank 3 sent nothing to rank 4: "
+               "op 8 ran TREE, whose connections from rank 3 go to rank(s) 2\n")
+        self.assertEqual(len(accuracy.never_fired(out)), 1)
+        self.assertEqual(accuracy.never_fired("hangwatch[rank 1]: hang detected\n"), [])
+
+    def test_the_table_splits_by_collector_and_where(self):
+        results = [{"outcome": "right", "seconds": 1.0, "collector": "on", "where": "between"},
+                   {"outcome": "hedged", "seconds": 2.0, "collector": "off", "where": "inside"},
+                   {"outcome": "wrong", "seconds": None, "collector": "off", "where": "inside"}]
+        r = accuracy.row("x", results, 2)
+        self.assertEqual((r["right"], r["hedged"], r["wrong"], r["not_run"]), (1, 1, 1, 2))
+        self.assertEqual((r["collector_on"], r["collector_off"]), ("1/0/0", "0/1/1"))
+        self.assertEqual((r["where_inside"], r["where_between"], r["where_rank"]), ("0/1/1", "1/0/0", ""))
+        self.assertIn("| x | 3 | 1 | 1 | 1 | 2 | 1/0/0 | 0/1/1 | 0/1/1 | 1/0/0 |  | 1.5 |", accuracy.table([r]))
+
+
 class Score(unittest.TestCase):
     def setUp(self):
         self.case = cases("two-faults", 1)[0]
