@@ -126,6 +126,68 @@ std::string stopText(const GraphStop& s) {
   return fmt::format("rank {}{}", *s.rank, s.kind == GraphStop::Kind::kRankUnread ? " (not read)" : "");
 }
 
+// Every place a channel's waits end, each with how many waits end there.
+GraphChannel channelStops(int channel, const std::map<int, std::vector<Wait>>& waits, ChannelWalk& walk) {
+  GraphChannel gc;
+  gc.channel = channel;
+  for (const auto& [rank, mine] : waits) {
+    for (const Wait& w : mine) {
+      for (const GraphStop& s : walk.follow(w)) {
+        auto same = std::find_if(gc.stops.begin(), gc.stops.end(), [&](const GraphStop& f) { return f.sameAs(s); });
+        if (same == gc.stops.end()) same = gc.stops.insert(gc.stops.end(), s);
+        ++same->waits;
+      }
+    }
+  }
+  return gc;
+}
+
+// A channel names what all of its waits end at (a rank nothing was read of may hide the stop);
+// the culprit is what most channels name, unless two tie.
+void decide(GraphFinding& out) {
+  std::map<std::string, std::pair<int, GraphStop>> votes;
+  std::set<int> unread;
+  std::vector<GraphStop> everywhere;
+  for (const GraphChannel& gc : out.channels) {
+    for (const GraphStop& s : gc.stops) {
+      if (s.kind == GraphStop::Kind::kRankUnread) unread.insert(*s.rank);
+      if (std::none_of(everywhere.begin(), everywhere.end(), [&](const GraphStop& f) { return f.sameAs(s); }))
+        everywhere.push_back(s);
+    }
+    if (gc.stops.size() == 1 && gc.stops.front().kind != GraphStop::Kind::kRankUnread) {
+      auto& vote = votes[stopText(gc.stops.front())];
+      if (vote.first++ == 0) vote.second = gc.stops.front();
+    }
+  }
+  out.channels_total = static_cast<int>(out.channels.size());
+  out.unread.assign(unread.begin(), unread.end());
+  int best = 0, tied = 0;
+  const GraphStop* winner = nullptr;
+  for (const auto& [key, vote] : votes) {
+    if (vote.first > best) {
+      best = vote.first;
+      winner = &vote.second;
+      tied = 0;
+    } else if (vote.first == best) {
+      ++tied;
+    }
+  }
+  if (winner != nullptr && tied == 0) {
+    out.channels_agree = best;
+    out.stop = *winner;
+    out.link = winner->link;
+    out.rank = winner->rank;
+    return;
+  }
+  out.several = everywhere;
+  std::vector<std::string> places;
+  for (const GraphStop& s : everywhere) places.push_back(stopText(s));
+  out.note = places.empty() ? "no thread waits on any of the collective's connections"
+                            : fmt::format("the waits on the {} connections end in more than one place: {}",
+                                          out.algorithm.empty() ? "algorithm's" : out.algorithm,
+                                          fmt::join(places, ", "));
+}
+
 }  // namespace
 
 GraphFinding GraphProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq) const {
@@ -152,61 +214,11 @@ GraphFinding GraphProgressAnalysis::analyze(const std::string& comm, std::option
     out.note = "no records of this collective's connections";
     return out;
   }
-  std::map<std::string, std::pair<int, GraphStop>> votes;
-  std::set<int> unread;
-  std::vector<GraphStop> everywhere;
   for (auto& [number, ch] : channels) {
-    GraphChannel gc;
-    gc.channel = number;
     ChannelWalk walk(ch.edges, ch.waits, ch.read, read_op, finished_, to_global_);
-    for (const auto& [rank, waits] : ch.waits) {
-      for (const Wait& w : waits) {
-        for (const GraphStop& s : walk.follow(w)) {
-          auto same = std::find_if(gc.stops.begin(), gc.stops.end(), [&](const GraphStop& f) { return f.sameAs(s); });
-          if (same == gc.stops.end()) same = gc.stops.insert(gc.stops.end(), s);
-          ++same->waits;
-        }
-      }
-    }
-    for (const GraphStop& s : gc.stops) {
-      if (s.kind == GraphStop::Kind::kRankUnread) unread.insert(*s.rank);
-      if (std::none_of(everywhere.begin(), everywhere.end(), [&](const GraphStop& f) { return f.sameAs(s); }))
-        everywhere.push_back(s);
-    }
-    // A channel names what all of its waits end at; a rank nothing was read of may hide the stop.
-    if (gc.stops.size() == 1 && gc.stops.front().kind != GraphStop::Kind::kRankUnread) {
-      auto& vote = votes[stopText(gc.stops.front())];
-      if (vote.first++ == 0) vote.second = gc.stops.front();
-    }
-    out.channels.push_back(std::move(gc));
+    out.channels.push_back(channelStops(number, ch.waits, walk));
   }
-  out.channels_total = static_cast<int>(out.channels.size());
-  out.unread.assign(unread.begin(), unread.end());
-  int best = 0, tied = 0;
-  const GraphStop* winner = nullptr;
-  for (const auto& [key, vote] : votes) {
-    if (vote.first > best) {
-      best = vote.first;
-      winner = &vote.second;
-      tied = 0;
-    } else if (vote.first == best) {
-      ++tied;
-    }
-  }
-  if (winner != nullptr && tied == 0) {
-    out.channels_agree = best;
-    out.stop = *winner;
-    out.link = winner->link;
-    out.rank = winner->rank;
-    return out;
-  }
-  out.several = everywhere;
-  std::vector<std::string> places;
-  for (const GraphStop& s : everywhere) places.push_back(stopText(s));
-  out.note = places.empty() ? "no thread waits on any of the collective's connections"
-                            : fmt::format("the waits on the {} connections end in more than one place: {}",
-                                          out.algorithm.empty() ? "algorithm's" : out.algorithm,
-                                          fmt::join(places, ", "));
+  decide(out);
   return out;
 }
 

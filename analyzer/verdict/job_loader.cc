@@ -293,6 +293,85 @@ RankListing listRankFiles(const JobData& job, bool suspected) {
 
 }  // namespace
 
+namespace {
+
+int countMetricsFiles(const std::string& job_dir) {
+  int n = 0;
+  std::error_code ec;
+  fs::path metrics_dir = metricsDir(job_dir);
+  if (!fs::is_directory(metrics_dir, ec)) return 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(metrics_dir, ec))
+    if (e.path().extension() == ".jsonl") ++n;
+  return n;
+}
+
+// Node summaries first: a rank one usable summary covers, and whose files are listed, is taken
+// from it (into `read`); every other rank is read from its own files. Returns the covered ranks.
+std::set<int> takeNodeSummaries(JobData& job, const RankListing& listing, unsigned threads,
+                                std::vector<RankSummary>& read) {
+  std::set<int> covered;
+  std::vector<std::string> paths = listNodeSummaries(job.job_dir);
+  std::vector<NodeSummaryReader::Node> nodes(paths.size());
+  NodeSummaryReader reader(*job.stacks);
+  parallelFor(paths.size(), threads, [&](size_t i) { nodes[i] = reader.read(paths[i]); });
+  std::map<int, int> times;
+  size_t rewritten = 0;
+  for (const NodeSummaryReader::Node& n : nodes)
+    for (const RankSummary& s : n.ranks) ++times[s.rank];
+  for (NodeSummaryReader::Node& n : nodes) {
+    if (!n.problem.empty()) {
+      job.read_notes.push_back(fs::path(n.path).filename().string() + " not used (" + n.problem +
+                               "): its ranks are read from their own files");
+      continue;
+    }
+    ++job.node_summaries_used;
+    for (size_t i = 0; i < n.ranks.size(); ++i) {
+      RankSummary& s = n.ranks[i];
+      auto now = listing.files.find(s.rank);
+      if (times[s.rank] != 1 || now == listing.files.end()) continue;
+      // A snapshot or dump written again since the summary (or gone): read the files.
+      if (now->second.watchdog != n.files[i].watchdog || now->second.forensics != n.files[i].forensics) {
+        ++rewritten;
+        continue;
+      }
+      covered.insert(s.rank);
+      read.push_back(std::move(s));
+    }
+  }
+  if (std::any_of(times.begin(), times.end(), [](const auto& t) { return t.second > 1; }))
+    job.read_notes.push_back("ranks in more than one node summary are read from their own files");
+  if (rewritten > 0)
+    job.read_notes.push_back(fmt::format("{} rank(s) have files other than those their node summary was made from "
+                                         "(written again since, or a file system whose listing shows other inode "
+                                         "numbers): read from their files",
+                                         rewritten));
+  return covered;
+}
+
+// The ranks read go into the job: answered, gone (a node peer saw the process exit), or missing.
+void admitRanks(JobData& job, std::vector<RankSummary>& read) {
+  const double now = wallClockNow();
+  const std::string host = hostName();
+  for (RankSummary& s : read) {
+    s.collecting = s.state && stillCollecting(*s.state, now, host);
+    if (s.collecting) job.ranks_collecting.push_back(s.rank);
+    if (s.answered()) {
+      job.ranks.push_back(std::move(s));
+    } else if (s.state && s.state->exited_seen_by) {
+      job.ranks_exited.push_back({s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by, s.state->note});
+      job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) had exited when rank {} of its "
+                                         "node dumped",
+                                         s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by));
+    } else if (!s.collecting) {
+      job.problems.push_back(fmt::format("rank {}: no usable file (watchdog snapshot: {}; forensics dump: {})", s.rank,
+                                         s.snapshot_problem.empty() ? "no file" : s.snapshot_problem,
+                                         s.forensics_problem.empty() ? "no file" : s.forensics_problem));
+    }
+  }
+}
+
+}  // namespace
+
 Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   std::error_code ec;
   if (!fs::is_directory(job_dir, ec)) return Error{job_dir + " is not a directory"};
@@ -304,55 +383,11 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   const bool suspected = job.stage == Stage::kSuspected;
 
   RankListing listing = listRankFiles(job, suspected);
-  fs::path metrics_dir = metricsDir(job_dir);
-  if (fs::is_directory(metrics_dir, ec)) {
-    for (const fs::directory_entry& e : fs::directory_iterator(metrics_dir, ec)) {
-      if (e.path().extension() == ".jsonl") ++job.metrics_files;
-    }
-  }
+  job.metrics_files = countMetricsFiles(job_dir);
   const unsigned threads = threads_ ? threads_ : std::max(1u, std::thread::hardware_concurrency());
-
-  // Node summaries first: a rank one usable summary covers, and whose files are listed, is
-  // taken from it; every other rank is read from its own files.
   std::vector<RankSummary> read;
   std::set<int> covered;
-  if (options_.node_summaries && !suspected) {
-    std::vector<std::string> paths = listNodeSummaries(job_dir);
-    std::vector<NodeSummaryReader::Node> nodes(paths.size());
-    NodeSummaryReader reader(*job.stacks);
-    parallelFor(paths.size(), threads, [&](size_t i) { nodes[i] = reader.read(paths[i]); });
-    std::map<int, int> times;
-    size_t rewritten = 0;
-    for (const NodeSummaryReader::Node& n : nodes)
-      for (const RankSummary& s : n.ranks) ++times[s.rank];
-    for (NodeSummaryReader::Node& n : nodes) {
-      if (!n.problem.empty()) {
-        job.read_notes.push_back(fs::path(n.path).filename().string() + " not used (" + n.problem +
-                                 "): its ranks are read from their own files");
-        continue;
-      }
-      ++job.node_summaries_used;
-      for (size_t i = 0; i < n.ranks.size(); ++i) {
-        RankSummary& s = n.ranks[i];
-        auto now = listing.files.find(s.rank);
-        if (times[s.rank] != 1 || now == listing.files.end()) continue;
-        // A snapshot or dump written again since the summary (or gone): read the files.
-        if (now->second.watchdog != n.files[i].watchdog || now->second.forensics != n.files[i].forensics) {
-          ++rewritten;
-          continue;
-        }
-        covered.insert(s.rank);
-        read.push_back(std::move(s));
-      }
-    }
-    if (std::any_of(times.begin(), times.end(), [](const auto& t) { return t.second > 1; }))
-      job.read_notes.push_back("ranks in more than one node summary are read from their own files");
-    if (rewritten > 0)
-      job.read_notes.push_back(fmt::format("{} rank(s) have files other than those their node summary was made from "
-                                           "(written again since, or a file system whose listing shows other inode "
-                                           "numbers): read from their files",
-                                           rewritten));
-  }
+  if (options_.node_summaries && !suspected) covered = takeNodeSummaries(job, listing, threads, read);
   auto uncoveredRanks = [&] {
     std::vector<int> out;
     for (int r : listing.ranks)
@@ -377,24 +412,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
 
   dropForeignRanks(job, read);
   if (suspected) keepNewestWarning(job, read);
-  const double now = wallClockNow();
-  const std::string host = hostName();
-  for (RankSummary& s : read) {
-    s.collecting = s.state && stillCollecting(*s.state, now, host);
-    if (s.collecting) job.ranks_collecting.push_back(s.rank);
-    if (s.answered()) {
-      job.ranks.push_back(std::move(s));
-    } else if (s.state && s.state->exited_seen_by) {
-      job.ranks_exited.push_back({s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by, s.state->note});
-      job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) had exited when rank {} of its "
-                                         "node dumped",
-                                         s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by));
-    } else if (!s.collecting) {
-      job.problems.push_back(fmt::format("rank {}: no usable file (watchdog snapshot: {}; forensics dump: {})", s.rank,
-                                         s.snapshot_problem.empty() ? "no file" : s.snapshot_problem,
-                                         s.forensics_problem.empty() ? "no file" : s.forensics_problem));
-    }
-  }
+  admitRanks(job, read);
   findWorldSize(job, listing.ranks.empty() ? -1 : *listing.ranks.rbegin());
   findMissingAndPartial(job);
   checkClockSkew(job);

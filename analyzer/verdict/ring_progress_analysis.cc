@@ -114,70 +114,43 @@ bool clearToSendLost(const RingConnection& s, const RingConnection& r) {
          s.target_step <= consumed;
 }
 
-RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size) const {
-  RingFinding out;
+namespace {
+
+// Each channel's connections as the records of one collective report them (global ranks), and,
+// in communicator ranks, each reporting rank's (prev, next) and which connections have a view.
+struct RingViews {
   std::map<int, std::map<std::pair<int, int>, Connection>> channels;
-  // Per channel, in communicator ranks: each reporting rank's (prev, next), and which connections have a view.
   std::map<int, std::map<int, std::pair<int, int>>> ring_of;
   std::map<int, std::map<std::pair<int, int>, Connection>> seen_of;
-  for (const RingProgress* record : records_) {
-    const RingProgress& r = *record;
-    // A record whose seq its reader could not tell joins only the seq-less pass.
-    if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq))) continue;
-    if (r.rank < 0) continue;  // a reader that could not tell whose record it is
-    comm_size = std::max({comm_size, r.comm_size.value_or(0), r.rank + 1, r.prev + 1, r.next + 1});
-    ring_of[r.channel][r.rank] = {r.prev, r.next};
-    // A view whose counter the reader could not read (device memory under plain gdb) is no view.
-    const bool recv_view = r.recv && r.recv->peer >= 0 && r.recv->observed_known;
-    const bool send_view = r.send && r.send->peer >= 0 && r.send->observed_known;
-    if (recv_view) seen_of[r.channel][{r.recv->peer, r.rank}];
-    if (send_view) seen_of[r.channel][{r.rank, r.send->peer}];
-    int self = to_global_(r.rank);
-    auto& conns = channels[r.channel];
-    if (recv_view) {
-      Connection& c = conns[{to_global_(r.recv->peer), self}];
-      uint64_t p = ringProgress(*r.recv);
-      c.delivered = c.delivered ? std::min(*c.delivered, p) : p;
-      c.recv_end = *r.recv;
-    }
-    if (send_view) {
-      Connection& c = conns[{self, to_global_(r.send->peer)}];
-      uint64_t p = ringProgress(*r.send);
-      c.consumed = c.consumed ? std::min(*c.consumed, p) : p;
-      c.send_end = *r.send;
-    }
+  int comm_size = 0;
+};
+
+void addViews(const RingProgress& r, const std::function<int(int)>& to_global, RingViews& v) {
+  v.comm_size = std::max({v.comm_size, r.comm_size.value_or(0), r.rank + 1, r.prev + 1, r.next + 1});
+  v.ring_of[r.channel][r.rank] = {r.prev, r.next};
+  // A view whose counter the reader could not read (device memory under plain gdb) is no view.
+  const bool recv_view = r.recv && r.recv->peer >= 0 && r.recv->observed_known;
+  const bool send_view = r.send && r.send->peer >= 0 && r.send->observed_known;
+  if (recv_view) v.seen_of[r.channel][{r.recv->peer, r.rank}];
+  if (send_view) v.seen_of[r.channel][{r.rank, r.send->peer}];
+  const int self = to_global(r.rank);
+  auto& conns = v.channels[r.channel];
+  if (recv_view) {
+    Connection& c = conns[{to_global(r.recv->peer), self}];
+    uint64_t p = ringProgress(*r.recv);
+    c.delivered = c.delivered ? std::min(*c.delivered, p) : p;
+    c.recv_end = *r.recv;
   }
-  if (channels.empty()) {
-    out.note = "no ring progress records for this collective";
-    return out;
+  if (send_view) {
+    Connection& c = conns[{self, to_global(r.send->peer)}];
+    uint64_t p = ringProgress(*r.send);
+    c.consumed = c.consumed ? std::min(*c.consumed, p) : p;
+    c.send_end = *r.send;
   }
-  std::map<std::pair<int, int>, int> link_votes;  // (from, to) for links; (rank, -1) for ranks
-  std::set<std::pair<int, int>> unseen, least;
-  for (const auto& [ch, conns] : channels) {
-    ChannelFinding f = analyzeChannel(ch, conns);
-    std::vector<Link> lost;
-    for (const auto& [key, c] : conns)
-      if (creditLost(c)) lost.push_back({key.first, key.second});
-    if (lost.size() == 1) {
-      f.link = lost.front();
-      f.rank.reset();
-      f.credit_lost = true;
-    }
-    if (f.link) ++link_votes[{f.link->from, f.link->to}];
-    if (f.rank) ++link_votes[{*f.rank, -1}];
-    if (!f.link && !f.rank && static_cast<int>(f.minimal.size()) < f.connections) {
-      for (const Link& l : f.minimal) least.insert({l.from, l.to});
-    }
-    for (const Link& l : unseenConnections(ring_of[ch], comm_size, seen_of[ch])) {
-      Link g{to_global_(l.from), l.to < 0 ? -1 : to_global_(l.to)};
-      f.unseen.push_back(g);
-      unseen.insert({g.from, g.to});
-    }
-    out.channels.push_back(std::move(f));
-  }
-  for (const auto& [from, to] : unseen) out.unseen.push_back({from, to});
-  for (const auto& [from, to] : least) out.least_seen.push_back({from, to});
-  out.channels_total = static_cast<int>(out.channels.size());
+}
+
+// What most channels name, or why nothing was.
+void vote(const std::map<std::pair<int, int>, int>& link_votes, RingFinding& out) {
   std::pair<int, int> winner{-1, -1};
   int best = 0;
   for (const auto& [key, n] : link_votes) {
@@ -194,13 +167,60 @@ RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional
                    : fmt::format("the connections with the least progress, {}, share no rank: the ring stopped in "
                                  "more than one place",
                                  fmt::join(several, ", "));
-    return out;
+    return;
   }
   out.channels_agree = best;
   if (winner.second == -1) out.rank = winner.first;
   else out.link = Link{winner.first, winner.second};
   for (const ChannelFinding& f : out.channels)
     out.credit_lost = out.credit_lost || (f.credit_lost && out.link && *f.link == *out.link);
+}
+
+}  // namespace
+
+RingFinding RingProgressAnalysis::analyze(const std::string& comm, std::optional<uint64_t> seq, int comm_size) const {
+  RingFinding out;
+  RingViews views;
+  views.comm_size = comm_size;
+  for (const RingProgress* record : records_) {
+    const RingProgress& r = *record;
+    // A record whose seq its reader could not tell joins only the seq-less pass.
+    if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq))) continue;
+    if (r.rank < 0) continue;  // a reader that could not tell whose record it is
+    addViews(r, to_global_, views);
+  }
+  if (views.channels.empty()) {
+    out.note = "no ring progress records for this collective";
+    return out;
+  }
+  std::map<std::pair<int, int>, int> link_votes;  // (from, to) for links; (rank, -1) for ranks
+  std::set<std::pair<int, int>> unseen, least;
+  for (const auto& [ch, conns] : views.channels) {
+    ChannelFinding f = analyzeChannel(ch, conns);
+    std::vector<Link> lost;
+    for (const auto& [key, c] : conns)
+      if (creditLost(c)) lost.push_back({key.first, key.second});
+    if (lost.size() == 1) {
+      f.link = lost.front();
+      f.rank.reset();
+      f.credit_lost = true;
+    }
+    if (f.link) ++link_votes[{f.link->from, f.link->to}];
+    if (f.rank) ++link_votes[{*f.rank, -1}];
+    if (!f.link && !f.rank && static_cast<int>(f.minimal.size()) < f.connections) {
+      for (const Link& l : f.minimal) least.insert({l.from, l.to});
+    }
+    for (const Link& l : unseenConnections(views.ring_of[ch], views.comm_size, views.seen_of[ch])) {
+      Link g{to_global_(l.from), l.to < 0 ? -1 : to_global_(l.to)};
+      f.unseen.push_back(g);
+      unseen.insert({g.from, g.to});
+    }
+    out.channels.push_back(std::move(f));
+  }
+  for (const auto& [from, to] : unseen) out.unseen.push_back({from, to});
+  for (const auto& [from, to] : least) out.least_seen.push_back({from, to});
+  out.channels_total = static_cast<int>(out.channels.size());
+  vote(link_votes, out);
   return out;
 }
 

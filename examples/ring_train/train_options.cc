@@ -83,6 +83,37 @@ std::string trainUsage() {
 )";
 }
 
+namespace {
+
+// The flags given without a value: true when `arg` was one.
+bool takeSwitch(std::string_view arg, TrainOptions& o) {
+  const std::map<std::string_view, bool TrainOptions::*> switches = {
+      {"--help", &TrainOptions::help},         {"-h", &TrainOptions::help},
+      {"--sync-every-layer", &TrainOptions::sync_every_layer}, {"--nonblocking", &TrainOptions::nonblocking},
+      {"--cuda-graph", &TrainOptions::cuda_graph}};
+  if (arg == "--no-verify") {
+    o.verify = false;
+    return true;
+  }
+  const auto it = switches.find(arg);
+  if (it == switches.end()) return false;
+  o.*(it->second) = true;
+  return true;
+}
+
+void checkTogether(const TrainOptions& o, bool stall_step_given, bool exit_step_given, bool mismatch_step_given) {
+  if (o.stall_rank && !stall_step_given) throw UsageError("--stall-rank needs --stall-at-step");
+  if (o.stall_at_init && o.stall_kind == StallKind::Dataloader)
+    throw UsageError("--stall-at-step init needs --stall-kind host-loop or sleep: no dataloader runs before init");
+  if (o.exit_rank && !exit_step_given) throw UsageError("--exit-rank needs --exit-at-step");
+  if (o.mismatch_rank && !mismatch_step_given) throw UsageError("--mismatch-rank needs --mismatch-at-step");
+  if (o.slow_dataloader_rank.has_value() != (o.slow_dataloader_ms > 0))
+    throw UsageError("--slow-dataloader-rank and --slow-dataloader-ms go together");
+  if (o.sync_rank && !o.sync_every_layer) throw UsageError("--sync-rank needs --sync-every-layer");
+}
+
+}  // namespace
+
 TrainOptions parseTrainOptions(int argc, char** argv) {
   TrainOptions o;
   bool stall_step_given = false;
@@ -140,26 +171,7 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
       arg = arg.substr(0, eq);
       inline_value = true;
     }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg == "--sync-every-layer") {
-      o.sync_every_layer = true;
-      continue;
-    }
-    if (arg == "--nonblocking") {
-      o.nonblocking = true;
-      continue;
-    }
-    if (arg == "--cuda-graph") {
-      o.cuda_graph = true;
-      continue;
-    }
-    if (arg == "--no-verify") {
-      o.verify = false;
-      continue;
-    }
+    if (!inline_value && takeSwitch(arg, o)) continue;
     const auto it = with_value.find(arg);
     if (it == with_value.end()) throw UsageError("unknown option '" + std::string(arg) + "'");
     if (!inline_value) {
@@ -169,13 +181,6 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
     it->second(arg, value);
   }
 
-  if (o.stall_rank && !stall_step_given) throw UsageError("--stall-rank needs --stall-at-step");
-  if (o.stall_at_init && o.stall_kind == StallKind::Dataloader)
-    throw UsageError("--stall-at-step init needs --stall-kind host-loop or sleep: no dataloader runs before init");
-  if (o.exit_rank && !exit_step_given) throw UsageError("--exit-rank needs --exit-at-step");
-  if (o.mismatch_rank && !mismatch_step_given) throw UsageError("--mismatch-rank needs --mismatch-at-step");
-  if (o.slow_dataloader_rank.has_value() != (o.slow_dataloader_ms > 0))
-    throw UsageError("--slow-dataloader-rank and --slow-dataloader-ms go together");
-  if (o.sync_rank && !o.sync_every_layer) throw UsageError("--sync-rank needs --sync-every-layer");
+  checkTogether(o, stall_step_given, exit_step_given, mismatch_step_given);
   return o;
 }

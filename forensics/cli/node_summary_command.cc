@@ -105,6 +105,49 @@ std::string NodeSummaryCommand::usage() const {
          "exit: 0 written; 1 a summary could not be written; 2 usage\n";
 }
 
+namespace {
+
+// One summary per host, hosts in parallel: a synthetic job of 16,384 nodes is summarised in one run.
+int summarizeAll(const std::string& job_dir) {
+  const std::map<std::string, std::vector<int>> hosts = ranksByHost(job_dir);
+  std::vector<std::pair<std::string, std::vector<int>>> work(hosts.begin(), hosts.end());
+  std::vector<Expected<std::string>> said(work.size(), Error{"not written"});
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next.fetch_add(1); i < work.size(); i = next.fetch_add(1))
+      said[i] = summarize(job_dir, work[i].first, work[i].second);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  int bad = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (said[i]) {
+      std::cout << "forensics node-summary: wrote " << *said[i] << "\n";
+    } else {
+      std::cerr << "forensics node-summary: " << work[i].first << ": " << said[i].error() << "\n";
+      ++bad;
+    }
+  }
+  return bad ? 1 : 0;
+}
+
+// Waits (polling each second) until the node's ranks settle or `until`; true when the node's
+// last collector wrote the summary meanwhile, so that nothing is left to do.
+bool waitForTheLastCollector(const std::string& job_dir, const std::vector<int>& ranks, const std::string& host,
+                             double until) {
+  const double now = verdict::wallClockNow();
+  const double stop = std::min(until, now + kLongestWaitS);
+  while (!nodeState(job_dir, ranks, verdict::wallClockNow()).settled && verdict::wallClockNow() < stop)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  struct stat st;
+  return nodeState(job_dir, ranks, verdict::wallClockNow()).settled &&
+         ::stat(nodeSummaryPath(job_dir, host).c_str(), &st) == 0 && st.st_mtime >= static_cast<time_t>(now);
+}
+
+}  // namespace
+
 int NodeSummaryCommand::run(const std::vector<std::string>& args) {
   if (wantsHelp(args)) {
     std::cout << usage();
@@ -142,44 +185,13 @@ int NodeSummaryCommand::run(const std::vector<std::string>& args) {
     std::cerr << "forensics node-summary: " << job_dir << " has no ranks/ folder\n";
     return 1;
   }
-  if (all) {
-    // Hosts in parallel: a synthetic job of 16,384 nodes is summarised in one run.
-    const std::map<std::string, std::vector<int>> hosts = ranksByHost(job_dir);
-    std::vector<std::pair<std::string, std::vector<int>>> work(hosts.begin(), hosts.end());
-    std::vector<Expected<std::string>> said(work.size(), Error{"not written"});
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-      for (size_t i = next.fetch_add(1); i < work.size(); i = next.fetch_add(1))
-        said[i] = summarize(job_dir, work[i].first, work[i].second);
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(worker);
-    worker();
-    for (std::thread& t : pool) t.join();
-    int bad = 0;
-    for (size_t i = 0; i < work.size(); ++i) {
-      if (said[i]) {
-        std::cout << "forensics node-summary: wrote " << *said[i] << "\n";
-      } else {
-        std::cerr << "forensics node-summary: " << work[i].first << ": " << said[i].error() << "\n";
-        ++bad;
-      }
-    }
-    return bad ? 1 : 0;
-  }
+  if (all) return summarizeAll(job_dir);
   if (host.empty()) host = hostName();
   if (!wait_text.empty()) {
     char* end = nullptr;
     const double until = std::strtod(wait_text.c_str(), &end);
     if (*end != '\0' || !(until >= 0)) return usageError("--wait-until wants a Unix time in seconds, got '" + wait_text + "'");
-    const double now = verdict::wallClockNow();
-    const double stop = std::min(until, now + kLongestWaitS);
-    while (!nodeState(job_dir, ranks, verdict::wallClockNow()).settled && verdict::wallClockNow() < stop)
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    // The node's last collector wrote it meanwhile: nothing is left to do.
-    struct stat st;
-    if (nodeState(job_dir, ranks, verdict::wallClockNow()).settled &&
-        ::stat(nodeSummaryPath(job_dir, host).c_str(), &st) == 0 && st.st_mtime >= static_cast<time_t>(now)) {
+    if (waitForTheLastCollector(job_dir, ranks, host, until)) {
       if (!claim.empty() && claim.starts_with("/dev/shm/hangwatch-")) ::unlink(claim.c_str());
       std::cout << "forensics node-summary: " << nodeSummaryPath(job_dir, host) << " was written by the node's last "
                 << "collector\n";

@@ -152,6 +152,41 @@ std::string ReportCommand::usage() const {
          "directory or FILE cannot be written; 2 on usage errors.\n";
 }
 
+namespace {
+
+// The report in every format, saved in the job's report/ folder (unless `save` is off or the
+// folder holds no job), and the one asked for printed or written to `out_file`.
+int writeReport(const verdict::Report& report, const std::string& job_dir, const std::string& format,
+                const std::string& out_file, bool save) {
+  std::string text = verdict::TextReportWriter::write(report);
+  std::string json = verdict::JsonReportWriter::toJson(report).dump(1) + "\n";
+  std::string html = verdict::HtmlReportWriter::write(report);
+  // A directory with no job files is not a job's: leave it untouched.
+  if (save && (report.job.has_report_inputs() || report.job.metrics_files > 0)) {
+    std::string dir = reportDir(job_dir);
+    for (const auto& [name, body] : {std::pair{"report.txt", &text}, {"report.json", &json}, {"report.html", &html}}) {
+      Expected<Written> w = writeFileAtomically(dir + "/" + name, *body);
+      if (!w) {
+        std::cerr << "forensics report: warning: " << w.error() << "\n";
+        break;
+      }
+    }
+  }
+  const std::string& chosen = format == "json" ? json : format == "html" ? html : text;
+  if (out_file.empty()) {
+    std::cout << chosen;
+    return 0;
+  }
+  Expected<Written> w = writeFileAtomically(out_file, chosen);
+  if (!w) {
+    std::cerr << "forensics report: " << w.error() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int ReportCommand::run(const std::vector<std::string>& args) {
   if (wantsHelp(args)) {
     std::cout << usage();
@@ -214,32 +249,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
   }
   for (const std::string& note : job->read_notes) std::cerr << "forensics report: " << note << "\n";
   job->attempt = attemptInfo(*which);
-  verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
-  std::string text = verdict::TextReportWriter::write(report);
-  std::string json = verdict::JsonReportWriter::toJson(report).dump(1) + "\n";
-  std::string html = verdict::HtmlReportWriter::write(report);
-  // A directory with no job files is not a job's: leave it untouched.
-  if (save && (report.job.has_report_inputs() || report.job.metrics_files > 0)) {
-    std::string dir = reportDir(job_dir);
-    for (const auto& [name, body] : {std::pair{"report.txt", &text}, {"report.json", &json}, {"report.html", &html}}) {
-      Expected<Written> w = writeFileAtomically(dir + "/" + name, *body);
-      if (!w) {
-        std::cerr << "forensics report: warning: " << w.error() << "\n";
-        break;
-      }
-    }
-  }
-  const std::string& chosen = format == "json" ? json : format == "html" ? html : text;
-  if (out_file.empty()) {
-    std::cout << chosen;
-    return 0;
-  }
-  Expected<Written> w = writeFileAtomically(out_file, chosen);
-  if (!w) {
-    std::cerr << "forensics report: " << w.error() << "\n";
-    return 1;
-  }
-  return 0;
+  return writeReport(verdict::ReportBuilder::build(std::move(*job)), job_dir, format, out_file, save);
 }
 
 }  // namespace hangwatch::forensics

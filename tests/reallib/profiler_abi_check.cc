@@ -25,7 +25,8 @@ struct Expectation {
 #define SIZE(ours, theirs) Expectation{"(long)sizeof(" theirs ")", static_cast<long>(sizeof(ours))}
 #define VALUE(ours, theirs) Expectation{"(long)" theirs, static_cast<long>(ours)}
 
-std::vector<Expectation> expectations() {
+// The v5 event descriptor, field by field.
+std::vector<Expectation> v5Descriptor() {
   return {
       SIZE(np::EventDescr, "ncclProfilerEventDescr_v5_t"),
       FIELD(np::EventDescr, "ncclProfilerEventDescr_v5_t", parentObj),
@@ -74,6 +75,12 @@ std::vector<Expectation> expectations() {
       FIELD(np::EventDescr, "ncclProfilerEventDescr_v5_t", kernelCh.pTimer),
       FIELD(np::EventDescr, "ncclProfilerEventDescr_v5_t", netPlugin.id),
       FIELD(np::EventDescr, "ncclProfilerEventDescr_v5_t", netPlugin.data),
+  };
+}
+
+// The v4 descriptor, the plugin tables of both versions and the state arguments.
+std::vector<Expectation> v4DescriptorAndTables() {
+  return {
       SIZE(np::EventDescrV4, "ncclProfilerEventDescr_v4_t"),
       FIELD(np::EventDescrV4, "ncclProfilerEventDescr_v4_t", parentObj),
       FIELD(np::EventDescrV4, "ncclProfilerEventDescr_v4_t", rank),
@@ -95,6 +102,12 @@ std::vector<Expectation> expectations() {
       FIELD(np::ProfilerV5, "ncclProfiler_v5_t", finalize),
       SIZE(np::ProfilerV4, "ncclProfiler_v4_t"),
       FIELD(np::ProfilerV4, "ncclProfiler_v4_t", finalize),
+  };
+}
+
+// Event types and state values.
+std::vector<Expectation> enumValues() {
+  return {
       VALUE(np::kGroup, "ncclProfileGroup"),
       VALUE(np::kColl, "ncclProfileColl"),
       VALUE(np::kP2p, "ncclProfileP2p"),
@@ -121,6 +134,13 @@ std::vector<Expectation> expectations() {
       VALUE(np::kGroupStartApiStop, "ncclProfilerGroupStartApiStop"),
       VALUE(np::kGroupEndApiStart, "ncclProfilerGroupEndApiStart"),
   };
+}
+
+std::vector<Expectation> expectations() {
+  std::vector<Expectation> all = v5Descriptor();
+  for (auto part : {v4DescriptorAndTables(), enumValues()})
+    all.insert(all.end(), part.begin(), part.end());
+  return all;
 }
 
 }  // namespace

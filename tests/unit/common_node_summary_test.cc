@@ -9,38 +9,7 @@ using namespace hangwatch;
 
 namespace {
 
-// A summary with every kind of field set to something other than its default.
-NodeSummary fullSummary() {
-  NodeSummary s;
-  s.job_id = "job-7";
-  s.host = "gpu-node-017";
-  s.time_unix_s = 1795266004.125;
-  s.covers = {8, 9};
-  s.lacks = {10, 15};
-  s.files = {{1234567, 1234570}, {0, 99}};
-  s.tree = {{-1, FrameKind::kNative, "_start (python3.11)"},
-            {0, FrameKind::kPython, "train (train.py:160)"},
-            {1, FrameKind::kNative, "ncclAllReduce (libnccl.so.2)"},
-            {0, FrameKind::kNative, "clone3 (libc.so.6)"}};
-  StackDigest a, b;
-  a.add(FrameKind::kNative, "ncclAllReduce (libnccl.so.2)");
-  a.add(FrameKind::kPython, "train (train.py:160)");
-  a.add(FrameKind::kNative, "_start (python3.11)");
-  b.add(FrameKind::kNative, "clone3 (libc.so.6)");
-  b.add(FrameKind::kNative, "_start (python3.11)");
-  s.classes = {{a.hex(), 2, "8-9", 2}, {b.hex(), 3, "9", 1}, {StackDigest().hex(), -1, "8", 1}};
-  RankRecord r;
-  r.rank = 8;
-  r.has_snapshot = r.has_forensics = true;
-  r.forensics_problem = "truncated or corrupt JSON (12 bytes): x";
-  r.host = s.host;
-  r.pid = 4242;
-  r.device = 0;
-  r.job_id = s.job_id;
-  r.world_size = 16;
-  r.snapshot_time_unix_s = 1795266000.05;
-  r.timeout_s = 300;
-  r.detected_here = true;
+SnapshotComm fullComm() {
   SnapshotComm c;
   c.hash = "75d861c1efa30a90";
   c.rank = 8;
@@ -51,11 +20,14 @@ NodeSummary fullSummary() {
   c.last_completed_seq = 999;
   c.nccl_id = "00ab00cd00ef0012";
   c.address = "0x7f00deadbeef";
-  r.comms.push_back(c);
+  return c;
+}
+
+SnapshotPendingOp fullPendingOp(const std::string& comm) {
   SnapshotPendingOp op;
   op.op = "ncclAllReduce";
   op.op_class = "collective";
-  op.comm = c.hash;
+  op.comm = comm;
   op.seq = 1000;
   op.bytes = 1 << 28;
   op.dtype = "float32";
@@ -64,7 +36,10 @@ NodeSummary fullSummary() {
   op.age_s = 301.5;
   op.issued_s_ago = 301.625;
   op.gpu_started = true;
-  r.pending.push_back(op);
+  return op;
+}
+
+SnapshotHostCall fullHostCall() {
   SnapshotHostCall h;
   h.call = "ncclCommInitRank";
   h.tid = 4243;
@@ -73,7 +48,11 @@ NodeSummary fullSummary() {
   h.comm = "ab";
   h.seq = 4;
   h.joining = SnapshotJoining{"cd", 1, 2};
-  r.host_calls.push_back(h);
+  return h;
+}
+
+// The NCCL profiler's view: a proxy end, a kernel channel, an algorithm.
+void fullProgress(RankRecord& r) {
   r.has_progress = true;
   ProxyEnd e;
   e.nccl_comm = 0xab00cd00ef0012;
@@ -90,7 +69,9 @@ NodeSummary fullSummary() {
   r.proxy_ends.push_back(e);
   r.kernel_channels.push_back({0xab00cd00ef0012, 3, 10, 9, 300.2f});
   r.algorithms.push_back({0xab00cd00ef0012, "RING", 1000, 0.7f});
-  r.threads = {{4242, "python3", 0}, {4250, "pt_autograd_0", 2}};
+}
+
+RingProgress fullRing(const SnapshotComm& c) {
   RingProgress ring;
   ring.comm = c.hash;
   ring.nccl_comm = c.nccl_id;
@@ -129,7 +110,48 @@ NodeSummary fullSummary() {
   ring.mismatch = RingMismatch{1001, "ncclBroadcast"};
   ring.waiting_threads.push_back({4251, "ch3", "simnccl_wait_peer", "recv"});
   ring.nccl_op_count = 77;
-  r.ring_progress.push_back(ring);
+  return ring;
+}
+
+// A summary with every kind of field set to something other than its default.
+NodeSummary fullSummary() {
+  NodeSummary s;
+  s.job_id = "job-7";
+  s.host = "gpu-node-017";
+  s.time_unix_s = 1795266004.125;
+  s.covers = {8, 9};
+  s.lacks = {10, 15};
+  s.files = {{1234567, 1234570}, {0, 99}};
+  s.tree = {{-1, FrameKind::kNative, "_start (python3.11)"},
+            {0, FrameKind::kPython, "train (train.py:160)"},
+            {1, FrameKind::kNative, "ncclAllReduce (libnccl.so.2)"},
+            {0, FrameKind::kNative, "clone3 (libc.so.6)"}};
+  StackDigest a, b;
+  a.add(FrameKind::kNative, "ncclAllReduce (libnccl.so.2)");
+  a.add(FrameKind::kPython, "train (train.py:160)");
+  a.add(FrameKind::kNative, "_start (python3.11)");
+  b.add(FrameKind::kNative, "clone3 (libc.so.6)");
+  b.add(FrameKind::kNative, "_start (python3.11)");
+  s.classes = {{a.hex(), 2, "8-9", 2}, {b.hex(), 3, "9", 1}, {StackDigest().hex(), -1, "8", 1}};
+  RankRecord r;
+  r.rank = 8;
+  r.has_snapshot = r.has_forensics = true;
+  r.forensics_problem = "truncated or corrupt JSON (12 bytes): x";
+  r.host = s.host;
+  r.pid = 4242;
+  r.device = 0;
+  r.job_id = s.job_id;
+  r.world_size = 16;
+  r.snapshot_time_unix_s = 1795266000.05;
+  r.timeout_s = 300;
+  r.detected_here = true;
+  SnapshotComm c = fullComm();
+  r.comms.push_back(c);
+  r.pending.push_back(fullPendingOp(c.hash));
+  r.host_calls.push_back(fullHostCall());
+  fullProgress(r);
+  r.threads = {{4242, "python3", 0}, {4250, "pt_autograd_0", 2}};
+  r.ring_progress.push_back(fullRing(c));
   r.collector_errors = {"python: no frames"};
   r.process_state = "S (sleeping)";
   r.target_exited_during = "debugger";

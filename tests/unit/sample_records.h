@@ -6,22 +6,7 @@
 
 namespace hangwatch::test {
 
-inline ForensicsDump richDump() {
-  ForensicsDump d;
-  d.rank = 12;
-  d.pid = 4242;
-  d.host = "node\"07\"";
-  d.exe = "/usr/bin/python3";
-  d.cmdline = {"python3", "train.py", "--tab\there", "caf\xc3\xa9 \xf0\x9f\x98\x80"};
-  d.process_state = "S (sleeping)";
-  d.time_unix_s = 1795266293.2491817;
-  d.backend_requested = "auto";
-  d.backend = "sim";
-  d.unwinder = "libdwfl";
-  d.debugger = "/usr/bin/gdb";
-  d.python_version = "3.11.2";
-  d.errors = {"debugger: timed out\nafter 30 s"};
-  d.target_exited_during = "debugger";
+inline ThreadStack richThread() {
   ThreadStack t;
   t.tid = 77;
   t.name = "MainThread";
@@ -44,7 +29,11 @@ inline ForensicsDump richDump() {
   t.native_frames = {native};
   t.python_frames = {py};
   t.merge_note = "native unwind ended early";
-  d.threads = {t, ThreadStack{}};
+  return t;
+}
+
+// What simgpu's reader writes, the channel's graph included.
+inline RingProgress richSimRecord() {
   RingProgress r;
   r.comm = "57a76bac89a0c4ad";
   r.nccl_comm = "0c1e5a1f7d2b9e44";
@@ -82,6 +71,10 @@ inline ForensicsDump richDump() {
   r.stalled = true;
   r.mismatch = RingMismatch{11, "ncclBroadcast"};
   r.waiting_threads.push_back({78, "simnccl-ch1", "simnccl_wait_peer", "recv"});
+  return r;
+}
+
+inline RingProgress richHostRecord() {
   // What the cuda backend's host reader writes: values it could not see are null.
   RingProgress host;
   host.nccl_comm = "2f6c1a0e9b7d4c31";
@@ -106,7 +99,27 @@ inline ForensicsDump richDump() {
   host.send = p2p;
   host.source = "nccl-host";
   host.nccl_op_count = 41;
-  d.ring_progress = {r, host};
+  return host;
+}
+
+inline ForensicsDump richDump() {
+  ForensicsDump d;
+  d.rank = 12;
+  d.pid = 4242;
+  d.host = "node\"07\"";
+  d.exe = "/usr/bin/python3";
+  d.cmdline = {"python3", "train.py", "--tab\there", "caf\xc3\xa9 \xf0\x9f\x98\x80"};
+  d.process_state = "S (sleeping)";
+  d.time_unix_s = 1795266293.2491817;
+  d.backend_requested = "auto";
+  d.backend = "sim";
+  d.unwinder = "libdwfl";
+  d.debugger = "/usr/bin/gdb";
+  d.python_version = "3.11.2";
+  d.errors = {"debugger: timed out\nafter 30 s"};
+  d.target_exited_during = "debugger";
+  d.threads = {richThread(), ThreadStack{}};
+  d.ring_progress = {richSimRecord(), richHostRecord()};
   d.phases = {{"unwind", 0.25, true, ""}, {"debugger", 30.0, false, "timed out"}};
   return d;
 }
