@@ -1,0 +1,100 @@
+// The wording of hangs around a communicator's lifetime: one that never formed, ranks
+// held in another's init, ranks that exited inside a collective.
+#include "hangwatch/verdict/verdict_wording.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hangwatch/verdict/report.h"
+#include "wording_text.h"
+
+namespace hangwatch::verdict {
+
+using namespace wording;
+
+void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
+  const std::string what = fmt::format("the {}-rank communicator {}", c.size, c.comm);
+  v.evidence.push_back(fmt::format("Rank(s) {} are inside {} for {}, the oldest for {}; NCCL returns from it on no "
+                                   "member until every member has called it.",
+                                   ranksText(c.waiting), c.call, what, seconds(c.oldest_s)));
+  if (c.absent.empty()) {
+    v.reason = fmt::format("every member of {} is inside {}: its bootstrap does not complete", what, c.call);
+    v.headline = fmt::format("Inconclusive: {}.", v.reason);
+    v.next_steps.push_back(
+        "Check the network between the hosts (the bootstrap's TCP connections, NCCL_SOCKET_IFNAME) and that every "
+        "rank was given the same unique id; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP shows where it stops.");
+    return;
+  }
+  std::vector<int> absent = c.absent;
+  v.evidence.push_back(fmt::format("No snapshot shows the communicator's rank(s) {} inside the call.",
+                                   ranksText(absent)));
+  for (int r : c.whole_job ? c.outside : std::vector<int>{}) {
+    const RankSummary* s = job_.find(r);
+    std::string pending;
+    for (const SnapshotPendingOp& op : s ? s->pending : std::vector<SnapshotPendingOp>{})
+      if (pending.size() < 80) pending += (pending.empty() ? "" : ", ") + op.op;
+    v.evidence.push_back(describeRank(job_, r) + ": not inside " + c.call + (s && s->comms.empty() ? ", no communicator made" : "") +
+                         "; " + (pending.empty() ? "no GPU work pending, so it is in host code." : "pending on its streams: " + pending + "."));
+  }
+  for (const ExitedRank& e : job_.ranks_exited)
+    if (std::count(c.exited.begin(), c.exited.end(), e.rank))
+      v.evidence.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped: "
+                                       "it can never join.",
+                                       e.rank, e.pid, e.host, e.seen_by));
+  if (!c.silent.empty())
+    v.evidence.push_back(ranksPhrase(c.silent) + " left no snapshot: " + (c.silent.size() == 1 ? "it" : "they") +
+                         " may be inside it or not have called it either.");
+  if (!v.culprit_ranks.empty()) {
+    v.headline = fmt::format("Non-communication hang: rank(s) {} never called {} for {}, which rank(s) {} wait in.",
+                             ranksText(v.culprit_ranks), c.call, what, ranksText(c.waiting));
+    if (!c.outside.empty())
+      v.next_steps.push_back("Not a network or GPU fault: rank(s) " + ranksText(c.outside) +
+                             " never reached the communicator's creation (see where below: a data loader, a lock, a "
+                             "loop, a different code path). Fix the program or its input and restart; draining hosts "
+                             "will not help.");
+    if (!c.exited.empty())
+      v.next_steps.push_back("Find why rank(s) " + ranksText(c.exited) +
+                             " died before joining: the job's log of that rank, dmesg on its host for the OOM killer, a "
+                             "core file.");
+    return;
+  }
+  if (c.whole_job) {
+    v.hinges_on = fmt::format("the snapshots of rank(s) {}: inside {} or not", ranksText(c.silent), c.call);
+    v.headline = fmt::format("Non-communication hang, not confident: {} waits for rank(s) {}, which left no snapshot.",
+                             what, ranksText(c.silent));
+  } else {
+    v.reason = fmt::format("{} waits for {} member(s) and the snapshots do not tie members of it to processes",
+                           what, absent.size());
+    v.hinges_on = "which processes are the communicator's missing members";
+    v.headline = fmt::format("Inconclusive: {}; the ranks outside it are suspects.", v.reason);
+  }
+  v.next_steps.push_back("Look at where the suspect ranks are (their stacks below, or py-spy dump on their hosts): "
+                         "the member that never called init is in host code.");
+}
+
+void VerdictWording::exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const {
+  std::vector<std::string> said;
+  for (const ExitedRank& e : exited)
+    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped{}; {} can "
+                               "never complete without it.",
+                               e.rank, e.pid, e.host, e.seen_by, e.note.empty() ? "" : " (" + e.note + ")",
+                               opText(f)));
+  v.evidence.insert(v.evidence.begin(), said.begin(), said.end());
+  v.headline = fmt::format("Communication hang: rank(s) {} exited; the others wait for {} in {}.",
+                           ranksText(v.culprit_ranks), exited.size() == 1 ? "it" : "them", opText(f));
+  v.next_steps.clear();
+  v.next_steps.push_back(fmt::format(
+      "Find why rank(s) {} died: the job's log of that rank (a Python traceback, an assertion), dmesg on its host for "
+      "the OOM killer or an Xid error, a core file. Then restart from the last checkpoint.",
+      ranksText(v.culprit_ranks)));
+}
+
+void VerdictWording::heldInInit(Verdict& v, const std::vector<int>& ranks) const {
+  std::vector<int> held = ranks;
+  v.evidence.push_back(fmt::format("{} never called it either, but {} inside ncclCommInitRank for another "
+                                   "communicator, waiting for its other members: held up, not a culprit.",
+                                   ranksPhrase(held), held.size() == 1 ? "is" : "are"));
+}
+
+}  // namespace hangwatch::verdict

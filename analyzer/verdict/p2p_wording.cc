@@ -1,0 +1,56 @@
+// The wording of a point-to-point hang.
+#include "hangwatch/verdict/verdict_wording.h"
+
+#include <fmt/format.h>
+
+#include "hangwatch/verdict/report.h"
+#include "wording_text.h"
+
+namespace hangwatch::verdict {
+
+using namespace wording;
+
+// What each stuck stream waits on, in communicator terms: "rank 2 waits to receive from 1".
+void VerdictWording::p2pWaits(Verdict& v, const std::string& comm) const {
+  const bool shared = sequences_.sharedByProcess(comm);
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotPendingOp& op : s.pending) {
+      if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
+      const std::string who =
+          shared ? fmt::format("process rank {} (pid {})", s.rank, s.pid) : describeRank(job_, s.rank);
+      v.evidence.push_back(fmt::format("{} has {}{}{}{} pending for {}.", who, op.op,
+                                       op.op == "ncclRecv" ? " from " : " to ", shared ? "communicator rank " : "rank ",
+                                       *op.peer, seconds(op.age_s)));
+      if (v.evidence.size() >= 6) break;
+    }
+  }
+  if (shared) {
+    v.evidence.push_back("One process holds several ranks of communicator " + comm +
+                         " (one per device it drives): ranks below are communicator ranks.");
+  }
+}
+
+void VerdictWording::p2pLinkCulprit(Verdict& v, const std::string& comm, const ProxyFinding& pf) const {
+  const std::string from = rankIn(comm, pf.link->from), to = rankIn(comm, pf.link->to);
+  v.headline = fmt::format(
+      "Communication hang: the link from {} to {} stopped delivering during point-to-point operations on "
+      "communicator {}.",
+      from, to, comm);
+  v.evidence.push_back("From NCCL's profiler events in the snapshots (no debugger): " + proxySummary(pf) + ".");
+  v.next_steps.push_back(fmt::format(
+      "Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).", from, to));
+  v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
+}
+
+void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const ProxyFinding& pf) const {
+  v.reason = fmt::format(
+      "point-to-point operations are stuck on communicator {} and no ring progress tells the link from the peer that "
+      "never sent{}",
+      comm, pf.note.empty() ? "" : " (" + pf.note + ")");
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "per-connection progress of the stuck point-to-point operations";
+  v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
+                         "ranks named above with nccl-tests.");
+}
+
+}  // namespace hangwatch::verdict
