@@ -16,6 +16,7 @@ MetricsWindow fullWindow() {
   w.rank = 3;
   w.host = "node17";
   w.pid = 4242;
+  w.device = 6;
   w.start_unix_s = 1790000000.5;
   w.end_unix_s = 1790000010.5;
   w.start_mono_ns = 1000;
@@ -80,6 +81,7 @@ TEST_CASE("MetricsWindowRoundTripsThroughOneJsonLine") {
   CHECK(back->rank == 3);
   CHECK(back->host == "node17");
   CHECK(back->pid == 4242);
+  CHECK(back->device == 6);
   CHECK(back->start_unix_s == w.start_unix_s);
   CHECK(back->end_unix_s == w.end_unix_s);
   CHECK(back->start_mono_ns == w.start_mono_ns);
@@ -144,9 +146,9 @@ TEST_CASE("TheWindowLineKeepsItsKeysAndEncodings") {
   // What the hand-written writer produced before the window got a field list: other tools
   // read these files, so the line is a format, not an implementation detail. Rates keep 4
   // digits, percentiles whole ns, the wall clock ms, "np"/"cr" only with "cm", "b" only
-  // when non-zero, "sync.by" [count, ns] pairs.
+  // when non-zero, "dev" only when known, "sync.by" [count, ns] pairs.
   CHECK(hangwatch::toJson(fullWindow()).dump() ==
-        R"({"busy":6000000000,"drop":2,"host":"node17","il":{"coll":[66,10],"gemm":[46,40]},"lk":[{"b":8388608,"cnt":128,"cr":3,"nc":"0x1234abcd","np":4,"ns":16000000,"peer":0},{"b":4096,"cnt":1,"cr":1,"nc":"0x99","np":2,"ns":2000,"peer":0}],"m0":1000,"m1":10000001000,"ops":[{"c":"gemm","cnt":40,"h":[53,40],"max":10500,"n":"cublasGemmEx","ns":400000,"p50":10623,"p99":10623,"sh":"256x32x256","tf":0.42},{"alg":2.1,"b":1048576,"bus":3.15,"c":"coll","cm":"0xabc","cnt":10,"cr":1,"h":[75,10],"max":0,"n":"ncclAllReduce","np":4,"ns":5000000,"p50":0,"p99":0},{"c":"p2p","cm":"0xabc","cnt":1,"h":[],"max":0,"n":"ncclSend","np":4,"ns":0,"p50":0,"p99":0,"peer":2}],"oth":{"cnt":5,"ns":123},"pid":4242,"rank":3,"st":[{"busy":5000000000,"s":"0x5"},{"busy":1000000000,"s":"0x9"}],"step":{"cnt":9,"key":"ncclAllReduce 0xabc 1048576","max":1100000000,"ns":9000000000,"p50":1000000000,"src":"anchor"},"sync":{"by":{"cudaDeviceSynchronize":[1,77],"cudaStreamSynchronize":[10,700]},"cnt":11,"ns":777},"t0":1790000000.5,"t1":1790000010.5,"v":1,"void":4000000000,"vstep":2500000000})");
+        R"({"busy":6000000000,"dev":6,"drop":2,"host":"node17","il":{"coll":[66,10],"gemm":[46,40]},"lk":[{"b":8388608,"cnt":128,"cr":3,"nc":"0x1234abcd","np":4,"ns":16000000,"peer":0},{"b":4096,"cnt":1,"cr":1,"nc":"0x99","np":2,"ns":2000,"peer":0}],"m0":1000,"m1":10000001000,"ops":[{"c":"gemm","cnt":40,"h":[53,40],"max":10500,"n":"cublasGemmEx","ns":400000,"p50":10623,"p99":10623,"sh":"256x32x256","tf":0.42},{"alg":2.1,"b":1048576,"bus":3.15,"c":"coll","cm":"0xabc","cnt":10,"cr":1,"h":[75,10],"max":0,"n":"ncclAllReduce","np":4,"ns":5000000,"p50":0,"p99":0},{"c":"p2p","cm":"0xabc","cnt":1,"h":[],"max":0,"n":"ncclSend","np":4,"ns":0,"p50":0,"p99":0,"peer":2}],"oth":{"cnt":5,"ns":123},"pid":4242,"rank":3,"st":[{"busy":5000000000,"s":"0x5"},{"busy":1000000000,"s":"0x9"}],"step":{"cnt":9,"key":"ncclAllReduce 0xabc 1048576","max":1100000000,"ns":9000000000,"p50":1000000000,"src":"anchor"},"sync":{"by":{"cudaDeviceSynchronize":[1,77],"cudaStreamSynchronize":[10,700]},"cnt":11,"ns":777},"t0":1790000000.5,"t1":1790000010.5,"v":1,"void":4000000000,"vstep":2500000000})");
 }
 
 TEST_CASE("WindowWithoutLinksWritesNoLinkKey") {

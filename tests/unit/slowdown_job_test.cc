@@ -83,6 +83,7 @@ TEST_CASE("TimelineWindowRoundTripsThroughJson") {
   Expected<TimelineWindow> back = timelineWindowFromJson(nlohmann::json::parse(toJson(w).dump()));
   REQUIRE(back.ok());
   CHECK(back->rank == 2);
+  CHECK_FALSE(back->device);
   CHECK(back->overwritten == 7);
   REQUIRE(back->ops.size() == w.ops.size());
   for (size_t i = 0; i < w.ops.size(); ++i) {
@@ -96,6 +97,10 @@ TEST_CASE("TimelineWindowRoundTripsThroughJson") {
   }
   REQUIRE(back->syncs.size() == 1);
   CHECK(back->syncs[0].end_ns == 1'000'200'000);
+  w.device = 3;
+  back = timelineWindowFromJson(nlohmann::json::parse(toJson(w).dump()));
+  REQUIRE(back.ok());
+  CHECK(back->device == 3);
 }
 
 TEST_CASE("TimelineWithAnOutOfRangeTableIndexIsAnErrorNotACrash") {

@@ -124,6 +124,7 @@ void MetricsWindows::writeTimeline(int64_t now_ns) {
     w.rank = config_.rank;
     w.host = config_.host;
     w.pid = config_.pid;
+    if (config_.device >= 0) w.device = config_.device;
     w.clock_mono_ns = clockNs(CLOCK_MONOTONIC);
     w.clock_unix_s = static_cast<double>(clockNs(CLOCK_REALTIME)) * 1e-9;
     auto written = writeFileAtomically(config_.timeline_path,
@@ -142,6 +143,7 @@ MetricsWindow MetricsWindows::build(int64_t now_ns, const BusyTimeline::WindowTo
   w.rank = config_.rank;
   w.host = config_.host;
   w.pid = config_.pid;
+  if (config_.device >= 0) w.device = config_.device;
   w.start_mono_ns = window_start_ns_;
   w.end_mono_ns = now_ns;
   // Wall clock of `now_ns`: monotonic and realtime read together give the offset.

@@ -84,6 +84,7 @@ struct MetricsWindow {
   int rank = -1;
   std::string host;
   int64_t pid = 0;
+  std::optional<int> device;  // the CUDA device it ran on, once the watchdog knew it
   double start_unix_s = 0;         // wall clock, to the ms
   double end_unix_s = 0;
   int64_t start_mono_ns = 0;       // CLOCK_MONOTONIC, the clock of every op time

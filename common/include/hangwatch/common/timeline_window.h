@@ -8,6 +8,7 @@
 // listed once, in `Schema<TimelineWindow>` below; the rows and their tables are one
 // codec (`timeline_codec::Rows`).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,7 @@ struct TimelineWindow {
   int rank = -1;
   std::string host;
   int64_t pid = 0;
+  std::optional<int> device;  // the CUDA device it ran on, once the watchdog knew it
   // One (monotonic, wall) clock pair taken together: maps ops onto wall time across hosts.
   int64_t clock_mono_ns = 0;
   double clock_unix_s = 0;

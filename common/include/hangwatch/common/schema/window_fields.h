@@ -1,6 +1,6 @@
 #pragma once
 // The fields the metrics and timeline window files both start with: the schema version
-// and who wrote the file. Listed once for both windows' field lists.
+// and who wrote the file (rank, host, pid, CUDA device). Listed once for both windows' field lists.
 #include <tuple>
 
 #include "hangwatch/common/schema/field_list.h"
@@ -14,6 +14,7 @@ constexpr auto windowIdentityFields() {
       field("rank", &Window::rank, "rank"),
       field("host", &Window::host, "host"),
       field("pid", &Window::pid, "pid"),
+      field("dev", &Window::device, "dev", Empty::kOmit),
   };
 }
 

@@ -31,6 +31,7 @@ struct MetricsConfig {
   double interval_s = 10;      // HANGWATCH_METRICS_INTERVAL
   std::string host;
   int64_t pid = 0;             // 0: getpid()
+  int device = -1;             // CUDA device, -1 until known (setDevice)
   int64_t start_ns = 0;        // CLOCK_MONOTONIC start of the first window; 0: now
   size_t max_keys = 64;        // distinct op keys per window before "other"
   // timeline/rNNNNN.json, rewritten at every flush from a ring of the last ops; "" = none.
@@ -56,6 +57,8 @@ class MetricsWindows {
   void recordStepEnd(int64_t end_ns);
   // Ops the poller lost before they reached here (a full queue, an event error).
   void noteDropped(uint64_t n) { dropped_ += n; }
+  // The CUDA device, once the watchdog learns it: in every window and timeline from the next flush.
+  void setDevice(int device) { config_.device = device; }
 
   // Writes the window if `interval_s` has elapsed since it started.
   void maybeFlush(int64_t now_ns);
