@@ -27,7 +27,7 @@ namespace hangwatch::watchdog {
 namespace {
 
 constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 constexpr int kMaxMembers = 256;
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -44,6 +44,7 @@ struct NodeShare::Layout {
   int32_t member_ranks[kMaxMembers];    // their launcher ranks, -1 unknown
   uint64_t member_pidns[kMaxMembers];   // their pid namespaces (inode), 0 unknown
   uint8_t member_left[kMaxMembers];     // 1: left at exit (nothing pending); kept to be named
+  int32_t member_devices[kMaxMembers];  // their CUDA devices, -1 unknown
   std::atomic<int64_t> next_lookup_ns[2];
   std::atomic<uint32_t> triggered;
   std::atomic<uint32_t> complete;
@@ -70,6 +71,7 @@ void initLayout(NodeShare::Layout* l, bool process_shared) {
   for (int32_t& r : l->member_ranks) r = -1;
   for (uint64_t& n : l->member_pidns) n = 0;
   for (uint8_t& m : l->member_left) m = 0;
+  for (int32_t& d : l->member_devices) d = -1;
   for (auto& n : l->next_lookup_ns) n.store(0, std::memory_order_relaxed);
   l->triggered.store(0, std::memory_order_relaxed);
   l->complete.store(0, std::memory_order_relaxed);
@@ -109,6 +111,21 @@ uint64_t startTicks(pid_t pid) {
   return p != nullptr ? std::strtoull(p + 1, nullptr, 10) : 0;
 }
 
+// Field 3 of /proc/<pid>/stat: 'R', 'S', 'D', 'T' (stopped), 't' (stopped by a tracer), ...;
+// '?' when /proc cannot tell.
+char processState(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  ScopedFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return '?';
+  char buf[512];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return '?';
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  return p != nullptr && p[1] == ' ' && p[2] != '\0' ? p[2] : '?';
+}
+
 // The inode of this process's pid namespace; 0 when /proc cannot tell.
 uint64_t pidNamespace() {
   struct stat st;
@@ -144,6 +161,7 @@ int pruneDeadMembers(NodeShare::Layout* l) {
       l->member_ranks[i] = -1;
       l->member_pidns[i] = 0;
       l->member_left[i] = 0;
+      l->member_devices[i] = -1;
     }
   }
   return live;
@@ -298,6 +316,7 @@ void join(NodeShare::Layout* layout, pid_t self, int rank) {
         layout->member_ranks[i] = rank;
         layout->member_pidns[i] = pidNamespace();
         layout->member_left[i] = 0;
+        layout->member_devices[i] = -1;
         registered = true;
       }
     }
@@ -371,9 +390,34 @@ std::vector<NodeShare::GoneMember> NodeShare::goneMembers() const {
     const pid_t pid = layout_->members[i];
     if (pid == 0 || layout_->member_ranks[i] < 0 || mine == 0 || layout_->member_pidns[i] != mine) continue;
     if (layout_->member_starts[i] != 0 && !alive(pid, layout_->member_starts[i]))
-      gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] != 0});
+      gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] != 0, layout_->member_devices[i]});
   }
   return gone;
+}
+
+std::vector<NodeShare::StoppedMember> NodeShare::stoppedMembers() const {
+  std::vector<StoppedMember> stopped;
+  if (!fd_.valid()) return stopped;
+  const uint64_t mine = pidNamespace();
+  MembersLock lock(layout_);
+  for (int i = 0; i < kMaxMembers; ++i) {
+    const pid_t pid = layout_->members[i];
+    if (pid == 0 || layout_->member_ranks[i] < 0 || mine == 0 || layout_->member_pidns[i] != mine) continue;
+    if (layout_->member_left[i] || !alive(pid, layout_->member_starts[i])) continue;
+    if (processState(pid) == 'T') stopped.push_back({layout_->member_ranks[i], pid, layout_->member_devices[i]});
+  }
+  return stopped;
+}
+
+void NodeShare::noteIdentity(int rank, int device) {
+  if (!fd_.valid()) return;
+  const pid_t self = ::getpid();
+  MembersLock lock(layout_);
+  for (int i = 0; i < kMaxMembers; ++i) {
+    if (layout_->members[i] != self) continue;
+    if (rank >= 0 && layout_->member_ranks[i] < 0) layout_->member_ranks[i] = rank;
+    if (device >= 0) layout_->member_devices[i] = device;
+  }
 }
 
 std::vector<int> NodeShare::memberRanks() const {

@@ -42,6 +42,12 @@ constexpr size_t kHostSyncQueueSize = 4096;
 // Per node, not per rank: the ranks of a node share one schedule (node_share.h).
 constexpr int64_t kTriggerCheckNs = 250'000'000;
 constexpr int64_t kCompletionPollNs = 1'000'000'000;
+// Ops and host syncs kept while this rank is not known yet (a few MB at most).
+constexpr size_t kMaxBeforeRank = 16384;
+// The board learns a rank and device soon after they are known (a rank may freeze or die in
+// its first steps), then checks for a device change now and then.
+constexpr int64_t kIdentityPollUnknownNs = 50'000'000;
+constexpr int64_t kIdentityPollNs = 1'000'000'000;
 
 // Driver functions the poller uses to name generic kernels launched as cudaKernel_t or
 // CUfunction, looked up once through the runtime (libcuda is not linked).
@@ -302,6 +308,11 @@ struct Watchdog::PollState {
   // Every file of this launch goes here: the job folder, or attempts/<name>/ after an earlier launch.
   ClaimedAttempt attempt;
   std::unique_ptr<MetricsWindows> metrics;  // once this rank is known
+  // What completed before this rank was known (no launcher rank: until its first communicator
+  // is made), replayed into its first window; bounded, the rest counted as dropped.
+  std::vector<CompletedOp> ops_before_rank;
+  std::vector<HostSync> syncs_before_rank;
+  uint64_t dropped_before_rank = 0;
   bool late_exit_hook = false;
   OpPoller poller;
   HangDetector detector;
@@ -319,6 +330,10 @@ struct Watchdog::PollState {
   std::optional<JobCompletion> completion;
   bool completion_announced = false;
   int64_t next_completion_poll_ns = 0;
+  // What the node's board was last told of this rank (noteIdentity).
+  int noted_rank = -1;
+  int noted_device = -1;
+  int64_t next_identity_ns = 0;
 };
 
 void Watchdog::pollLoop() {
@@ -346,8 +361,10 @@ void Watchdog::pollOnce(PollState& p) {
   while (host_syncs_.tryPop(&sync)) {
     startMetrics(p);
     if (p.metrics) p.metrics->recordHostSync(sync);
+    else if (p.syncs_before_rank.size() < kMaxBeforeRank) p.syncs_before_rank.push_back(sync);
   }
   timers_.keepCalibrated(now);
+  if (now >= p.next_identity_ns) noteIdentity(p, now);
   p.poller.poll(now);
   ops_completed_.store(p.poller.completed(), std::memory_order_relaxed);
   if (!p.dumped) watchForHang(p, now);
@@ -402,6 +419,19 @@ NodeShare* Watchdog::attachNodeShare(const ClaimedAttempt& attempt) {
   return node_.get();
 }
 
+// The node's board learns this rank's number and device once they are known (without a
+// launcher, only once a communicator is made), so its peers can name it should it die or freeze.
+void Watchdog::noteIdentity(PollState& p, int64_t now_ns) {
+  const int rank = snapshotRank(launcher_, comms_).value_or(-1);
+  const int device = snapshotDevice();
+  p.next_identity_ns = now_ns + (rank >= 0 && device >= 0 ? kIdentityPollNs : kIdentityPollUnknownNs);
+  if (rank == p.noted_rank && device == p.noted_device) return;
+  p.noted_rank = rank;
+  p.noted_device = device;
+  node_->noteIdentity(rank, device);
+  if (p.metrics && device >= 0) p.metrics->setDevice(device);
+}
+
 void Watchdog::startMetrics(PollState& p) {
   std::optional<int> rank = snapshotRank(launcher_, comms_);
   if (p.metrics || !rank) return;
@@ -412,15 +442,30 @@ void Watchdog::startMetrics(PollState& p) {
   mc.timeline_path = timelinePath(p.attempt.dir, *rank);
   mc.attempt = p.attempt.record.name;
   mc.host = hostName();
+  mc.device = snapshotDevice();
   mc.links = &linkMeter();
   if (!config_.prometheus_dir.empty()) mc.prometheus_path = PrometheusTextfile::pathFor(config_.prometheus_dir, *rank);
   mc.log_failure = [&log = p.log](const std::string& m) { log.failureOnce("metrics-write", m); };
+  // The first window starts when the first op kept before the rank was known did.
+  for (const CompletedOp& op : p.ops_before_rank)
+    if (op.gpu_start_ns > 0 && (mc.start_ns == 0 || op.gpu_start_ns < mc.start_ns)) mc.start_ns = op.gpu_start_ns;
+  for (const HostSync& sync : p.syncs_before_rank)
+    if (sync.start_ns > 0 && (mc.start_ns == 0 || sync.start_ns < mc.start_ns)) mc.start_ns = sync.start_ns;
   p.metrics = std::make_unique<MetricsWindows>(mc);
+  for (const CompletedOp& op : p.ops_before_rank) p.metrics->record(op);
+  for (const HostSync& sync : p.syncs_before_rank) p.metrics->recordHostSync(sync);
+  p.metrics->noteDropped(p.dropped_before_rank);
+  p.ops_before_rank = {};
+  p.syncs_before_rank = {};
 }
 
 void Watchdog::recordCompleted(PollState& p, const CompletedOp& op) {
   startMetrics(p);
-  if (!p.metrics) return;
+  if (!p.metrics) {
+    if (p.ops_before_rank.size() < kMaxBeforeRank) p.ops_before_rank.push_back(op);
+    else ++p.dropped_before_rank;
+    return;
+  }
   p.metrics->record(op);
   if (!p.late_exit_hook) {
     // Again, now that the metrics code made its statics: exit handlers run in
@@ -560,34 +605,48 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   responder_->start(response);
 }
 
-// Ranks of this node whose process has ended (killed, crashed, exited) never write their
-// state: say so in their stead, so that `abort` mode does not wait out its grace for them and
-// the report can tell a rank that exited from one whose dumps are lost. Never over a file the
-// rank wrote itself.
+// Ranks of this node whose process has ended (killed, crashed, exited) or is stopped (frozen:
+// SIGSTOP, a job-control stop) never write their state: say so in their stead, so that
+// `abort` mode does not wait out its grace for them and the report can tell a rank that exited
+// or froze from one whose dumps are lost. Never over a file the rank wrote itself (a frozen
+// rank that is continued dumps and writes its own over this one).
 void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host) {
-  for (const NodeShare::GoneMember& g : node_->goneMembers()) {
-    if (g.rank == self) continue;
-    const std::string path = rankStatePath(p.attempt.dir, g.rank);
-    if (::access(path.c_str(), F_OK) == 0) continue;
-    RankState s;
-    s.rank = g.rank;
+  auto record = [&](int rank, pid_t pid, int device, RankState s, const std::string& what) {
+    if (rank == self) return;
+    const std::string path = rankStatePath(p.attempt.dir, rank);
+    if (::access(path.c_str(), F_OK) == 0) return;
+    s.rank = rank;
     s.phase = DumpPhase::kDone;
-    s.pid = g.pid;
+    s.pid = pid;
     s.host = host;
+    if (device >= 0) s.device = device;
     s.time_unix_s = wallClockSeconds();
-    s.snapshot = "none: the process had exited";
     s.forensics = "off";
+    if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
+      p.log.failureOnce("gone-state", "state of a rank of this node not written: " + w.error());
+    else
+      p.log.info(fmt::format("rank {} (pid {}) of this node {}; noted in {}", rank, pid, what, path));
+  };
+  for (const NodeShare::GoneMember& g : node_->goneMembers()) {
+    RankState s;
+    s.snapshot = "none: the process had exited";
     s.note = g.left ? fmt::format("process {} had ended, with no GPU work pending, when rank {} of this node dumped",
                                   g.pid, self)
                     : fmt::format("process {} was gone (killed, crashed, or exited with GPU work in flight) when rank "
                                   "{} of this node dumped",
                                   g.pid, self);
     s.exited_seen_by = self;
-    if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
-      p.log.failureOnce("gone-state", "state of exited rank not written: " + w.error());
-    else
-      p.log.info(fmt::format("rank {} (pid {}) of this node has exited ({}); noted in {}", g.rank, g.pid,
-                             g.left ? "nothing was pending" : "killed, crashed or mid-collective", path));
+    record(g.rank, g.pid, g.device, std::move(s),
+           fmt::format("has exited ({})", g.left ? "nothing was pending" : "killed, crashed or mid-collective"));
+  }
+  for (const NodeShare::StoppedMember& m : node_->stoppedMembers()) {
+    RankState s;
+    s.snapshot = "none: the process is stopped";
+    s.note = fmt::format("process {} was stopped (state T: SIGSTOP or a job-control stop, no debugger attached) when "
+                         "rank {} of this node looked",
+                         m.pid, self);
+    s.stopped_seen_by = self;
+    record(m.rank, m.pid, m.device, std::move(s), "is stopped (frozen)");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hangwatch/verdict/report.h"
 #include "wording_text.h"
@@ -39,9 +40,10 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
   }
   for (const ExitedRank& e : job_.ranks_exited)
     if (std::count(c.exited.begin(), c.exited.end(), e.rank))
-      v.evidence.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped: "
-                                       "it can never join.",
-                                       e.rank, e.pid, e.host, e.seen_by));
+      v.evidence.push_back(fmt::format("Rank {}'s process (pid {} on {}) {} when rank {} of its node dumped: it can "
+                                       "never join.",
+                                       e.rank, e.pid, e.host, e.stopped ? "was stopped (frozen)" : "had exited",
+                                       e.seen_by));
   if (!c.silent.empty())
     v.evidence.push_back(ranksPhrase(c.silent) + " left no snapshot: " + (c.silent.size() == 1 ? "it" : "they") +
                          " may be inside it or not have called it either.");
@@ -75,19 +77,34 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
 
 void VerdictWording::exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const {
   std::vector<std::string> said;
-  for (const ExitedRank& e : exited)
-    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) had exited when rank {} of its node dumped{}; {} can "
-                               "never complete without it.",
-                               e.rank, e.pid, e.host, e.seen_by, e.note.empty() ? "" : " (" + e.note + ")",
-                               opText(f)));
+  std::vector<int> gone, frozen;
+  for (const ExitedRank& e : exited) {
+    (e.stopped ? frozen : gone).push_back(e.rank);
+    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) {} when rank {} of its node dumped{}; {} can never "
+                               "complete without it.",
+                               e.rank, e.pid, deviceText(job_, e.rank),
+                               e.stopped ? "was stopped (state T: SIGSTOP or a job-control stop)" : "had exited",
+                               e.seen_by, e.note.empty() ? "" : " (" + e.note + ")", opText(f)));
+  }
   v.evidence.insert(v.evidence.begin(), said.begin(), said.end());
-  v.headline = fmt::format("Communication hang: rank(s) {} exited; the others wait for {} in {}.",
-                           ranksText(v.culprit_ranks), exited.size() == 1 ? "it" : "them", opText(f));
+  std::vector<std::string> what;
+  if (!gone.empty()) what.push_back(fmt::format("rank(s) {} exited", ranksText(gone)));
+  if (!frozen.empty()) what.push_back(fmt::format("rank(s) {} frozen (process stopped)", ranksText(frozen)));
+  v.headline = fmt::format("Communication hang: {}; the others wait for {} in {}.", fmt::join(what, ", "),
+                           exited.size() == 1 ? "it" : "them", opText(f));
   v.next_steps.clear();
-  v.next_steps.push_back(fmt::format(
-      "Find why rank(s) {} died: the job's log of that rank (a Python traceback, an assertion), dmesg on its host for "
-      "the OOM killer or an Xid error, a core file. Then restart from the last checkpoint.",
-      ranksText(v.culprit_ranks)));
+  if (!gone.empty())
+    v.next_steps.push_back(fmt::format(
+        "Find why rank(s) {} died: the job's log of that rank (a Python traceback, an assertion), dmesg on its host "
+        "for the OOM killer or an Xid error, a core file. Then restart from the last checkpoint.",
+        ranksText(gone)));
+  for (const ExitedRank& e : exited)
+    if (e.stopped)
+      v.next_steps.push_back(fmt::format(
+          "Rank {} is frozen, not dead: find who stopped pid {} on {} (a debugger or tracer left attached, a ^Z in an "
+          "interactive shell, a job-control or checkpoint tool). `kill -CONT {}` lets it go on; else restart from "
+          "the last checkpoint. No hardware is at fault.",
+          e.rank, e.pid, e.host, e.pid));
 }
 
 void VerdictWording::heldInInit(Verdict& v, const std::vector<int>& ranks) const {

@@ -41,6 +41,11 @@ const RankSummary* JobData::find(int rank) const {
   return it != ranks.end() && it->rank == rank ? &*it : nullptr;
 }
 
+const ExitedRank* JobData::exited(int rank) const {
+  auto it = std::find_if(ranks_exited.begin(), ranks_exited.end(), [&](const ExitedRank& e) { return e.rank == rank; });
+  return it != ranks_exited.end() ? &*it : nullptr;
+}
+
 std::string RankSummary::lacking(const std::string& comm) const {
   if (!answered()) return collecting ? "its dumps are still being collected" : "no dump";
   if (!has_snapshot) return "no watchdog snapshot (" + (snapshot_problem.empty() ? std::string("no file") : snapshot_problem) + ")";
@@ -348,7 +353,8 @@ std::set<int> takeNodeSummaries(JobData& job, const RankListing& listing, unsign
   return covered;
 }
 
-// The ranks read go into the job: answered, gone (a node peer saw the process exit), or missing.
+// The ranks read go into the job: answered, gone or frozen (a node peer saw the process exit or
+// stopped), or missing.
 void admitRanks(JobData& job, std::vector<RankSummary>& read) {
   const double now = wallClockNow();
   const std::string host = hostName();
@@ -357,11 +363,14 @@ void admitRanks(JobData& job, std::vector<RankSummary>& read) {
     if (s.collecting) job.ranks_collecting.push_back(s.rank);
     if (s.answered()) {
       job.ranks.push_back(std::move(s));
-    } else if (s.state && s.state->exited_seen_by) {
-      job.ranks_exited.push_back({s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by, s.state->note});
-      job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) had exited when rank {} of its "
-                                         "node dumped",
-                                         s.rank, s.state->pid, s.state->host, *s.state->exited_seen_by));
+    } else if (s.state && (s.state->exited_seen_by || s.state->stopped_seen_by)) {
+      const RankState& st = *s.state;
+      const bool stopped = !st.exited_seen_by.has_value();
+      const int seen_by = stopped ? *st.stopped_seen_by : *st.exited_seen_by;
+      job.ranks_exited.push_back({s.rank, st.pid, st.host, st.device, seen_by, stopped, st.note});
+      job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) {} when rank {} of its node dumped",
+                                         s.rank, st.pid, st.host, stopped ? "was stopped (frozen)" : "had exited",
+                                         seen_by));
     } else if (!s.collecting) {
       job.problems.push_back(fmt::format("rank {}: no usable file (watchdog snapshot: {}; forensics dump: {})", s.rank,
                                          s.snapshot_problem.empty() ? "no file" : s.snapshot_problem,

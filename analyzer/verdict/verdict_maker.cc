@@ -139,8 +139,12 @@ Verdict VerdictMaker::outsideCollectives() const {
 // Every rank that answered waits in the collective and a member's process is gone: it can
 // never complete, whatever the ring progress shows around the dead rank's links. Evidence: the
 // member's state file, written by a rank of its node that found its pid gone from the node's
-// board (/proc and kill(0) on that node: the same on a GPU job). A rank alone on its node, or
-// one whose node died whole, has nobody to say so: it stays a rank without a snapshot.
+// board (/proc and kill(0) on that node: the same on a GPU job). A member whose process is
+// stopped (state T in /proc/<pid>/stat: SIGSTOP, a job-control stop; not a tracer's stop) is
+// as sure a cause: its host threads, NCCL's proxy among them, run nothing, so on a GPU job its
+// kernels may finish what was launched but nothing more is launched or moved over the network.
+// A rank alone on its node, or one whose node died whole, has nobody to say so: it stays a
+// rank without a snapshot.
 void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const {
   std::vector<ExitedRank> exited;
   for (const ExitedRank& e : job_.ranks_exited)

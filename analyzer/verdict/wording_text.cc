@@ -51,10 +51,13 @@ std::string opText(const HangFocus& f) {
 
 // "" when unknown.
 // "GPU 2 on host h".
+// A rank without a dump is placed by what a peer of its node wrote for it, if any.
 std::string deviceText(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
-  std::string host = s && !s->host.empty() ? s->host : "unknown host";
-  std::string gpu = s && s->device ? fmt::format("GPU {}", *s->device) : "unknown GPU";
+  const ExitedRank* e = job.exited(rank);
+  std::string host = s && !s->host.empty() ? s->host : e && !e->host.empty() ? e->host : "unknown host";
+  std::optional<int> device = s && s->device ? s->device : e ? e->device : std::nullopt;
+  std::string gpu = device ? fmt::format("GPU {}", *device) : "unknown GPU";
   return gpu + " on host " + host;
 }
 
@@ -154,6 +157,14 @@ using namespace wording;
 std::string describeRank(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   std::string out = fmt::format("rank {}", rank);
+  const ExitedRank* e = job.exited(rank);
+  if (!s && e) {
+    std::vector<std::string> inner{"no dump"};
+    if (!e->host.empty()) inner.push_back("host " + e->host);
+    if (e->device) inner.push_back(fmt::format("GPU {}", *e->device));
+    if (e->pid) inner.push_back(fmt::format("pid {}", e->pid));
+    return fmt::format("{} ({})", out, fmt::join(inner, ", "));
+  }
   if (!s) return out + " (no dump)";
   std::vector<std::string> inner;
   if (!s->host.empty()) inner.push_back("host " + s->host);

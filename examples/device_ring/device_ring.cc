@@ -28,6 +28,7 @@ struct Options {
   bool register_buffers = false;  // ncclCommRegister the blocks
   bool windows = false;           // ncclMemAlloc the blocks and register them as windows
   int log_every = 1;
+  int warmup = 0;  // host-to-device copies on device 0 before any communicator exists
 };
 
 const char* kUsage =
@@ -40,6 +41,8 @@ const char* kUsage =
     "  --register     register the blocks with ncclCommRegister\n"
     "  --window       allocate the blocks with ncclMemAlloc and register them as windows\n"
     "  --log-every N  print \"device_ring step=S done\" every N steps (default 1)\n"
+    "  --warmup N     N host-to-device copies on device 0 before the communicators are made, as a\n"
+    "                 program loads its model before NCCL's init (default 0)\n"
     "  --help         this text\n";
 
 bool parse(int argc, char** argv, Options* o) {
@@ -56,6 +59,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (a == "--steps") o->steps = static_cast<int>(value(1));
     else if (a == "--count") o->count = static_cast<size_t>(value(1));
     else if (a == "--log-every") o->log_every = static_cast<int>(value(1));
+    else if (a == "--warmup") o->warmup = static_cast<int>(value(0));
     else if (a == "--threads") o->threads = true;
     else if (a == "--stream0") o->stream0 = true;
     else if (a == "--register") o->register_buffers = true;
@@ -112,6 +116,22 @@ bool verify(const Options& o, Device& dev, int d, int step) {
 void exchange(const Options& o, Device& dev, int d) {
   CHECK_NCCL(ncclSend(dev.send, o.count, ncclFloat32, (d + 1) % o.devices, dev.comm, dev.stream));
   CHECK_NCCL(ncclRecv(dev.recv, o.count, ncclFloat32, (d + o.devices - 1) % o.devices, dev.comm, dev.stream));
+}
+
+// GPU work before any communicator: the process's rank is not known yet (no launcher).
+void warmUp(const Options& o) {
+  if (o.warmup == 0) return;
+  CHECK_CUDA(cudaSetDevice(0));
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  float* block = nullptr;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&block), o.count * sizeof(float)));
+  std::vector<float> host(o.count, 1.0f);
+  for (int i = 0; i < o.warmup; ++i)
+    CHECK_CUDA(cudaMemcpyAsync(block, host.data(), o.count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFree(block));
+  CHECK_CUDA(cudaStreamDestroy(stream));
 }
 
 // Communicators from ncclCommInitAll, a stream (unless --stream0) and two blocks per device.
@@ -219,6 +239,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "device_ring: %d devices asked for, %d present\n", o.devices, available);
     return 2;
   }
+  warmUp(o);
   std::vector<Device> devs = setUp(o);
   if (o.register_buffers || o.windows) registerBlocks(o, devs);
   bool ok = true;

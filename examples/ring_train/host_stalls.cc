@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <thread>
 
+#include <unistd.h>
+
 extern "C" __attribute__((noinline)) void stall_in_host_loop(int step) {
   volatile uint64_t spins = 0;
   (void)step;
@@ -31,4 +33,10 @@ extern "C" __attribute__((noinline)) void exit_mid_collective(int step, int how)
   if (how == 0) std::raise(SIGKILL);
   if (how == 1) std::abort();
   std::exit(1);
+}
+
+extern "C" __attribute__((noinline)) void freeze_mid_collective(int step) {
+  std::fprintf(stderr, "ring_train: freezing (SIGSTOP) mid-collective at step %d\n", step);
+  std::fflush(stderr);
+  kill(getpid(), SIGSTOP);
 }

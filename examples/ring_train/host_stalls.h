@@ -13,3 +13,6 @@ extern "C" void gc_pause(int ms);
 
 // Ends this process while its GPU runs a collective: how = 0 SIGKILL, 1 abort(), 2 exit(1).
 extern "C" [[noreturn]] void exit_mid_collective(int step, int how);
+// Stops every thread of this process (SIGSTOP) while its GPU runs a collective: frozen but
+// alive, as a host stuck in the kernel or a stopped job step; it goes on once continued.
+extern "C" void freeze_mid_collective(int step);

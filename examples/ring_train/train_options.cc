@@ -37,7 +37,8 @@ ExitHow parseExitHow(std::string_view text) {
   if (text == "kill") return ExitHow::Kill;
   if (text == "abort") return ExitHow::Abort;
   if (text == "exit") return ExitHow::Exit;
-  throw UsageError("bad value '" + std::string(text) + "' for --exit-how: expected kill, abort or exit");
+  if (text == "stop") return ExitHow::Stop;
+  throw UsageError("bad value '" + std::string(text) + "' for --exit-how: expected kill, abort, exit or stop");
 }
 
 DType parseDType(std::string_view text) {
@@ -61,9 +62,10 @@ std::string trainUsage() {
                             rank R stops calling collectives at step S; with init, it
                             gets the world communicator's unique id and never calls
                             ncclCommInitRank (host-loop or sleep)
-  --exit-rank R --exit-at-step S [--exit-how kill|abort|exit]
+  --exit-rank R --exit-at-step S [--exit-how kill|abort|exit|stop]
                             rank R's process ends right after it enqueued step S's
-                            gradient AllReduce (default kill: SIGKILL, as the OOM killer)
+                            gradient AllReduce (default kill: SIGKILL, as the OOM killer;
+                            stop: SIGSTOP, frozen but alive, as a stopped or hung host)
   --mismatch-rank R --mismatch-at-step S
                             rank R calls AllGather instead of the gradient AllReduce
   --sync-every-layer [--sync-rank R]

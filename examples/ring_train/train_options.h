@@ -9,7 +9,7 @@
 enum class StallKind { HostLoop, Dataloader, Sleep };
 // How a rank's process ends in the middle of a collective: SIGKILL (the OOM killer, a node
 // agent), abort() (a failed assertion: SIGABRT), or exit(1) (an uncaught error path).
-enum class ExitHow { Kill, Abort, Exit };
+enum class ExitHow { Kill, Abort, Exit, Stop };
 
 struct TrainOptions {
   int steps = 50;

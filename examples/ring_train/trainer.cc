@@ -113,8 +113,10 @@ void Trainer::step(int s) {
 
   misbehaveBeforeCollectives(s);
   reduceGradients(s);
-  if (options_.exit_rank == rank_ && options_.exit_at_step == s)
-    exit_mid_collective(s, static_cast<int>(options_.exit_how));
+  if (options_.exit_rank == rank_ && options_.exit_at_step == s) {
+    if (options_.exit_how == ExitHow::Stop) freeze_mid_collective(s);
+    else exit_mid_collective(s, static_cast<int>(options_.exit_how));
+  }
   if (options_.tp > 1) runTensorParallel(s);
 
   CUDA_CHECK(launchSgdUpdate(model_->masterWeights(), grads_, std::min(grad_count_, model_->masterWeightCount()),

@@ -1,7 +1,8 @@
 # One process driving several devices (issue 15).
 hangwatch_e2e_test(device_ring.correct_shapes test_device_ring.CorrectShapes 300)
 hangwatch_e2e_test(device_ring.dead_link test_device_ring.DeadLink 120)
-set_property(TEST e2e.device_ring.correct_shapes e2e.device_ring.dead_link APPEND PROPERTY ENVIRONMENT
+hangwatch_e2e_test(device_ring.before_rank_known test_device_ring.BeforeItsRankIsKnown 120)
+set_property(TEST e2e.device_ring.correct_shapes e2e.device_ring.dead_link e2e.device_ring.before_rank_known APPEND PROPERTY ENVIRONMENT
              DEVICE_RING=$<TARGET_FILE:device_ring>)
 if(TARGET forensics)
   set_property(TEST e2e.device_ring.dead_link APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)

@@ -73,6 +73,24 @@ class CorrectShapes(DeviceRingCase):
                 self.assertEqual(sends, 30 * 4, f"{name}: {sends} ncclSend timed")
 
 
+class BeforeItsRankIsKnown(DeviceRingCase):
+    def test_gpu_work_done_before_the_first_communicator_is_kept(self):
+        # No launcher: the process learns its rank from ncclCommInitAll. What its GPU did
+        # before (loading a model) is still in its metrics, not dropped.
+        def memcpys(job_id, warmup):
+            r = subprocess.run([device_ring(), "--steps", "3", "--warmup", str(warmup), "--devices", "2"],
+                               env=self.env(job_id, HANGWATCH_COLLECT="0"), capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            job_dir = Path(self.dump_root) / job_id
+            windows = [json.loads(l) for f in (job_dir / "metrics").glob("*.jsonl") for l in f.read_text().splitlines()]
+            self.assertTrue(windows, r.stderr)
+            # Its device is in every window (the watchdog learned it from the copies).
+            self.assertEqual({w.get("dev") for w in windows}, {0}, windows[0])
+            return sum(op["cnt"] for w in windows for op in w.get("ops", []) if op["c"] == "memcpy")
+
+        self.assertEqual(memcpys("warm", 25) - memcpys("cold", 0), 25)
+
+
 class DeadLink(DeviceRingCase):
     def test_a_dead_link_is_detected_and_the_log_names_the_device_and_rank(self):
         # Each device its own node, so its links are network links that report proxy steps

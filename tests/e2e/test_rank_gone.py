@@ -1,5 +1,6 @@
 """Ranks that are not there: one whose process ends inside a collective (killed, as the OOM
-killer does, under srun as Slurm runs it by default: the others run on and wait), and one that
+killer does, under srun as Slurm runs it by default: the others run on and wait), one frozen
+there (SIGSTOP: alive, answering nothing), and one that
 never calls ncclCommInitRank (stuck in its own code before it), so the communicator never forms.
 Two nodes of two ranks (launchers/as_node.py), abort mode, as a restartable job runs."""
 import json
@@ -53,6 +54,25 @@ class RankGone(unittest.TestCase):
         self.assertIn(CULPRIT, rep["ranks_missing"])
         self.assertTrue(any("had exited" in e for e in v["evidence"]), v["evidence"])
         # Its node's survivor said it is gone: abort mode does not wait out HANGWATCH_ABORT_GRACE (120 s).
+        self.assertLess(seconds, 100, out[-3000:])
+
+    def test_a_rank_frozen_by_sigstop_inside_a_collective_is_named_with_its_gpu(self):
+        # Its process stays (state T): no dump of its own, but a rank of its node reads the
+        # stop from /proc and says so. Frozen mid-run, as a stray ^Z or a tracer's stop does. Slurm's --kill-on-bad-exit ends it once the others abort.
+        rep, seconds, out = self.run_job(["--exit-rank", str(CULPRIT), "--exit-at-step", "30", "--exit-how", "stop"],
+                                         srun_like(NRANKS, kill_wait=2))
+        v = rep["verdict"]
+        self.assertEqual(v["kind"], "communication-hang", json.dumps(v, indent=1))
+        self.assertEqual(v["culprit_ranks"], [CULPRIT], json.dumps(v, indent=1))
+        self.assertTrue(v["confident"], json.dumps(v, indent=1))
+        self.assertIn("frozen", v["headline"])
+        said = next((e for e in v["evidence"] if "was stopped" in e), None)
+        self.assertIsNotNone(said, v["evidence"])
+        # fake_srun gives every task SLURM_LOCALID = its rank, and ring_train picks the device of
+        # its local rank: rank 2 drives GPU 2, as its own board entry told its node peer.
+        self.assertIn(f"GPU {CULPRIT} on host node-1", said)
+        self.assertNotIn("unknown", said)
+        self.assertTrue(any("kill -CONT" in s for s in v["next_steps"]), v["next_steps"])
         self.assertLess(seconds, 100, out[-3000:])
 
     def test_a_rank_that_never_calls_init_is_named_with_where_it_is(self):

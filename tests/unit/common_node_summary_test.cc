@@ -162,6 +162,8 @@ NodeSummary fullSummary() {
   st.host = s.host;
   st.forensics = "degraded";
   st.exited_seen_by = 9;
+  st.stopped_seen_by = 10;
+  st.device = 6;
   r.state = st;
   r.suspect = SuspectState{2, 14.5};
   s.ranks.push_back(r);
@@ -192,6 +194,8 @@ TEST_CASE("NodeSummaryRoundTripsEveryField") {
   CHECK(r.ring_progress.at(0).connections[0].role == "tree-child");
   CHECK(r.ring_progress.at(0).connections[1].direction == "send");
   CHECK(r.state->exited_seen_by == 9);
+  CHECK(r.state->stopped_seen_by == 10);
+  CHECK(r.state->device == 6);
   CHECK(r.suspect->resumed_after_s == 14.5);
   CHECK(back->ranks.at(1).snapshot_time_unix_s == 0);
   CHECK_FALSE(back->ranks.at(1).device);

@@ -42,6 +42,17 @@ TEST_CASE("RankStateRoundTripsEveryField") {
   REQUIRE(back.ok());
   CHECK(back->exited_seen_by == std::optional<int>(3));
   CHECK_FALSE(rankStateFromText(R"({"state": "done", "exited_seen_by": "three"})").ok());
+  // One found frozen, with the device its node's board knows.
+  s.exited_seen_by.reset();
+  s.stopped_seen_by = 2;
+  s.device = 5;
+  back = rankStateFromText(toJson(s).dump());
+  REQUIRE(back.ok());
+  CHECK(back->stopped_seen_by == std::optional<int>(2));
+  CHECK(back->device == std::optional<int>(5));
+  CHECK_FALSE(back->exited_seen_by);
+  CHECK(toJson(*back) == toJson(s));
+  CHECK_FALSE(rankStateFromText(R"({"state": "done", "stopped_seen_by": [1]})").ok());
 }
 
 TEST_CASE("CollectingRankIsSettledOnlyPastItsDeadline") {

@@ -469,3 +469,33 @@ TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
   Report unsure = reportOf(dir.path);
   CHECK_FALSE(unsure.verdict.confident);
 }
+
+TEST_CASE("AMemberFrozenInsideTheCollectiveIsItsCulpritWithItsGpuAndHowToContinueIt") {
+  // Its node peer found it stopped (state T) and wrote its state with the device the board knew.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 7);
+  for (int r : {0, 1, 3}) {
+    ranks[r].dump.ring_progress.clear();
+    ranks[r].write(dir.path);
+  }
+  RankState frozen;
+  frozen.rank = 2;
+  frozen.phase = DumpPhase::kDone;
+  frozen.pid = 4321;
+  frozen.host = "node1";
+  frozen.device = 5;
+  frozen.stopped_seen_by = 3;
+  REQUIRE(writeFileAtomically(rankStatePath(dir.path, 2), toJson(frozen).dump()).ok());
+  Report r = reportOf(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
+  CHECK(mentions(r.verdict, "rank(s) 2 frozen (process stopped)"));
+  CHECK(mentions(r.verdict, "(pid 4321 on GPU 5 on host node1) was stopped"));
+  CHECK(std::any_of(r.verdict.next_steps.begin(), r.verdict.next_steps.end(),
+                    [](const std::string& s) { return s.find("kill -CONT 4321") != std::string::npos; }));
+  CHECK_FALSE(std::any_of(r.verdict.next_steps.begin(), r.verdict.next_steps.end(),
+                          [](const std::string& s) { return s.find("died") != std::string::npos; }));
+}

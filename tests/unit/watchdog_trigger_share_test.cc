@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -551,6 +552,55 @@ TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
   auto other = NodeShare::attach(dir.path + "/other-job", dir.path, "", 0);
   REQUIRE(other.ok());
   CHECK((*me)->goneMembers().size() == 2);
+}
+
+TEST_CASE("AMemberStoppedBySigstopIsNamedWithItsDeviceAndOneTracedIsNot") {
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  auto me = NodeShare::attach(job, dir.path, "", 0);
+  REQUIRE(me.ok());
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    // Without a launcher rank: the rank and device are learned after joining.
+    auto b = NodeShare::attach(job, dir.path);
+    if (!b.ok()) ::_exit(1);
+    (*b)->noteIdentity(7, 3);
+    char c = 1;
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  CHECK((*me)->stoppedMembers().empty());
+  REQUIRE(::kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  auto stopped = (*me)->stoppedMembers();
+  REQUIRE(stopped.size() == 1);
+  CHECK(stopped[0].rank == 7);
+  CHECK(stopped[0].pid == child);
+  CHECK(stopped[0].device == 3);
+  CHECK((*me)->goneMembers().empty());  // frozen, not gone
+  // Continued, it is no longer stopped; under a tracer's stop ('t') it is not named either.
+  REQUIRE(::kill(child, SIGCONT) == 0);
+  REQUIRE(::waitpid(child, &status, WCONTINUED) == child);
+  CHECK((*me)->stoppedMembers().empty());
+  REQUIRE(::ptrace(PTRACE_SEIZE, child, nullptr, nullptr) == 0);
+  REQUIRE(::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr) == 0);
+  REQUIRE(::waitpid(child, &status, __WALL) == child);
+  CHECK((*me)->stoppedMembers().empty());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, __WALL);
+  auto gone = (*me)->goneMembers();
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0].device == 3);
 }
 
 TEST_CASE("BoardsOfTwoHostsAreApartEvenWhenTheyShareOneSharedMemory") {

@@ -24,6 +24,7 @@ struct RankState {
   DumpPhase phase = DumpPhase::kCollecting;
   int64_t pid = 0;              // the rank's process
   std::string host;
+  std::optional<int> device;    // its CUDA device, when known
   double time_unix_s = 0;       // when this state was written
   // Readers stop waiting for a collecting rank after this wall-clock time: by then its
   // collector has given up (its own hard bounds), or was killed.
@@ -35,6 +36,9 @@ struct RankState {
   // Written by another rank of the node, which found this rank's process ended (killed, crashed,
   // or exited; `note` says which) when it dumped: that rank's number.
   std::optional<int> exited_seen_by;
+  // Written by another rank of the node, which found this rank's process alive but stopped
+  // (SIGSTOP or a job-control stop: frozen, it answers nothing): that rank's number.
+  std::optional<int> stopped_seen_by;
 
   bool done() const { return phase == DumpPhase::kDone; }
   // Done, or collecting past its deadline: nobody should wait for it any longer.
@@ -67,6 +71,7 @@ struct Schema<RankState> {
       field("state", &RankState::phase, "state"),
       field("pid", &RankState::pid, "pid"),
       field("host", &RankState::host, "host"),
+      field("device", &RankState::device, "device"),
       field("time_unix_s", &RankState::time_unix_s, "time_unix_s"),
       field("deadline_unix_s", &RankState::deadline_unix_s, "deadline_unix_s"),
       field("collector_pid", &RankState::collector_pid, "collector_pid"),
@@ -74,6 +79,7 @@ struct Schema<RankState> {
       field("forensics", &RankState::forensics, "forensics"),
       field("note", &RankState::note, "note"),
       field("exited_seen_by", &RankState::exited_seen_by, "exited_seen_by"),
+      field("stopped_seen_by", &RankState::stopped_seen_by, "stopped_seen_by"),
   };
 };
 

@@ -62,8 +62,21 @@ class NodeShare {
     int rank = -1;
     pid_t pid = 0;
     bool left = false;
+    int device = -1;  // its CUDA device, -1 unknown
   };
   std::vector<GoneMember> goneMembers() const;
+  // Members alive but stopped: /proc state T (SIGSTOP, SIGTSTP, a job-control stop), not a
+  // tracer's stop ('t': a debugger attached, this rank's own collector among them). Frozen,
+  // they answer nothing. In this process's pid namespace, with a known rank.
+  struct StoppedMember {
+    int rank = -1;
+    pid_t pid = 0;
+    int device = -1;
+  };
+  std::vector<StoppedMember> stoppedMembers() const;
+  // What this process learned of itself after it joined: its rank (launcher or, without a
+  // launcher, communicator rank; kept when the board already has one) and its CUDA device.
+  void noteIdentity(int rank, int device);
   // The launcher ranks of every member that ever joined, live or gone, ascending.
   std::vector<int> memberRanks() const;
 

@@ -109,6 +109,7 @@ class Watchdog {
   // This launch's folder in the job folder (attempt.h), claimed when this rank is its first.
   ClaimedAttempt claimAttemptFolder(double started_unix_s);
   NodeShare* attachNodeShare(const ClaimedAttempt& attempt);
+  void noteIdentity(PollState& p, int64_t now_ns);
   void startMetrics(PollState& p);
   void recordCompleted(PollState& p, const CompletedOp& op);
   void watchForHang(PollState& p, int64_t now_ns);

@@ -40,12 +40,15 @@ struct SuspectSummary {
   std::vector<int> other_episode;  // ranks whose snapshot is of an earlier warning (not used)
 };
 
-// A rank with no dump whose process another rank of its node found gone (rank_state.h).
+// A rank with no dump whose process another rank of its node found gone, or alive but
+// stopped (frozen by SIGSTOP or a job-control stop: it answers nothing) (rank_state.h).
 struct ExitedRank {
   int rank = -1;
   int64_t pid = 0;
   std::string host;
+  std::optional<int> device;  // its CUDA device, when its peer's board knew it
   int seen_by = -1;
+  bool stopped = false;  // frozen, not gone
   std::string note;  // how the peer found it: killed or crashed, or ended with nothing pending
 };
 
@@ -76,6 +79,7 @@ struct JobData {
   bool has_report_inputs() const { return trigger.has_value() || !ranks.empty(); }
 
   const RankSummary* find(int rank) const;
+  const ExitedRank* exited(int rank) const;  // in ranks_exited, or null
 };
 
 }  // namespace hangwatch::verdict
