@@ -666,8 +666,10 @@ void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
     if (auto said = p.trigger.announceComplete(c.ranksDone(), c.ranksGivenUp(), wallClockSeconds()); !said)
       p.log.failureOnce("beacon-complete", "every rank is done but the beacon does not say so: " + said.error());
     else
-      p.log.info(fmt::format("every rank's dumps are done ({} done, {} past their deadline)", c.ranksDone(),
-                             c.ranksGivenUp()));
+      p.log.info(fmt::format("every rank's dumps are done ({} done, {} past their deadline, {} silent: no state "
+                             "{} s after this rank began waiting)",
+                             c.ranksDone(), c.ranksGivenUp() - c.ranksSilent(), c.ranksSilent(),
+                             static_cast<int>(JobCompletion::kAnswerWindowS)));
   } else if (!p.completion && config_.on_hang == OnHang::kAbort) {
     p.completion_announced = p.trigger.jobComplete(now_ns);
   }

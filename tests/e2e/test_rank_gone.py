@@ -25,13 +25,13 @@ class RankGone(unittest.TestCase):
         self.root = Path(tempfile.mkdtemp(prefix="hangwatch-gone-"))
         self.addCleanup(shutil.rmtree, self.root, True)
 
-    def run_job(self, args, launcher):
+    def run_job(self, args, launcher, nranks=NRANKS):
         env = report_jobs.watchdog_env(self.root, timeout_s=3)
         env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1", "NCCL_ALGO": "Ring"})
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), "2", "--", *report_jobs.job_argv("ring_train", args, 40)]
         start = time.monotonic()
-        with MpiJob(NRANKS, argv, env=env, program="ring_train", launcher=launcher) as job:
+        with MpiJob(nranks, argv, env=env, program="ring_train", launcher=launcher) as job:
             code = job.wait_exit(200)
             out = job.output()
         self.assertIsNotNone(code, f"the job never ended:\n{out[-3000:]}")
@@ -74,6 +74,19 @@ class RankGone(unittest.TestCase):
         self.assertNotIn("unknown", said)
         self.assertTrue(any("kill -CONT" in s for s in v["next_steps"]), v["next_steps"])
         self.assertLess(seconds, 100, out[-3000:])
+
+    def test_a_rank_killed_alone_on_its_node_is_not_waited_for_past_the_answer_window(self):
+        # 3 ranks as nodes of 2: rank 2 is alone on node-1, so nobody writes its state. Abort
+        # mode stops waiting for it 30 s after rank 0 began waiting (JobCompletion's answer
+        # window), not after HANGWATCH_ABORT_GRACE (120 s); the report still names the hang.
+        rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
+                                         srun_like(3, kill_on_bad_exit=False), nranks=3)
+        self.assertIn(2, rep["ranks_missing"])
+        # Its ring neighbours' progress still points at it (the collector read their connections).
+        self.assertEqual(rep["verdict"]["culprit_ranks"], [2], json.dumps(rep["verdict"], indent=1))
+        self.assertIn("silent", out)
+        self.assertLess(seconds, 70, out[-3000:])
+        print(f"a rank dead alone on its node: the job ended {seconds:.0f} s after it started")
 
     def test_a_rank_that_never_calls_init_is_named_with_where_it_is(self):
         rep, _, _ = self.run_job(["--stall-rank", str(CULPRIT), "--stall-at-step", "init", "--stall-kind", "sleep"],

@@ -360,6 +360,28 @@ TEST_CASE("CompletionWaitsForEveryRankAndCountsThosePastTheirDeadline") {
   CHECK(completion.ranksGivenUp() == 1);
 }
 
+TEST_CASE("CompletionStopsWaitingForARankThatWroteNoStateOnceTheAnswerWindowPassed") {
+  // Rank 2 died alone on its node: nobody writes its state. Rank 3 is collecting, so it is
+  // waited for until its own deadline, answer window or not.
+  TempDir dir;
+  std::string job = dir.path + "/job";
+  JobCompletion completion(job, 4, 30);
+  writeState(job, 0, DumpPhase::kDone, 150);
+  writeState(job, 1, DumpPhase::kDone, 150);
+  writeState(job, 3, DumpPhase::kCollecting, 200);
+  CHECK_FALSE(completion.poll(100));
+  CHECK_FALSE(completion.poll(129));
+  CHECK(completion.waitingFor() == 2);
+  CHECK_FALSE(completion.poll(130));
+  CHECK(completion.waitingFor() == 3);
+  CHECK(completion.ranksSilent() == 1);
+  // A rank that wrote its state late still counts once it did.
+  writeState(job, 3, DumpPhase::kDone, 200);
+  CHECK(completion.poll(131));
+  CHECK(completion.ranksDone() == 3);
+  CHECK(completion.ranksGivenUp() == 1);
+}
+
 TEST_CASE("CompletionAnnouncedInTheBeaconReachesARankOfAnotherNode") {
   TempDir dir;
   std::string job = dir.path + "/job";
