@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/metrics_window.h"
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
@@ -379,6 +380,34 @@ void admitRanks(JobData& job, std::vector<RankSummary>& read) {
   }
 }
 
+// The last complete line of a rank's metrics file, read from its tail only.
+std::optional<MetricsWindow> lastMetricsWindow(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::nullopt;
+  const std::streamoff size = in.tellg();
+  constexpr std::streamoff kTail = 256 * 1024;  // a window line is a few KB
+  in.seekg(std::max<std::streamoff>(0, size - kTail));
+  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!tail.empty() && tail.back() != '\n') tail.pop_back();  // a torn last line
+  if (!tail.empty()) tail.pop_back();
+  const size_t start = tail.rfind('\n');
+  auto j = nlohmann::json::parse(tail.substr(start == std::string::npos ? 0 : start + 1), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  Expected<MetricsWindow> w = metricsWindowFromJson(j);
+  if (!w) return std::nullopt;
+  return std::move(*w);
+}
+
+// A rank without a dump, and without a node peer's word, is placed by its last metrics window.
+void placeMissingRanks(JobData& job) {
+  for (int r : job.ranks_missing) {
+    if (job.exited(r)) continue;
+    std::optional<MetricsWindow> w = lastMetricsWindow(metricsPath(job.job_dir, r));
+    if (!w || w->rank != r || w->host.empty()) continue;
+    job.ranks_placed[r] = RankPlace{w->host, w->device, w->pid};
+  }
+}
+
 }  // namespace
 
 Expected<JobData> JobLoader::load(const std::string& job_dir) const {
@@ -424,6 +453,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   admitRanks(job, read);
   findWorldSize(job, listing.ranks.empty() ? -1 : *listing.ranks.rbegin());
   findMissingAndPartial(job);
+  placeMissingRanks(job);
   checkClockSkew(job);
   if (!job.trigger_problem.empty()) job.problems.push_back(job.trigger_problem);
   return job;

@@ -117,8 +117,8 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
           "culprit is most likely among them",
           ranksText(missing));
       v.hinges_on = fmt::format("the dumps of {}", ranksPhrase(missing));
-      v.next_steps.push_back(
-          fmt::format("Look at rank(s) {} directly (their logs, their hosts); they did not dump.", ranksText(missing)));
+      v.next_steps.push_back(fmt::format("Look at {} directly (their logs, their hosts); they did not dump.",
+                                         missingRanksPlaced(job_, missing)));
       break;
     case RingGap::kNarrowedByProfiler: {
       const std::string hosts = fmt::format("{}", fmt::join(pf.narrowed_hosts, ", "));

@@ -55,10 +55,28 @@ std::string opText(const HangFocus& f) {
 std::string deviceText(const JobData& job, int rank) {
   const RankSummary* s = job.find(rank);
   const ExitedRank* e = job.exited(rank);
-  std::string host = s && !s->host.empty() ? s->host : e && !e->host.empty() ? e->host : "unknown host";
-  std::optional<int> device = s && s->device ? s->device : e ? e->device : std::nullopt;
+  auto placed = job.ranks_placed.find(rank);
+  const RankPlace* m = placed != job.ranks_placed.end() ? &placed->second : nullptr;
+  std::string host = s && !s->host.empty() ? s->host
+                     : e && !e->host.empty() ? e->host
+                     : m                     ? m->host
+                                             : "unknown host";
+  std::optional<int> device = s && s->device ? s->device : e ? e->device : m ? m->device : std::nullopt;
   std::string gpu = device ? fmt::format("GPU {}", *device) : "unknown GPU";
   return gpu + " on host " + host;
+}
+
+std::string missingRanksPlaced(const JobData& job, const std::vector<int>& ranks) {
+  std::vector<std::string> placed;
+  for (int r : ranks) {
+    if (placed.size() == 8) break;  // a long list stays a range
+    auto m = job.ranks_placed.find(r);
+    const ExitedRank* e = job.exited(r);
+    if (m != job.ranks_placed.end() || e) placed.push_back(describeRank(job, r));
+  }
+  if (placed.empty() || placed.size() < std::min<size_t>(ranks.size(), 8)) return "rank(s) " + ranksText(ranks);
+  return placed.size() == ranks.size() ? fmt::format("{}", fmt::join(placed, "; "))
+                                        : fmt::format("rank(s) {} ({}; ...)", ranksText(ranks), fmt::join(placed, "; "));
 }
 
 // "rank 5", "ranks 5 and 6", "ranks 4, 5 and 6"; long lists as compact ranges.
@@ -164,6 +182,14 @@ std::string describeRank(const JobData& job, int rank) {
     if (e->device) inner.push_back(fmt::format("GPU {}", *e->device));
     if (e->pid) inner.push_back(fmt::format("pid {}", e->pid));
     return fmt::format("{} ({})", out, fmt::join(inner, ", "));
+  }
+  auto placed = job.ranks_placed.find(rank);
+  if (!s && placed != job.ranks_placed.end()) {
+    const RankPlace& m = placed->second;
+    std::vector<std::string> inner{"no dump", "host " + m.host};
+    if (m.device) inner.push_back(fmt::format("GPU {}", *m.device));
+    if (m.pid) inner.push_back(fmt::format("pid {}", m.pid));
+    return fmt::format("{} ({}; where it ran from its metrics)", out, fmt::join(inner, ", "));
   }
   if (!s) return out + " (no dump)";
   std::vector<std::string> inner;

@@ -20,6 +20,9 @@ std::string seconds(double s);
 std::string opText(const HangFocus& f);
 // "GPU 2 on host h"; "" when unknown.
 std::string deviceText(const JobData& job, int rank);
+// "rank(s) 2 (host b, GPU 6, pid 7, from its metrics)": missing ranks, each placed where the
+// job's files say it ran (a node peer's word, its metrics windows); "rank(s) 2" when none do.
+std::string missingRanksPlaced(const JobData& job, const std::vector<int>& ranks);
 // "rank 5", "ranks 5 and 6", "ranks 4, 5 and 6"; long lists as compact ranges.
 std::string ranksPhrase(std::vector<int> ranks);
 // "5 -> 6", "the link out of rank 5".

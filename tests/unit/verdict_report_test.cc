@@ -8,6 +8,7 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/metrics_window.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
@@ -498,4 +499,34 @@ TEST_CASE("AMemberFrozenInsideTheCollectiveIsItsCulpritWithItsGpuAndHowToContinu
                     [](const std::string& s) { return s.find("kill -CONT 4321") != std::string::npos; }));
   CHECK_FALSE(std::any_of(r.verdict.next_steps.begin(), r.verdict.next_steps.end(),
                           [](const std::string& s) { return s.find("died") != std::string::npos; }));
+}
+
+TEST_CASE("ARankWithoutADumpIsPlacedOnItsHostAndGpuByItsLastMetricsWindow") {
+  // Rank 2 died alone on its node (nobody wrote its state) after writing metrics windows.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 7);
+  for (int r : {0, 1, 3}) ranks[r].write(dir.path);
+  std::filesystem::create_directories(metricsDir(dir.path));
+  std::ofstream out(metricsPath(dir.path, 2));
+  MetricsWindow w;
+  w.rank = 2;
+  w.host = "node-b";
+  w.pid = 777;
+  for (int device : {1, 6}) {  // the last window is the one read
+    w.device = device;
+    out << toJson(w).dump() << "\n";
+  }
+  out << R"({"v":1,"rank":2,"ho)";  // a window torn by the kill
+  out.close();
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  CHECK(describeRank(*job, 2) == "rank 2 (no dump, host node-b, GPU 6, pid 777; where it ran from its metrics)");
+  Report r = ReportBuilder::build(std::move(*job));
+  INFO(r.verdict.headline);
+  // Hedged (no ring progress here), but the operator is sent to the right host and GPU.
+  CHECK(r.verdict.kind == VerdictKind::kInconclusive);
+  CHECK(std::any_of(r.verdict.next_steps.begin(), r.verdict.next_steps.end(), [](const std::string& s) {
+    return s.find("Look at rank 2 (no dump, host node-b, GPU 6, pid 777") != std::string::npos;
+  }));
 }

@@ -1,5 +1,6 @@
 #pragma once
 // Everything `forensics report` read from one job directory (DESIGN.md §4), rank by rank.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +53,14 @@ struct ExitedRank {
   std::string note;  // how the peer found it: killed or crashed, or ended with nothing pending
 };
 
+// Where a rank without a dump ran, from the last metrics window it wrote (a rank that died
+// mid-run wrote some): who it was, not what it did at the hang.
+struct RankPlace {
+  std::string host;
+  std::optional<int> device;
+  int64_t pid = 0;
+};
+
 struct JobData {
   std::string job_dir;         // the attempt's folder
   AttemptInfo attempt;
@@ -68,6 +77,7 @@ struct JobData {
   std::shared_ptr<stackmerge::StackTable> stacks = std::make_shared<stackmerge::StackTable>();
   std::vector<int> ranks_missing;  // in [0, world_size): no usable file at all
   std::vector<ExitedRank> ranks_exited;  // of those, the ones whose process was seen gone
+  std::map<int, RankPlace> ranks_placed;  // of the others, the ones whose metrics say where they ran
   std::vector<PartialRank> ranks_partial;
   std::vector<int> ranks_collecting;  // collectors still at work when the report was made
   std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences
