@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -223,9 +224,14 @@ TEST_CASE("CopyTakesModeledTime") {
   REQUIRE(cudaMalloc(&b, n) == cudaSuccess);
   std::memset(a, 1, n);  // fault the pages in now, not inside the timed copy
   std::memset(b, 2, n);
-  auto start = std::chrono::steady_clock::now();
-  REQUIRE(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) == cudaSuccess);
-  CHECK(msSince(start) == Approx(80).epsilon(0.35));
+  // The best of two copies: a loaded machine (CI's sanitizer pass beside a build) only adds time.
+  double best = 1e9;
+  for (int i = 0; i < 2; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    REQUIRE(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    best = std::min(best, msSince(start));
+  }
+  CHECK(best == Approx(80).epsilon(0.35));
   cudaFree(a);
   cudaFree(b);
 }
@@ -245,9 +251,13 @@ TEST_CASE("SlowRankMakesCopiesSlower") {
   REQUIRE(cudaMalloc(&b, n) == cudaSuccess);
   std::memset(a, 1, n);  // fault the pages in now, not inside the timed copy
   std::memset(b, 2, n);
-  auto start = std::chrono::steady_clock::now();
-  REQUIRE(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) == cudaSuccess);
-  CHECK(msSince(start) == Approx(160).epsilon(0.35));
+  double best = 1e9;  // the best of two, as above
+  for (int i = 0; i < 2; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    REQUIRE(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    best = std::min(best, msSince(start));
+  }
+  CHECK(best == Approx(160).epsilon(0.35));
   cudaFree(a);
   cudaFree(b);
 }
