@@ -656,8 +656,12 @@ void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
   // A node peer that died after this rank dumped (while it dumped itself, say) is named too.
   if (rank) recordGoneMembers(p, *rank, hostName());
   if (!p.completion && rank == 0) {
+    // State files are per process: the launcher's world when there is one (a process that
+    // drives several devices holds several ranks of a larger communicator), else the largest
+    // communicator's (one process per rank, ranks from NCCL).
     int world = launcher_.world_size.value_or(0);
-    for (const CommView& c : comms_.view()) world = std::max(world, c.size);
+    if (world == 0)
+      for (const CommView& c : comms_.view()) world = std::max(world, c.size);
     if (world > 0) p.completion.emplace(p.attempt.dir, world);
   }
   if (p.completion && p.completion->poll(wallClockSeconds())) {

@@ -29,15 +29,28 @@ std::string VerdictWording::who(const std::string& comm, int rank) const {
                                           : fmt::format("rank {} ({})", rank, deviceText(job_, rank));
 }
 
+std::string VerdictWording::gpuIn(const std::string& comm, int rank) const {
+  const RankSummary* owner = nullptr;
+  const SnapshotComm* c = sequences_.sharedByProcess(comm) ? sequences_.commEntry(comm, rank, &owner) : nullptr;
+  if (!c || !owner) return deviceText(job_, rank);
+  return fmt::format("GPU {} of pid {} on host {}", c->device, owner->pid, owner->host.empty() ? "?" : owner->host);
+}
+
+std::string VerdictWording::hostIn(const std::string& comm, int rank) const {
+  const RankSummary* owner = nullptr;
+  const SnapshotComm* c = sequences_.sharedByProcess(comm) ? sequences_.commEntry(comm, rank, &owner) : nullptr;
+  return c && owner ? owner->host : hostOf(job_, rank);
+}
+
 // Headline and next steps of a culprit link, whatever evidence named it.
 void VerdictWording::linkCulprit(Verdict& v, const HangFocus& f, const Link& l) const {
   v.headline = fmt::format("Communication hang: the link from {} to {} stopped delivering during {}.", who(f.comm, l.from),
                            who(f.comm, l.to), opText(f));
-  std::string a = hostOf(job_, l.from), b = hostOf(job_, l.to);
+  std::string a = hostIn(f.comm, l.from), b = hostIn(f.comm, l.to);
   std::string hosts = a == b || b.empty() ? "host " + (a.empty() ? std::string("?") : a) : "hosts " + a + " and " + b;
   v.next_steps.push_back(fmt::format(
       "Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).",
-      deviceText(job_, l.from), deviceText(job_, l.to)));
+      gpuIn(f.comm, l.from), gpuIn(f.comm, l.to)));
   v.next_steps.push_back("Drain " + hosts + " (or exclude that link) and restart the job from the last checkpoint.");
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <set>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -194,7 +195,12 @@ std::string describeRank(const JobData& job, int rank) {
   if (!s) return out + " (no dump)";
   std::vector<std::string> inner;
   if (!s->host.empty()) inner.push_back("host " + s->host);
-  if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
+  // A process that drives several devices (one communicator rank each) names them all.
+  std::set<int> devices;
+  for (const SnapshotComm& c : s->comms)
+    if (c.device >= 0 && c.state != "destroyed") devices.insert(c.device);
+  if (devices.size() > 1) inner.push_back(fmt::format("GPUs {}", fmt::join(devices, ", ")));
+  else if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
   if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
   return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
 }

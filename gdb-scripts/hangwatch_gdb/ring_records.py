@@ -90,7 +90,8 @@ class RecordSet:
 
     def records(self):
         return sorted(self._records.values(),
-                      key=lambda r: (r["comm"], r["nccl_comm"], _order(r["seq"]), _order(r["channel"])))
+                      key=lambda r: (r["comm"], r["nccl_comm"], _order(r["comm_rank"]), _order(r["seq"]),
+                                     _order(r["channel"])))
 
 
 def _order(value):

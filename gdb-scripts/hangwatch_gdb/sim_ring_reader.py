@@ -178,7 +178,9 @@ class SimRingReader(RingReader):
 
     def _record(self, comm, op, seq, channel, rank, nranks):
         prev, next_ = ring_records.ring_neighbours(rank, nranks or 0) if rank is not None else (None, None)
-        key = (comm["comm"] or f"?{rank}", seq, channel)
+        # One record per communicator rank: a process that drives several devices holds several
+        # ranks of one communicator, each with its own channels (nccl-tests -g/-t, ncclCommInitAll).
+        key = (comm["comm"] or "?", rank, seq, channel)
         return self.records.get(key, lambda: ring_records.new_record(comm["comm"], op, seq, channel, rank,
                                                                      nranks, prev, next_, "sim-frame",
                                                                      nccl_comm=comm["nccl_comm"]))

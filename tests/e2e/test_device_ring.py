@@ -12,7 +12,7 @@ import time
 import unittest
 from pathlib import Path
 
-from harness import ring_train_binary
+from harness import MpiJob, ring_train_binary
 
 
 def build_dir():
@@ -127,3 +127,49 @@ class DeadLink(DeviceRingCase):
         self.assertEqual(verdict["culprit_link_ranks"], "communicator", context)
         self.assertEqual(verdict["culprit_ranks"], [0], context)  # the one process
         self.assertIn("GPU 1 of pid", verdict["headline"])
+
+
+class SeveralProcessesOfSeveralDevices(DeviceRingCase):
+    """Issue 43: 2 processes under mpirun, each driving 2 devices with a thread each (as
+    nccl-tests all_reduce_perf -t 2), one 4-rank communicator. Report ranks of the hung
+    collective are communicator ranks, each placed on its process and GPU; no communicator
+    rank is taken for a launcher rank that did not dump."""
+
+    def job(self, job_id, faults, steps):
+        env = self.env(job_id, HANGWATCH_COLLECT="1", HANGWATCH_FORENSICS=forensics_binary(),
+                       HANGWATCH_ON_HANG="abort", NCCL_ALGO="Ring", SIMGPU_FAULTS=faults)
+        argv = [device_ring(), "--devices", "2", "--threads", "--allreduce", "--steps", str(steps), "--log-every",
+                str(steps), "--id-file", str(Path(self.dump_root) / f"{job_id}.id")]
+        with MpiJob(2, argv, env=env, program="device_ring") as job:
+            code = job.wait_exit(120)
+            out = job.output()
+        self.assertIsNotNone(code, out[-3000:])
+        return code, out, Path(self.dump_root) / job_id
+
+    def test_healthy_then_a_dead_link_named_in_communicator_ranks_with_each_gpu(self):
+        code, out, job_dir = self.job("healthy", "", 20)
+        self.assertEqual(code, 0, out[-3000:])
+        self.assertEqual(out.count("device_ring OK"), 2, out[-3000:])
+        self.assertFalse((job_dir / "TRIGGER.json").exists(), out[-3000:])
+
+        code, out, job_dir = self.job("dead", "dead-link=3->0@op=2", 10)
+        self.assertNotEqual(code, 0, out[-3000:])  # abort mode
+        r = subprocess.run([forensics_binary(), "report", str(job_dir), "--format", "json", "--wait", "0"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        report = json.loads(r.stdout)
+        verdict = report["verdict"]
+        context = json.dumps(verdict, indent=1)
+        self.assertEqual(verdict["kind"], "communication-hang", context)
+        self.assertTrue(verdict["confident"], context)
+        self.assertEqual(verdict["culprit_link"], {"from": 3, "to": 0}, context)
+        self.assertEqual(verdict["culprit_link_ranks"], "communicator", context)
+        self.assertEqual(report["ranks_missing"], [], context)
+        self.assertNotIn("did not dump", json.dumps(report["verdict"]))
+        # Communicator rank 3 is process 1's second device; rank 0 process 0's first.
+        self.assertRegex(verdict["headline"], r"rank 3 \(GPU 3 of pid \d+ on host .*rank 0 \(GPU 0 of pid \d+")
+        self.assertTrue(any("Test the link GPU 3 of pid" in s for s in verdict["next_steps"]), verdict["next_steps"])
+        # Each process's debugger read both of its communicator ranks' channels.
+        for process, ranks in ((0, {0, 1}), (1, {2, 3})):
+            dump = json.loads((job_dir / "ranks" / f"r{process:05d}.forensics.json").read_text())
+            self.assertEqual({rp["comm_rank"] for rp in dump["ring_progress"]}, ranks, process)

@@ -168,6 +168,10 @@ class VerdictWording {
  private:
   // "rank 5 (GPU 5 on host h)"; a communicator rank of a process that drives several devices says which.
   std::string who(const std::string& comm, int rank) const;
+  // "GPU 3 on host h", or "GPU 3 of pid 7 on host h" for a communicator rank of a process that
+  // drives several devices; the host alone for the drain advice.
+  std::string gpuIn(const std::string& comm, int rank) const;
+  std::string hostIn(const std::string& comm, int rank) const;
   std::string channels(const Verdict& v, const RingFacts& facts) const;
   void linkCulprit(Verdict& v, const HangFocus& f, const Link& l) const;
   void rankCulpritSteps(Verdict& v, int rank) const;
