@@ -385,7 +385,7 @@ std::optional<MetricsWindow> lastMetricsWindow(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return std::nullopt;
   const std::streamoff size = in.tellg();
-  constexpr std::streamoff kTail = 256 * 1024;  // a window line is a few KB
+  constexpr std::streamoff kTail = 256 * 1024;  // a window line is a few KB; many op kinds, tens
   in.seekg(std::max<std::streamoff>(0, size - kTail));
   std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!tail.empty() && tail.back() != '\n') tail.pop_back();  // a torn last line
@@ -399,9 +399,14 @@ std::optional<MetricsWindow> lastMetricsWindow(const std::string& path) {
 }
 
 // A rank without a dump, and without a node peer's word, is placed by its last metrics window.
+// The first few only: the wording names at most eight, and a job whose ranks are mostly
+// missing must not cost a file read per rank.
 void placeMissingRanks(JobData& job) {
+  constexpr int kMostLookedUp = 64;
+  int looked_up = 0;
   for (int r : job.ranks_missing) {
     if (job.exited(r)) continue;
+    if (++looked_up > kMostLookedUp) break;
     std::optional<MetricsWindow> w = lastMetricsWindow(metricsPath(job.job_dir, r));
     if (!w || w->rank != r || w->host.empty()) continue;
     job.ranks_placed[r] = RankPlace{w->host, w->device, w->pid};
