@@ -222,6 +222,19 @@ void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
   ::closedir(dir);
 }
 
+// Calls f(slot, pid) for every member of this process's pid namespace with a known rank, under
+// the members lock: only those pids can be judged (alive, stopped) from here.
+template <typename F>
+void forEachJudgeableMember(NodeShare::Layout* l, F&& f) {
+  const uint64_t mine = pidNamespace();
+  if (mine == 0) return;
+  MembersLock lock(l);
+  for (int i = 0; i < kMaxMembers; ++i) {
+    const pid_t pid = l->members[i];
+    if (pid != 0 && l->member_ranks[i] >= 0 && l->member_pidns[i] == mine) f(i, pid);
+  }
+}
+
 }  // namespace
 
 std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir, const std::string& attempt) {
@@ -384,28 +397,20 @@ int64_t NodeShare::setBeaconBase(int64_t bytes) {
 std::vector<NodeShare::GoneMember> NodeShare::goneMembers() const {
   std::vector<GoneMember> gone;
   if (!fd_.valid()) return gone;
-  const uint64_t mine = pidNamespace();
-  MembersLock lock(layout_);
-  for (int i = 0; i < kMaxMembers; ++i) {
-    const pid_t pid = layout_->members[i];
-    if (pid == 0 || layout_->member_ranks[i] < 0 || mine == 0 || layout_->member_pidns[i] != mine) continue;
+  forEachJudgeableMember(layout_, [&](int i, pid_t pid) {
     if (layout_->member_starts[i] != 0 && !alive(pid, layout_->member_starts[i]))
       gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] != 0, layout_->member_devices[i]});
-  }
+  });
   return gone;
 }
 
 std::vector<NodeShare::StoppedMember> NodeShare::stoppedMembers() const {
   std::vector<StoppedMember> stopped;
   if (!fd_.valid()) return stopped;
-  const uint64_t mine = pidNamespace();
-  MembersLock lock(layout_);
-  for (int i = 0; i < kMaxMembers; ++i) {
-    const pid_t pid = layout_->members[i];
-    if (pid == 0 || layout_->member_ranks[i] < 0 || mine == 0 || layout_->member_pidns[i] != mine) continue;
-    if (layout_->member_left[i] || !alive(pid, layout_->member_starts[i])) continue;
-    if (processState(pid) == 'T') stopped.push_back({layout_->member_ranks[i], pid, layout_->member_devices[i]});
-  }
+  forEachJudgeableMember(layout_, [&](int i, pid_t pid) {
+    if (!layout_->member_left[i] && alive(pid, layout_->member_starts[i]) && processState(pid) == 'T')
+      stopped.push_back({layout_->member_ranks[i], pid, layout_->member_devices[i]});
+  });
   return stopped;
 }
 

@@ -367,15 +367,36 @@ TEST_CASE("RankBlockedInsideTheCollectiveCallIsNotBehind") {
 
 namespace {
 
-// What a node peer writes for `rank` when it finds its process gone (watchdog/README.md).
+// What a node peer writes for `rank` when it finds its process gone or stopped
+// (watchdog/README.md); the caller says which.
+RankState peerWrittenState(int rank) {
+  RankState s;
+  s.rank = rank;
+  s.phase = DumpPhase::kDone;
+  s.pid = 100 + rank;
+  s.host = "node0";
+  return s;
+}
+
+void writeState(const std::string& job_dir, const RankState& s) {
+  REQUIRE(writeFileAtomically(rankStatePath(job_dir, s.rank), toJson(s).dump()).ok());
+}
+
 void writeExitedState(const std::string& job_dir, int rank, int seen_by) {
-  RankState gone;
-  gone.rank = rank;
-  gone.phase = DumpPhase::kDone;
-  gone.pid = 100 + rank;
-  gone.host = "node0";
+  RankState gone = peerWrittenState(rank);
   gone.exited_seen_by = seen_by;
-  REQUIRE(writeFileAtomically(rankStatePath(job_dir, rank), toJson(gone).dump()).ok());
+  writeState(job_dir, gone);
+}
+
+// Ranks 0, 1 and 3 of 4 wait in ncclAllReduce seq 7 with no ring progress (collector off);
+// rank 2 left no dump.
+void writeAllButRankTwoWithoutRingProgress(const std::string& dir) {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 7);
+  for (int r : {0, 1, 3}) {
+    ranks[r].dump.ring_progress.clear();
+    ranks[r].write(dir);
+  }
 }
 
 }  // namespace
@@ -453,12 +474,7 @@ TEST_CASE("ARankWhoseProcessDiedBeforeInitIsNamedFromItsNodePeer") {
 TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
   // No debugger ran (collector off): nothing but the node peer's word places rank 2.
   verdict_test::TempDir dir;
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 7);
-  for (int r : {0, 1, 3}) {
-    ranks[r].dump.ring_progress.clear();
-    ranks[r].write(dir.path);
-  }
+  writeAllButRankTwoWithoutRingProgress(dir.path);
   writeExitedState(dir.path, 2, 1);
   Report r = reportOf(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
@@ -474,20 +490,13 @@ TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
 TEST_CASE("AMemberFrozenInsideTheCollectiveIsItsCulpritWithItsGpuAndHowToContinueIt") {
   // Its node peer found it stopped (state T) and wrote its state with the device the board knew.
   verdict_test::TempDir dir;
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 7);
-  for (int r : {0, 1, 3}) {
-    ranks[r].dump.ring_progress.clear();
-    ranks[r].write(dir.path);
-  }
-  RankState frozen;
-  frozen.rank = 2;
-  frozen.phase = DumpPhase::kDone;
+  writeAllButRankTwoWithoutRingProgress(dir.path);
+  RankState frozen = peerWrittenState(2);
   frozen.pid = 4321;
   frozen.host = "node1";
   frozen.device = 5;
   frozen.stopped_seen_by = 3;
-  REQUIRE(writeFileAtomically(rankStatePath(dir.path, 2), toJson(frozen).dump()).ok());
+  writeState(dir.path, frozen);
   Report r = reportOf(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
