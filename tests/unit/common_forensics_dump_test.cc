@@ -148,7 +148,11 @@ TEST_CASE("RingValuesAReaderCouldNotSeeAreNullOnDiskAndUnknownWhenReadBack") {
   c.transport = "NET";
   c.counter_memory = "host";
   c.proxy = hangwatch::RingProxyProgress{88, 16, 8, 0, 4, 2};
+  c.nic = hangwatch::RingNic{2, "", std::nullopt};  // the index read, the name not
   r.recv = c;
+  hangwatch::RingConnection ib = c;
+  ib.nic = hangwatch::RingNic{5, "mlx5_5", 1};
+  r.send = ib;
   r.source = "nccl-host";
   r.nccl_op_count = 41;
 
@@ -159,6 +163,10 @@ TEST_CASE("RingValuesAReaderCouldNotSeeAreNullOnDiskAndUnknownWhenReadBack") {
   CHECK(j["recv"]["peer"].is_null());
   CHECK(j["recv"]["observed_step"] == 96);
   CHECK(j["recv"]["proxy"]["transmitted"] == 4);
+  CHECK(j["recv"]["nic"]["index"] == 2);
+  CHECK(j["recv"]["nic"]["device"].is_null());
+  CHECK(j["recv"]["nic"]["port"].is_null());
+  CHECK(j["send"]["nic"] == nlohmann::json::parse(R"({"index": 5, "device": "mlx5_5", "port": 1})"));
   CHECK(j["nccl_op_count"] == 41);
 
   auto back = hangwatch::ringProgressFromJson(j);
@@ -172,6 +180,13 @@ TEST_CASE("RingValuesAReaderCouldNotSeeAreNullOnDiskAndUnknownWhenReadBack") {
   REQUIRE(back->recv->proxy.has_value());
   CHECK(back->recv->proxy->base == 88u);
   CHECK(back->recv->proxy->done == 2u);
+  REQUIRE(back->recv->nic.has_value());
+  CHECK(back->recv->nic->index == 2);
+  CHECK(back->recv->nic->device.empty());
+  CHECK_FALSE(back->recv->nic->port.has_value());
+  REQUIRE(back->send->nic.has_value());
+  CHECK(back->send->nic->device == "mlx5_5");
+  CHECK(back->send->nic->port == 1);
   CHECK(back->nccl_op_count == 41u);
   CHECK(hangwatch::toJson(*back) == j);
 

@@ -91,6 +91,7 @@ inline RingProgress richHostRecord() {
   net.transport = "NET";
   net.counter_memory = "host";
   net.proxy = RingProxyProgress{88, 16, 8, 6, 4, 2};
+  net.nic = RingNic{3, "mlx5_3", 1};
   host.recv = net;
   RingConnection p2p;
   p2p.peer = 2;

@@ -26,6 +26,15 @@ struct RingProxyProgress {
   uint64_t done = 0;         // send: network sends complete; recv: consumed by the GPU
 };
 
+// The NIC that carries a NET connection at this end, as NCCL's host state says: the proxy
+// connection's net device (send/recvNetResources.netDev) and the net's name and port for it
+// (NCCL's IB device table, or its socket interfaces). Absent for connections inside a node.
+struct RingNic {
+  int index = -1;           // NCCL's net device index; -1 (null in JSON): not read
+  std::string device;       // "mlx5_3", "eth0"; empty (null): the reader could not name it
+  std::optional<int> port;  // the IB port; none for sockets or where not read
+};
+
 // One side of a ring connection where a channel stopped (DESIGN.md §5); the exact
 // counter semantics are in gdb-scripts/README.md. A value a reader could not see is null
 // in JSON: -1 for a peer, a *_known flag false for a counter (whose 0 is then no data).
@@ -41,6 +50,7 @@ struct RingConnection {
   std::string transport;       // NCCL's name of the link's transport ("P2P", "SHM", "NET"); empty: not read
   std::string counter_memory;  // where the observed counter lives: "host" or "device"; empty: not read
   std::optional<RingProxyProgress> proxy;
+  std::optional<RingNic> nic;  // NET connections whose reader saw the NIC
   // In RingProgress::connections: "recv" (data from `peer`) or "send" (to it), and the
   // connection's place on the algorithm's graph: "ring-prev", "ring-next", "tree-parent",
   // "tree-child", "pat", "p2p". Empty in recv/send, whose key says the direction.
@@ -161,6 +171,16 @@ struct Schema<RingProxyProgress> {
 };
 
 template <>
+struct Schema<RingNic> {
+  static constexpr const char* what = "nic";
+  static constexpr auto fields = std::tuple{
+      rankField("index", &RingNic::index, "nic index"),
+      field("device", &RingNic::device, "nic device", Empty::kNull),
+      field("port", &RingNic::port, "nic port"),
+  };
+};
+
+template <>
 struct Schema<RingConnection> {
   static constexpr const char* what = "connection";
   static constexpr auto fields = std::tuple{
@@ -173,6 +193,7 @@ struct Schema<RingConnection> {
       field("transport", &RingConnection::transport, "transport", Empty::kOmit),
       field("counter_memory", &RingConnection::counter_memory, "counter_memory", Empty::kOmit),
       field("proxy", &RingConnection::proxy, "proxy", Empty::kOmit),
+      field("nic", &RingConnection::nic, "nic", Empty::kOmit),
       field("direction", &RingConnection::direction, "direction", Empty::kOmit),
       field("role", &RingConnection::role, "role", Empty::kOmit),
   };
