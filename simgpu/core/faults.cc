@@ -50,6 +50,23 @@ Error bad(std::string_view token, std::string_view why) {
   return Error{"bad fault '" + std::string(token) + "': " + std::string(why)};
 }
 
+// "HOST:DEVICE@op=K": DEVICE is one of simnccl's NICs (net_devices.h).
+Expected<bool> parseDeadNic(std::string_view token, std::string_view body, FaultPlan& plan) {
+  size_t at = body.find("@op=");
+  if (at == std::string_view::npos) return bad(token, "expected '@op=K'");
+  std::string_view who = body.substr(0, at);
+  uint64_t op = 0;
+  if (!parseInt(body.substr(at + 4), op)) return bad(token, "op index must be a non-negative integer");
+  size_t colon = who.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad(token, "expected HOST:DEVICE, e.g. node-1:mlx5_3");
+  std::string_view device = who.substr(colon + 1);
+  int index = 0;
+  const bool ib = device.substr(0, 5) == "mlx5_" && parseInt(device.substr(5), index) && index < 8;
+  if (!ib && device != "eth0") return bad(token, "DEVICE is one of simgpu's NICs: mlx5_0..mlx5_7 (IB) or eth0 (Socket)");
+  plan.dead_nics.push_back({std::string(token), std::string(who.substr(0, colon)), std::string(device), op});
+  return true;
+}
+
 // Parses one token into `plan`; returns an error naming the token.
 Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
   size_t eq = token.find('=');
@@ -102,7 +119,8 @@ Expected<bool> parseToken(std::string_view token, FaultPlan& plan) {
     }
     return true;
   }
-  return bad(token, "unknown fault kind (dead-rank, dead-link, lost-credit, slow-rank, slow-link)");
+  if (kind == "dead-nic") return parseDeadNic(token, body, plan);
+  return bad(token, "unknown fault kind (dead-rank, dead-link, lost-credit, slow-rank, slow-link, dead-nic)");
 }
 
 }  // namespace
@@ -122,6 +140,12 @@ const DeadLinkFault* FaultPlan::deadLinkAt(int from, int to, uint64_t op, int ch
 const LostCreditFault* FaultPlan::lostCreditAt(int from, int to, uint64_t op) const {
   for (const auto& f : lost_credits)
     if (f.from == from && f.to == to && op >= f.op) return &f;
+  return nullptr;
+}
+
+const DeadNicFault* FaultPlan::deadNicAt(const std::string& host, const std::string& device, uint64_t op) const {
+  for (const auto& f : dead_nics)
+    if (f.host == host && f.device == device && op >= f.op) return &f;
   return nullptr;
 }
 
@@ -202,6 +226,21 @@ void FaultLedger::ran(const FaultPlan& plan, int self, uint64_t op, const char* 
     if (f.from == self) noteFrom(f.token, f.op, op, algorithm, sends_to);
   for (const DeadRankFault& f : plan.dead_ranks)
     if (f.rank == self) noteFrom(f.token, f.op, op, algorithm, sends_to);
+  for (const DeadNicFault& f : plan.dead_nics) {
+    auto owner = nic_owner_.find(f.token);
+    if (owner != nic_owner_.end() && owner->second == self) noteFrom(f.token, f.op, op, algorithm, sends_to);
+  }
+}
+
+void FaultLedger::usesNic(const FaultPlan& plan, int self, const std::string& host, const std::string& device) {
+  std::lock_guard lock(mutex_);
+  for (const DeadNicFault& f : plan.dead_nics)
+    if (f.host == host && f.device == device) nic_owner_.try_emplace(f.token, self);
+}
+
+void FaultLedger::sawNic(const std::string& host, const std::string& device) {
+  std::lock_guard lock(mutex_);
+  nics_seen_.insert(host + ":" + device);
 }
 
 void FaultLedger::reportAtExit() {
@@ -256,6 +295,21 @@ std::vector<std::string> FaultLedger::unfired(const FaultPlan& plan, int device_
       never(f.token, fmt::format("rank {} never sent to rank {}", f.from, f.to));
   for (const SlowRankFault& f : plan.slow_ranks)
     if (f.rank == device_rank && ran_as(f.rank)) never(f.token, fmt::format("rank {} ran no GEMM, copy or kernel", f.rank));
+  for (const DeadNicFault& f : plan.dead_nics) {
+    auto owner = nic_owner_.find(f.token);
+    if (owner != nic_owner_.end()) {
+      int rank = owner->second;
+      auto first = first_.find(f.token);
+      if (first == first_.end()) never(f.token, not_reached(rank, f.op));
+      else
+        never(f.token, fmt::format("from op {} on, no connection of rank {} (whose GPU uses {}'s {}) crossed nodes: "
+                                   "op {} ran {}", f.op, rank, f.host, f.device, first->second.op,
+                                   fmt::join(algorithms_.at(f.token), ", ")));
+    } else if (device_rank == 0 && !nics_seen_.empty() && !nics_seen_.count(f.host + ":" + f.device)) {
+      never(f.token, fmt::format("no rank of this job uses {}'s {} (the NICs its ranks use: {})", f.host, f.device,
+                                 fmt::join(nics_seen_, ", ")));
+    }
+  }
   return out;
 }
 

@@ -154,8 +154,10 @@ class CollectiveRunner {
   }
   RecvEnd recvEnd(Connection& conn, int peer, uint64_t& step) {
     TaskProfile* profile = op_.profile.get();
-    return RecvEnd{&conn, counting_ ? &counted_.recv_step : &step, peer, channel_,
-                   profile ? profile->recvOp(channel_, peer) : nullptr};
+    RecvEnd end{&conn, counting_ ? &counted_.recv_step : &step, peer, channel_,
+                profile ? profile->recvOp(channel_, peer) : nullptr};
+    if (!counting_) comm_.placeOnNic(end, op_.seq);
+    return end;
   }
 
   bool sendTo(SendEnd& end, const void* src, size_t elems) {

@@ -11,6 +11,7 @@
 
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/simgpu/config.h"
+#include "hangwatch/simgpu/nccl/net_devices.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
 #include "hangwatch/simgpu/nccl/unique_id.h"
 
@@ -45,6 +46,8 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   me.launcher_rank = identity.rank.value_or(kNoLauncherRank);
   me.device = device;
   ::gethostname(me.host, sizeof(me.host) - 1);
+  const int net_dev = localNetDev(*net, device);
+  *fmt::format_to_n(me.nic, sizeof(me.nic) - 1, "{}", netDevName(net_dev)).out = '\0';
   *fmt::format_to_n(me.node_key, sizeof(me.node_key) - 1, "{}", *node_key).out = '\0';
 
   // Like ncclCommInitRank, block until every rank arrived.
@@ -60,7 +63,9 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
 
   std::shared_ptr<Communicator> comm(new Communicator(rank, nranks, device, std::move(segment), *faults));
   comm->net_ = *net;
+  comm->net_dev_ = net_dev;
   comm->algos_ = *algos;
+  if (!faults->dead_nics.empty()) comm->noteNics();
   int world = nranks;
   if (!comm->launcher_ranks_.empty()) {
     world = identity.world_size.value_or(0);
@@ -162,11 +167,41 @@ bool Communicator::linkDeadAt(int from, int to, uint64_t seq, int channel) const
   return faults_.linkDeadAt(faultRank(from), faultRank(to), seq, channel);
 }
 
+void Communicator::noteNics() const {
+  simgpu::FaultLedger& ledger = simgpu::FaultLedger::instance();
+  const RankRecord& me = segment_->rank(rank_);
+  ledger.usesNic(faults_, faultRank(rank_), me.host, me.nic);
+  for (int r = 0; r < nranks_; ++r) ledger.sawNic(segment_->rank(r).host, segment_->rank(r).nic);
+}
+
+const simgpu::DeadNicFault* Communicator::deadNicWith(int peer, uint64_t seq) const {
+  if (faults_.dead_nics.empty() || !nodes_.crossesNodes(rank_, peer)) return nullptr;
+  for (int r : {rank_, peer}) {
+    const RankRecord& rec = segment_->rank(r);
+    if (const simgpu::DeadNicFault* f = faults_.deadNicAt(rec.host, rec.nic, seq)) return f;
+  }
+  return nullptr;
+}
+
+void Communicator::placeOnNic(SendEnd& end) const {
+  if (end.net) end.net_dev = net_dev_;
+}
+
+void Communicator::placeOnNic(RecvEnd& end, uint64_t seq) const {
+  if (!nodes_.crossesNodes(rank_, end.peer)) return;
+  end.net_dev = net_dev_;
+  if (const simgpu::DeadNicFault* f = deadNicWith(end.peer, seq)) simgpu::FaultLedger::instance().fired(f->token);
+}
+
 void Communicator::applySendFaults(SendEnd& end, uint64_t seq, std::optional<uint64_t>& credit_heard) const {
   end.eager = end.net && net_ == NetKind::kSocket;
+  placeOnNic(end);
   if (end.dead) {
     const simgpu::DeadLinkFault* f = faults_.deadLinkAt(faultRank(rank_), faultRank(end.peer), seq, end.channel);
     if (f != nullptr) end.dead_fault = &f->token;
+  } else if (const simgpu::DeadNicFault* f = deadNicWith(end.peer, seq)) {
+    end.dead = true;
+    end.dead_fault = &f->token;
   }
   const simgpu::LostCreditFault* lost = faults_.lostCreditAt(faultRank(rank_), faultRank(end.peer), seq);
   if (lost == nullptr) return;
@@ -294,6 +329,7 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     } else {
       RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0,
                   profile ? profile->recvOp(0, op.peer) : nullptr};
+      placeOnNic(end, next_seq_.load());
       transport.setChannelEnds({}, {&end});
       for (size_t off = 0; off < bytes; off += slot) {
         char* dst = static_cast<char*>(op.recvbuff) + off;

@@ -63,6 +63,8 @@ TEST_CASE("MalformedFaultsAreRejectedNamingTheToken") {
       "slow-rank=2",          "slow-rank=2:0",      "slow-rank=2:1.5",    "slow-rank=2:abc",
       "slow-link=1->2",       "slow-link=3:0.5",    "fast-rank=1:0.5",    "dead-rank",
       "dead-rank=1@op=3x",    "lost-credit=1->2",   "lost-credit=2->2@op=1", "lost-credit=1->2@op=1,channel=0",
+      "dead-nic=node-1:mlx5_0", "dead-nic=node-1@op=2", "dead-nic=:mlx5_0@op=2", "dead-nic=node-1:mlx5_8@op=2",
+      "dead-nic=node-1:ib0@op=2",
   };
   for (const char* token : bad) {
     std::string spec = std::string("slow-rank=0:0.5;") + token;
@@ -119,4 +121,51 @@ TEST_CASE("OnlyTheProcessAFaultBelongsToSpeaksOfIt") {
   sender.ran(*plan, 3, 0, "RING", {2});
   // Nothing went to 4 (the dead and the slow link); a dead rank whose op was reached has fired.
   CHECK(sender.unfired(*plan, 3).size() == 2);
+}
+
+TEST_CASE("DeadNicNamesAHostAndOneOfItsNicsFromItsOpOn") {
+  auto plan = parseFaults("dead-nic=node-1:mlx5_3@op=4;dead-nic=gpu-a:b:eth0@op=0");
+  REQUIRE(plan.ok());
+  REQUIRE(plan->dead_nics.size() == 2);
+  CHECK_FALSE(plan->empty());
+  CHECK(plan->dead_nics[0].host == "node-1");
+  CHECK(plan->dead_nics[0].device == "mlx5_3");
+  CHECK(plan->dead_nics[1].host == "gpu-a:b");  // the last ':' separates the device
+  CHECK(plan->deadNicAt("node-1", "mlx5_3", 3) == nullptr);
+  CHECK(plan->deadNicAt("node-1", "mlx5_3", 4) == &plan->dead_nics[0]);
+  CHECK(plan->deadNicAt("node-1", "mlx5_2", 9) == nullptr);
+  CHECK(plan->deadNicAt("node-0", "mlx5_3", 9) == nullptr);
+  CHECK(plan->checkRanksBelow(1).ok());  // names no rank
+}
+
+TEST_CASE("ADeadNicThatNeverTookEffectIsSaidByTheProcessWhoseGpuUsesIt") {
+  auto plan = parseFaults("dead-nic=node-0:mlx5_2@op=3");
+  REQUIRE(plan.ok());
+  simgpu::FaultLedger owner;
+  owner.usesNic(*plan, 2, "node-0", "mlx5_2");
+  for (uint64_t op = 0; op < 6; ++op) owner.ran(*plan, 2, op, "RING", {3});
+  auto lines = owner.unfired(*plan, 2);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] ==
+        "fault 'dead-nic=node-0:mlx5_2@op=3' never took effect: from op 3 on, no connection of rank 2 (whose GPU uses "
+        "node-0's mlx5_2) crossed nodes: op 3 ran RING");
+  owner.fired("dead-nic=node-0:mlx5_2@op=3");
+  CHECK(owner.unfired(*plan, 2).empty());
+
+  simgpu::FaultLedger early;  // its op never reached
+  early.usesNic(*plan, 2, "node-0", "mlx5_2");
+  early.ran(*plan, 2, 0, "RING", {3});
+  REQUIRE(early.unfired(*plan, 2).size() == 1);
+  CHECK_THAT(early.unfired(*plan, 2)[0], Catch::Contains("rank 2 never ran its op 3"));
+
+  // No member uses that NIC: rank 0 says so, naming the NICs it met; others say nothing.
+  simgpu::FaultLedger other;
+  other.sawNic("node-0", "mlx5_0");
+  other.sawNic("node-1", "mlx5_0");
+  other.ran(*plan, 1, 0, "RING", {2});
+  CHECK(other.unfired(*plan, 1).empty());
+  auto said = other.unfired(*plan, 0);
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "fault 'dead-nic=node-0:mlx5_2@op=3' never took effect: no rank of this job uses node-0's mlx5_2 "
+                   "(the NICs its ranks use: node-0:mlx5_0, node-1:mlx5_0)");
 }

@@ -1,6 +1,7 @@
 // SIMGPU_FAULTS as DESIGN.md specifies them, observed from outside the ranks:
 // which collective each rank blocks in, that abort releases it, and timings.
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 #include <nccl.h>
 
 #include <catch2/catch.hpp>
@@ -93,6 +94,38 @@ TEST_CASE("DeadLinkBlocksEveryRankInItsKthCollective") {
 
 TEST_CASE("DeadLinkOnOneChannelStillBlocksTheCollective") {
   CHECK(hangAndRelease(4, "dead-link=2->3@op=2,channel=1", 6) == std::vector<int>{2, 2, 2, 2});
+}
+
+std::string thisHost() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+TEST_CASE("DeadNicStopsEveryConnectionBetweenNodesItCarries") {
+  // Nodes {0,1} and {2,3}; every rank's GPU is device 0, whose NIC is mlx5_0: the ring's links
+  // between nodes (1->2, 3->0) stop at op 3, on whichever end's NIC.
+  testing::MultiRankJob job(4);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start([&](int rank) { return allReduceLoop(rank, 4, id, 8, board); },
+            {{"SIMGPU_FAULTS", "dead-nic=" + thisHost() + ":mlx5_0@op=3"}, {"SIMGPU_RANKS_PER_NODE", "2"},
+             {"NCCL_ALGO", "Ring"}});
+  std::vector<int> stalled = job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  CHECK(stalled == std::vector<int>{3, 3, 3, 3});
+  board.abort_requested.store(1);
+  CHECK(testing::allZero(job.wait(std::chrono::seconds(20))));
+}
+
+TEST_CASE("DeadNicChangesNothingOnConnectionsInsideANode") {
+  testing::MultiRankJob job(4);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start([&](int rank) { return allReduceLoop(rank, 4, id, 5, board); },
+            {{"SIMGPU_FAULTS", "dead-nic=" + thisHost() + ":mlx5_0@op=0"}, {"NCCL_ALGO", "Ring"}});
+  CHECK(job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60)) == std::vector<int>{5, 5, 5, 5});
+  board.abort_requested.store(1);
+  CHECK(testing::allZero(job.wait()));
 }
 
 TEST_CASE("DeadLinkBetweenRanksThatAreNotRingNeighboursChangesNothing") {

@@ -5,6 +5,8 @@
 //   slow-rank=R:F                   rank R's GEMMs, copies and kernels take 1/F of their whole time
 //   slow-link=A->B:F                link A->B runs at fraction F of its bandwidth
 //   lost-credit=A->B@op=K           from op K on, B's clear-to-send messages to A are lost
+//   dead-nic=HOST:DEVICE@op=K       from op K on, every connection between nodes that the NIC
+//                                   DEVICE (mlx5_0..mlx5_7, eth0) of HOST carries delivers nothing
 // Ranks are launcher ranks (RANK, OMPI_COMM_WORLD_RANK, ...); a process started without
 // a launcher uses its communicator rank. Op indices count the collectives one rank issues
 // on one communicator, from 0.
@@ -40,6 +42,15 @@ struct LostCreditFault {
   int to;
   uint64_t op;
 };
+// A NIC that stops: every connection between nodes it carries, at either end, on any
+// communicator and algorithm. HOST is the host's name (gethostname), DEVICE the NIC's
+// (net_devices.h).
+struct DeadNicFault {
+  std::string token;
+  std::string host;
+  std::string device;
+  uint64_t op;
+};
 struct SlowRankFault {
   std::string token;
   int rank;
@@ -58,15 +69,17 @@ struct FaultPlan {
   std::vector<SlowRankFault> slow_ranks;
   std::vector<SlowLinkFault> slow_links;
   std::vector<LostCreditFault> lost_credits;
+  std::vector<DeadNicFault> dead_nics;
 
   bool empty() const {
     return dead_ranks.empty() && dead_links.empty() && slow_ranks.empty() && slow_links.empty() &&
-           lost_credits.empty();
+           lost_credits.empty() && dead_nics.empty();
   }
   // The fault that applies, or null: a dead rank, a dead link, a lost clear-to-send.
   const DeadRankFault* deadRankAt(int rank, uint64_t op) const;
   const DeadLinkFault* deadLinkAt(int from, int to, uint64_t op, int channel) const;
   const LostCreditFault* lostCreditAt(int from, int to, uint64_t op) const;
+  const DeadNicFault* deadNicAt(const std::string& host, const std::string& device, uint64_t op) const;
   bool rankDeadAt(int rank, uint64_t op) const { return deadRankAt(rank, op) != nullptr; }
   bool linkDeadAt(int from, int to, uint64_t op, int channel) const { return deadLinkAt(from, to, op, channel) != nullptr; }
   bool creditLostAt(int from, int to, uint64_t op) const { return lostCreditAt(from, to, op) != nullptr; }
@@ -99,8 +112,13 @@ class FaultLedger {
   // A collective or point-to-point operation this process ran as rank `self` (its rank as
   // `plan` names ranks): its op index, NCCL's name of its algorithm, and the ranks it sends to.
   void ran(const FaultPlan& plan, int self, uint64_t op, const char* algorithm, const std::vector<int>& sends_to);
+  // A rank this process runs as (`self`, as `plan` names ranks) uses NIC `device` of `host`;
+  // `member_host`/`member_device` is a NIC some member of its communicators uses.
+  void usesNic(const FaultPlan& plan, int self, const std::string& host, const std::string& device);
+  void sawNic(const std::string& host, const std::string& device);
   // One sentence per fault of `plan` that belongs to this process (a rank it ran as) and never
-  // took effect; `device_rank` is this process's rank for slow-rank faults.
+  // took effect; `device_rank` is this process's rank for slow-rank faults (and, as rank 0,
+  // the one that says a NIC fault no member of its communicators uses).
   std::vector<std::string> unfired(const FaultPlan& plan, int device_rank) const;
 
  private:
@@ -119,6 +137,8 @@ class FaultLedger {
   std::map<std::string, FirstOp> first_;
   std::map<std::string, std::set<std::string>> algorithms_;  // every algorithm run from the fault's op on
   std::map<int, std::set<int>> sent_to_;  // per rank this process ran as: every rank it sent to
+  std::map<std::string, int> nic_owner_;  // NIC fault token -> the rank this process runs as that uses it
+  std::set<std::string> nics_seen_;       // "host:device" of every member of this process's communicators
 };
 
 }  // namespace simgpu

@@ -129,6 +129,14 @@ class Communicator {
   // The sending end's fault state from op `seq` on: a lost-credit fault freezes the credit
   // it has heard of at the receiver's head when the fault begins (`credit_heard`).
   void applySendFaults(SendEnd& end, uint64_t seq, std::optional<uint64_t>& credit_heard) const;
+  // The dead-nic fault that stops the connection between this rank and `peer` at op `seq`
+  // (at either end's NIC), or null; connections inside a node use no NIC.
+  const simgpu::DeadNicFault* deadNicWith(int peer, uint64_t seq) const;
+  void noteNics() const;  // tells the fault ledger which NICs this rank and its members use
+  // This rank's ends on a connection with `peer`: their NIC when it crosses nodes, and a
+  // receiving end on a connection a dead NIC stops tells the ledger (its sender is elsewhere).
+  void placeOnNic(SendEnd& end) const;
+  void placeOnNic(RecvEnd& end, uint64_t seq) const;
   ChannelSteps stepsOn(const Op& op, int channel);
 
   int rank_;
@@ -148,6 +156,7 @@ class Communicator {
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
   NodeTopology nodes_;
   NetKind net_ = NetKind::kIB;
+  int net_dev_ = -1;  // this rank's NIC (net_devices.h)
   AlgoTable algos_;
   std::vector<TreeLinks> trees_;  // per channel, this rank's
   std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin

@@ -87,6 +87,9 @@ struct SendEnd {
   bool started = false;
   // Its place on the algorithm's graph: "ring-next", "tree-parent", "tree-child", "pat", "p2p".
   const char* role = "p2p";
+  // NET: this end's NIC, an index into simnccl_net_devs (NCCL's sendNetResources.netDev); -1
+  // on a connection inside a node.
+  int net_dev = -1;
 };
 
 struct RecvEnd {
@@ -98,6 +101,7 @@ struct RecvEnd {
   uint64_t base = 0;  // as SendEnd's
   bool started = false;
   const char* role = "p2p";  // "ring-prev", "tree-parent", "tree-child", "pat", "p2p"
+  int net_dev = -1;          // as SendEnd's (NCCL's recvNetResources.netDev)
 };
 
 class StepTransport {

@@ -39,6 +39,7 @@ struct RankRecord {
   int32_t split_key[2];
   char node_key[kNodeKeyBytes];  // node_topology.h: equal keys, one node
   StepCounter net_doorbell;      // bumped by senders on connections between nodes (net_proxy_thread.h)
+  char nic[24];                  // the NIC its connections between nodes use (net_devices.h)
 };
 
 struct SegmentHeader {
