@@ -11,6 +11,15 @@ nlohmann::json verdictJson(const Verdict& v) {
   j["culprit_link"] = v.culprit_link ? nlohmann::json{{"from", v.culprit_link->from}, {"to", v.culprit_link->to}}
                                      : nlohmann::json(nullptr);
   j["culprit_link_ranks"] = v.link_in_comm_ranks ? "communicator" : "global";
+  nlohmann::json nics = nlohmann::json::array();
+  for (const LinkNic& n : v.culprit_link_nics)
+    nics.push_back({{"rank", n.rank},
+                    {"end", n.sends ? "send" : "recv"},
+                    {"host", n.host},
+                    {"index", n.index},
+                    {"device", n.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.device)},
+                    {"port", n.port ? nlohmann::json(*n.port) : nlohmann::json(nullptr)}});
+  j["culprit_link_nics"] = std::move(nics);
   j["communicator"] = v.communicator.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.communicator);
   j["op"] = v.op ? nlohmann::json{{"name", v.op->name}, {"seq", v.op->seq ? nlohmann::json(*v.op->seq) : nlohmann::json(nullptr)}}
                  : nlohmann::json(nullptr);

@@ -4,6 +4,9 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "hangwatch/verdict/verdict_maker.h"
 
 namespace hangwatch::verdict {
@@ -64,6 +67,58 @@ void nameSuspectHosts(Verdict& v, const JobData& job) {
   }
 }
 
+// The NIC on `end`'s side of the culprit link: a NET connection of one of its records on the
+// verdict's communicator, in the link's direction, whose reader saw its net device.
+std::optional<LinkNic> linkNic(const JobData& job, const Verdict& v, const SequenceAnalysis& seq, bool sends) {
+  const Link& link = *v.culprit_link;
+  const int self = sends ? link.from : link.to, peer = sends ? link.to : link.from;
+  auto global = [&](int comm_rank) { return v.link_in_comm_ranks ? comm_rank : seq.globalRank(v.communicator, comm_rank); };
+  const char* direction = sends ? "send" : "recv";
+  for (const RankSummary& s : job.ranks) {
+    for (const RingProgress& p : s.ring_progress) {
+      if (p.comm != v.communicator || p.rank < 0 || global(p.rank) != self) continue;
+      std::vector<const RingConnection*> ends;
+      for (const RingConnection& c : p.connections)
+        if (c.direction == direction) ends.push_back(&c);
+      if (const auto& side = sends ? p.send : p.recv) ends.push_back(&*side);
+      for (const RingConnection* c : ends) {
+        if (!c->nic || c->peer < 0 || global(c->peer) != peer) continue;
+        return LinkNic{self, sends, s.host, c->nic->index, c->nic->device, c->nic->port};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string nicText(const LinkNic& n) {
+  std::string device = n.device.empty() ? fmt::format("net device {}", n.index) : n.device;
+  return fmt::format("{}{}{}", n.host.empty() ? "" : n.host + "'s ", device, n.port ? fmt::format(" port {}", *n.port) : "");
+}
+
+// Where the culprit link crosses nodes, the NIC of each end, named in the evidence with what
+// to check on it.
+void nameLinkNics(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
+  if (!v.culprit_link || v.culprit_link->to < 0 || v.communicator.empty()) return;
+  for (bool sends : {true, false})
+    if (auto nic = linkNic(job, v, seq, sends)) v.culprit_link_nics.push_back(*nic);
+  if (v.culprit_link_nics.empty()) return;
+  std::vector<std::string> ends, named;
+  for (const LinkNic& n : v.culprit_link_nics) {
+    ends.push_back(fmt::format("rank {} {} through {}", n.rank, n.sends ? "sends" : "receives", nicText(n)));
+    if (!n.device.empty()) named.push_back(nicText(n));
+  }
+  v.evidence.push_back(fmt::format("The link crosses nodes: {} (NCCL's net device of each end's connection, read by "
+                                   "the debugger phase).",
+                                   fmt::join(ends, "; ")));
+  if (named.empty()) return;
+  std::string check = fmt::format("Check {}: the port's state and error counters (ibstat; "
+                                  "/sys/class/infiniband/<device>/ports/<port>/counters: link_downed, symbol_error, "
+                                  "port_rcv_errors) and the switch port behind it.",
+                                  fmt::join(named, " and "));
+  // After testing the link, before draining its hosts.
+  v.next_steps.insert(v.next_steps.begin() + std::min<size_t>(1, v.next_steps.size()), std::move(check));
+}
+
 }  // namespace
 
 std::string hostOf(const JobData& job, int rank) {
@@ -99,6 +154,7 @@ Report ReportBuilder::build(JobData job) {
   r.ring_order = ringOrder(r, maker.sequences());
   r.nodes = nodesOf(r.job);
   nameSuspectHosts(r.verdict, r.job);
+  nameLinkNics(r.verdict, r.job, maker.sequences());
   return r;
 }
 

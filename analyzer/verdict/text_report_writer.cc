@@ -45,6 +45,10 @@ void writeVerdict(Out o, const Report& r) {
   if (v.culprit_link) {
     fmt::format_to(o, "  culprit link: rank {} -> rank {}{}\n", v.culprit_link->from, v.culprit_link->to,
                    v.link_in_comm_ranks ? " (communicator ranks: one process drives several devices)" : "");
+    for (const LinkNic& n : v.culprit_link_nics)
+      fmt::format_to(o, "  {} NIC: rank {} on {}: {}{}\n", n.sends ? "sending" : "receiving", n.rank,
+                     n.host.empty() ? "?" : n.host, n.device.empty() ? fmt::format("net device {}", n.index) : n.device,
+                     n.port ? fmt::format(" port {}", *n.port) : "");
   }
   if (!v.culprit_ranks.empty()) {
     fmt::format_to(o, "  culprit rank(s):");

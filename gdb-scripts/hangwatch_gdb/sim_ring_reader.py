@@ -105,6 +105,26 @@ class CommunicatorInfo:
         return info
 
 
+def _nic(end):
+    """The NIC of a NET end as simnccl's host state says: the end's net_dev indexes
+    simnccl_net_devs, as NCCL's send/recvNetResources.netDev indexes its net's device table
+    (net_devices.h). None inside a node, or on a simgpu without the table."""
+    try:
+        index = int(end["net_dev"])
+    except gdb.error:
+        return None
+    if index < 0:
+        return None
+    try:
+        if index >= int(gdb.parse_and_eval("simnccl_nnet_devs")):
+            return {"index": index, "device": None, "port": None}
+        dev = gdb.parse_and_eval("simnccl_net_devs")[index]
+        port = int(dev["portNum"])
+        return {"index": index, "device": dev["devName"].string(), "port": port if port > 0 else None}
+    except (gdb.error, gdb.MemoryError):
+        return {"index": index, "device": None, "port": None}
+
+
 def _wait_frame(thread):
     frame = gdb.newest_frame()
     depth = 0
@@ -249,8 +269,9 @@ class SimRingReader(RingReader):
             try:
                 peer = int(end["peer"])
                 role = _cstr(end["role"])
+                nic = _nic(end)
                 if direction == waited["direction"] and peer == waited["peer"]:
-                    connections.append(dict(waited, role=role))
+                    connections.append(_with_nic(dict(waited, role=role), nic))
                     continue
                 steps = _u64(self.inferior, int(end["step"]))
                 counter_field = "head" if direction == "send" else "tail"
@@ -260,8 +281,13 @@ class SimRingReader(RingReader):
                 self.errors.append(f"channel {record['channel']}: {direction} connection: {e}")
                 continue
             make = ring_records.send_connection if direction == "send" else ring_records.recv_connection
-            connections.append(dict(make(peer, steps, counter, False, base), direction=direction, role=role))
+            connections.append(_with_nic(dict(make(peer, steps, counter, False, base), direction=direction, role=role),
+                                         nic))
         record["connections"] = connections
+        for c in connections:  # the ring's recv/send are the same connections
+            side = record.get(c["direction"])
+            if c.get("nic") and side is not None and side.get("peer") == c["peer"]:
+                side["nic"] = c["nic"]
 
     def _other_side(self, record, direction, site):
         """The channel's connection that this thread is not blocked on, read live from memory."""
@@ -288,3 +314,9 @@ class SimRingReader(RingReader):
         record["stalled"] = True
         waiter["direction"] = None
         record["waiting_threads"].append(waiter)
+
+
+def _with_nic(connection, nic):
+    if nic is not None:
+        connection["nic"] = nic
+    return connection

@@ -7,13 +7,15 @@ if(TARGET forensics)
   foreach(case IN ITEMS dead_network_link_named_from_the_plugin
                         dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger
                         dead_link_inside_a_node_named_from_the_debugger
-                        dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger)
+                        dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger
+                        dead_nic_named_with_the_link_it_stopped)
     hangwatch_e2e_test(profiler_verdict.two_nodes.${case} test_profiler_verdict.TwoNodes.test_${case} 240)
   endforeach()
   foreach(t IN ITEMS eight_ranks_dead_link two_nodes.dead_network_link_named_from_the_plugin
                      two_nodes.dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger
                      two_nodes.dead_link_inside_a_node_named_from_the_debugger
-                     two_nodes.dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger)
+                     two_nodes.dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger
+                     two_nodes.dead_nic_named_with_the_link_it_stopped)
     set_property(TEST e2e.profiler_verdict.${t} APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)
   endforeach()
 endif()

@@ -47,6 +47,8 @@ SCENARIOS = {
     "py-dead-link": (4, "python_train", [], "dead-link=2->3@op=6"),
     "dead-link-8": (8, "ring_train", [], "dead-link=5->6@op=8"),
     "dead-link-8-3to4": (8, "ring_train", [], "dead-link=3->4@op=8"),
+    # On two nodes of 4 (as_node.py): rank 3's GPU is device 3, whose NIC carries 3 -> 4.
+    "dead-nic-8": (8, "ring_train", [], "dead-nic=node-0:mlx5_3@op=8"),
     "dead-rank-8": (8, "ring_train", [], "dead-rank=5@op=8"),
     "dead-rank-6": (6, "ring_train", [], "dead-rank=3@op=6"),
     "host-loop-6": (6, "ring_train", ["--stall-rank", "4", "--stall-at-step", "4", "--stall-kind", "host-loop"], ""),

@@ -71,6 +71,27 @@ class TwoNodes(VerdictCase):
         self.assertIn("node-0", v["headline"], context)
         self.assertIn("node-1", v["headline"], context)
 
+    def test_dead_nic_named_with_the_link_it_stopped(self):
+        # node-0's mlx5_3 stops: the ring's 3 -> 4 between nodes delivers nothing. The debugger
+        # reads each end's net device from the NET connection, so the verdict names the link and
+        # both ends' NICs (text, JSON, HTML); NCCL's profiler knows no NIC.
+        v = self.verdict("dead-nic-8", collect=True, ranks_per_node=4, NCCL_ALGO="Ring")
+        context = json.dumps(v, indent=1)
+        self.assertEqual(v["kind"], "communication-hang", context)
+        self.assertEqual(v["culprit_link"], {"from": 3, "to": 4}, context)
+        self.assertTrue(v["confident"], context)
+        self.assertEqual(v["culprit_link_nics"], [
+            {"rank": 3, "end": "send", "host": "node-0", "index": 3, "device": "mlx5_3", "port": 1},
+            {"rank": 4, "end": "recv", "host": "node-1", "index": 4, "device": "mlx5_4", "port": 1}], context)
+        self.assertTrue(any("node-0's mlx5_3 port 1" in s for s in v["next_steps"]), context)
+        job_dir = Path(self.root) / report_jobs.JOB_ID
+        code, text, err = report_jobs.report(job_dir, "text", ("--wait", "0"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("sending NIC: rank 3 on node-0: mlx5_3 port 1", text)
+        code, html, err = report_jobs.report(job_dir, "html", ("--wait", "0"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("node-0's mlx5_3 port 1", html)
+
     def test_dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger(self):
         v, context = self.two_nodes("dead-link-8")  # 5 -> 6, inside node-1
         self.assertEqual(v["kind"], "inconclusive", context)

@@ -68,6 +68,45 @@ TEST_CASE("DeadLinkJobNamesTheLinkWithHostsAndGpus") {
   CHECK(v.next_steps.back().find("Drain host node1") != std::string::npos);
 }
 
+TEST_CASE("ADeadLinkBetweenNodesNamesTheNicOfEachEndThatItsDebuggerRead") {
+  // 3 -> 4 joins node0 and node1. Rank 3's send and rank 4's recv are NET connections whose
+  // net device the debugger read; rank 4's only by index (the plugin's table unread).
+  verdict_test::TempDir dir;
+  auto [d, c] = deadLink(3);
+  std::vector<FakeRank> ranks = verdict_test::ringJob(8, 10, 2, d, c);
+  for (RingProgress& p : ranks[3].dump.ring_progress) p.send->nic = RingNic{3, "mlx5_3", 1};
+  for (RingProgress& p : ranks[4].dump.ring_progress) p.recv->nic = RingNic{0, "", std::nullopt};
+  for (RingProgress& p : ranks[2].dump.ring_progress) p.send->nic = RingNic{2, "mlx5_2", 1};  // not the culprit's
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 6, 10);
+  Verdict v = reportOf(dir.path).verdict;
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{3, 4});
+  REQUIRE(v.culprit_link_nics.size() == 2);
+  CHECK(v.culprit_link_nics[0].rank == 3);
+  CHECK(v.culprit_link_nics[0].sends);
+  CHECK(v.culprit_link_nics[0].host == "node0");
+  CHECK(v.culprit_link_nics[0].device == "mlx5_3");
+  CHECK(v.culprit_link_nics[0].port == 1);
+  CHECK(v.culprit_link_nics[1].rank == 4);
+  CHECK_FALSE(v.culprit_link_nics[1].sends);
+  CHECK(v.culprit_link_nics[1].index == 0);
+  CHECK(mentions(v, "rank 3 sends through node0's mlx5_3 port 1; rank 4 receives through node1's net device 0"));
+  REQUIRE(v.next_steps.size() >= 2);
+  CHECK(v.next_steps[1].find("Check node0's mlx5_3 port 1:") == 0);  // only the NIC it could name
+
+  // A link inside a node, or no NIC read: nothing said of NICs.
+  verdict_test::TempDir inside;
+  auto [d2, c2] = deadLink(5);
+  writeAll(verdict_test::ringJob(8, 10, 2, d2, c2), inside.path);
+  verdict_test::writeTrigger(inside.path, 6, 10);
+  Verdict w = reportOf(inside.path).verdict;
+  REQUIRE(w.culprit_link);
+  CHECK(w.culprit_link_nics.empty());
+  CHECK_FALSE(mentions(w, "NIC"));
+  CHECK_FALSE(mentions(w, "net device"));
+}
+
 TEST_CASE("TwoDeadLinksThatShareNoRankAreBothSuspectsNotNobody") {
   // Links 1->2 and 5->6 both stopped (two faults): each channel's least progress is on two
   // connections that share no rank, so ring progress names no single culprit; both links are

@@ -44,6 +44,17 @@ struct CulpritStack {
   std::vector<std::string> frames;
 };
 
+// The NIC at one end of a link between nodes, as that end's NCCL host state says (its NET
+// connection's net device, read by the debugger phase).
+struct LinkNic {
+  int rank = -1;     // the end, as culprit_link names ranks
+  bool sends = false;  // the link's sender (else its receiver)
+  std::string host;
+  int index = -1;       // NCCL's net device index
+  std::string device;   // "mlx5_3"; empty when the reader could not name it
+  std::optional<int> port;
+};
+
 struct Verdict {
   VerdictKind kind = VerdictKind::kInconclusive;
   std::string headline;                  // one sentence: what happened and who
@@ -52,6 +63,7 @@ struct Verdict {
   // The communicator's ranks are not processes: one process drives several devices, each a
   // rank of it (single-process multi-device jobs). culprit_ranks then names the process(es).
   bool link_in_comm_ranks = false;
+  std::vector<LinkNic> culprit_link_nics;  // the culprit link's NICs where it crosses nodes: sender's first
   std::string communicator;              // hash hex, empty when none
   std::optional<OpRef> op;
   std::vector<std::string> evidence;     // sentences an operator can act on
