@@ -241,6 +241,19 @@ def pat(rng):
     return c
 
 
+def dead_nic(rng):
+    """A NIC that stops (simgpu's dead-nic), under a ring link between nodes: the NIC of its
+    sender or of its receiver. Rank r's GPU is device r % 8 on its node (ring_train's local
+    rank on this one machine), whose NIC is mlx5_<device> (simgpu/README.md)."""
+    c = Case(rng, min_nodes=2)
+    a, b = c.ring_link(rng, between_nodes=True)
+    end = rng.choice((a, b))
+    nic = (f"node-{end // c.per_node}", f"mlx5_{end % 8}")
+    c.faults.append(f"dead-nic={nic[0]}:{nic[1]}@op={c.op}")
+    c.truth = {"kind": "communication-hang", "link": (a, b), "nic": nic}
+    return c
+
+
 def socket(rng):
     c = dead_link(rng, min_nodes=2)
     c.env["NCCL_NET"] = "Socket"
@@ -268,18 +281,30 @@ CLASSES = {
     "tree-dead-gpu": (tree_dead_gpu, "a GPU that stops inside NCCL's tree between nodes"),
     "pat": (pat, "a dead link or a GPU that stops in NCCL's PAT (one rank per node)"),
     "socket": (socket, "a dead link between nodes over NCCL_NET=Socket"),
+    "dead-nic": (dead_nic, "a NIC stops: the ring link between nodes it carries, the NIC named"),
 }
 
 
 def judge(verdict, case):
     """(right|hedged|wrong, why): verdict_matrix's judge against each truth; a miss is wrong."""
     from verdict_matrix import judge as matrix_judge
-    outcomes = [matrix_judge(verdict, t) for t in [case.truth, *case.alternatives]]
+    outcomes = [nic_judge(verdict, t, matrix_judge(verdict, t)) for t in [case.truth, *case.alternatives]]
     for wanted in ("right", "hedged"):
         for outcome, why in outcomes:
             if outcome == wanted:
                 return outcome, why
     return "wrong", outcomes[0][1]
+
+
+def nic_judge(verdict, truth, outcome):
+    """A dead NIC is right only when the link it stopped is named with that NIC among its ends'
+    NICs; the link alone (no debugger read the NICs) is a hedge."""
+    if "nic" not in truth or outcome[0] != "right":
+        return outcome
+    nics = [(n.get("host"), n.get("device")) for n in verdict.get("culprit_link_nics") or []]
+    if tuple(truth["nic"]) in nics:
+        return "right", f"names the link and {truth['nic'][0]}'s {truth['nic'][1]}"
+    return "hedged", f"names the link but not the NIC {truth['nic'][1]} (NICs named: {nics or 'none'})"
 
 
 def never_fired(output):
