@@ -8,10 +8,13 @@ the *device* copy (devPeersHostPtr[r]) when a collective's primitives end: that 
 the hung collective's starting step, readable only where the debugger reads device memory
 (cuda-gdb). Counters live in host memory for SHM and NET (readable by gdb too) and in
 device memory for P2P. NET connections also have the proxy thread's ncclProxySubArgs
-(ncclComm.proxyState -> progressState.active -> ncclProxyArgs.subs[]).
+(ncclComm.proxyState -> progressState.active -> ncclProxyArgs.subs[]) and a NIC: the netDev
+of their proxy connection's resources, named by the device table of the communicator's net.
 
 Plain Python: memory comes in as ProcessMemory objects (gdb's inferior, cuda-gdb's device
 reads, or a test's synthetic bytes)."""
+import collections
+
 from . import ring_records
 from .nccl_host_layout import PROXY_OP_IN_PROGRESS
 from .process_memory import MemoryReadError
@@ -20,6 +23,9 @@ from .ring_reader import RingReader
 NCCL_MAGIC = 0x0280028002800280  # src/include/comm.h; commFree sets both magics to 0
 MAX_CHANNELS = 64                 # MAXCHANNELS in NCCL 2.28
 MAX_PROXY_OPS = 4096              # bound on the active list walk (a corrupt list must not loop)
+MAX_NAME = 64                     # bound on a C string read through a pointer (a net's name)
+NIC_INDEX_KEYS = ("ncclConnector.proxyConn.sameProcess", "ncclProxyConnection.transportResources",
+                  "sendNetResources.netDev", "recvNetResources.netDev")
 
 
 class CommAddress:
@@ -38,7 +44,7 @@ class NcclHostReader(RingReader):
     fills = ("comm (from the watchdog's table)", "nccl_comm", "channel", "rank", "prev", "next", "comm_size",
              "recv/send peer", "observed_step (host counters; device counters under cuda-gdb)",
              "posted_step (send)", "base_step (NET proxy base; device conn.step under cuda-gdb)", "transport",
-             "counter_memory", "proxy (NET)", "nccl_op_count (NET)")
+             "counter_memory", "proxy (NET)", "nccl_op_count (NET)", "nic (NET)")
 
     def __init__(self, memory, layout, comms, device_memory=None):
         super().__init__()
@@ -51,6 +57,9 @@ class NcclHostReader(RingReader):
         self._proxy_subs = {}  # ncclProxyConnection address -> sub-args dict
         self._proxy_states_read = set()
         self._device_unread = 0
+        self._net_connections = 0
+        self._nic_elsewhere = 0  # NET connections whose proxy connection is another process's (PXN)
+        self._nic_index_only = collections.Counter()  # net name (None: unread) -> NICs named by index only
 
     # Reads of one field of a struct at `base`: offsets come from the layout only.
     def _field(self, base, key):
@@ -74,6 +83,7 @@ class NcclHostReader(RingReader):
             self.errors.append(f"{self._device_unread} head/tail counter(s) not readable from the host: device "
                                "memory not read (the debugger cannot read it; cuda-gdb can), nor the device copies "
                                "of conn.step")
+        self._nic_errors()
         return records, self.errors
 
     def summary(self):
@@ -99,13 +109,14 @@ class NcclHostReader(RingReader):
             return []  # a ring of one has no connections
         proxy_state = self._field(base, "ncclComm.proxyState")
         self._read_proxy(proxy_state)
+        net = self._net_name(base)
         records = []
         for c in range(max(0, min(nchannels, MAX_CHANNELS))):
             channel = base + self.layout.off("ncclComm.channels") + c * self.layout.sizes["ncclChannel"]
-            records.append(self._channel(channel, c, rank, nranks, nccl_comm, watchdog_hash))
+            records.append(self._channel(channel, c, rank, nranks, nccl_comm, watchdog_hash, net))
         return records
 
-    def _channel(self, channel, c, rank, nranks, nccl_comm, watchdog_hash):
+    def _channel(self, channel, c, rank, nranks, nccl_comm, watchdog_hash, net):
         prev = self._signed(channel, "ncclChannel.ring.prev")
         next_ = self._signed(channel, "ncclChannel.ring.next")
         record = ring_records.new_record(watchdog_hash, "", None, c, rank, nranks, prev, next_, self.name,
@@ -116,12 +127,12 @@ class NcclHostReader(RingReader):
             if not (0 <= peer < nranks) or not peers:
                 continue
             try:
-                record[side] = self._connection(record, side, peer, peers, dev_peers)
+                record[side] = self._connection(record, side, peer, peers, dev_peers, net)
             except MemoryReadError as e:
                 self.errors.append(f"comm {nccl_comm} channel {c} {side} (peer {peer}): {e}")
         return record
 
-    def _connection(self, record, side, peer, peers, dev_peers):
+    def _connection(self, record, side, peer, peers, dev_peers, net):
         L = self.layout
         peer_at = self.memory.pointer(peers + 8 * peer)
         # Rings use connector 0 of send[]/recv[] (1 is for p2p over the network, NVLS, ...).
@@ -140,6 +151,9 @@ class NcclHostReader(RingReader):
             c["posted_step"], _ = self._counter(tail_at, transport)
         c["transport"] = transport
         c["counter_memory"] = where
+        nic = self._nic(connector, side, net) if transport == "NET" else None
+        if nic is not None:
+            c["nic"] = nic
         proxy = self._proxy_subs.get(self._field(connector, "ncclConnector.proxyConn.connection"))
         if proxy is not None:
             c["proxy"] = {k: proxy[k] for k in ("base", "nsteps", "posted", "received", "transmitted", "done")}
@@ -226,3 +240,120 @@ class NcclHostReader(RingReader):
             "received": f("received"), "transmitted": f("transmitted"), "done": f("done"),
             # Collectives' opCount is (index << 1) | 0; p2p ones are odd and count per channel.
             "op_count": op_count >> 1 if op_count % 2 == 0 else None}
+
+    def _net_name(self, comm):
+        """The communicator's net as NCCL names it (ncclComm.ncclNet->name: "IB", "Socket", a
+        plugin's); None where it cannot be read."""
+        if not self.layout.has("ncclComm.ncclNet", "ncclNet_t.name"):
+            return None
+        try:
+            net = self._field(comm, "ncclComm.ncclNet")
+            return _plain_name(self._c_string(self._field(net, "ncclNet_t.name"))) if net else None
+        except MemoryReadError:
+            return None
+
+    def _c_string(self, address):
+        """A NUL-terminated string of unknown size, up to MAX_NAME: read in 16-byte pieces,
+        byte by byte where a piece would run past the end of the mapping."""
+        raw = b""
+        while len(raw) < MAX_NAME and b"\0" not in raw:
+            try:
+                raw += self.memory.read(address + len(raw), 16)
+            except MemoryReadError:
+                raw += self.memory.read(address + len(raw), 1)
+        return raw.split(b"\0", 1)[0].decode("ascii", errors="replace") if b"\0" in raw else ""
+
+    def _nic(self, connector, side, net):
+        """{"index", "device", "port"} of a NET connection's NIC: netDev of its proxy
+        connection's send/recvNetResources, named by its net's device table (NET_DEVICE_TABLES;
+        another net: index only). None while NCCL's state does not say (no proxy connection or
+        resources), or holds it in another process (PXN: proxyConn.sameProcess 0)."""
+        self._net_connections += 1
+        if not self.layout.has(*NIC_INDEX_KEYS):
+            return None
+        try:
+            connection = self._field(connector, "ncclConnector.proxyConn.connection")
+            if not connection:
+                return None
+            if self._signed(connector, "ncclConnector.proxyConn.sameProcess") != 1:
+                self._nic_elsewhere += 1
+                return None
+            resources = self._field(connection, "ncclProxyConnection.transportResources")
+            if not resources:
+                return None
+            net_dev = self._signed(resources, f"{side}NetResources.netDev")
+        except MemoryReadError as e:
+            self.errors.append(f"NIC of a NET {side} connection: {e}")
+            return None
+        device_table = NET_DEVICE_TABLES.get(net)
+        if device_table is None:
+            self._nic_index_only[net] += 1
+            return {"index": net_dev, "device": None, "port": None}
+        device, port = device_table(self, net_dev)
+        return {"index": net_dev, "device": device, "port": port}
+
+    def _table_entry(self, table, struct_name, index):
+        """The address of NCCL's static table[index]; None outside the table or without it."""
+        if not self.layout.has(table, struct_name) or not 0 <= index < self.layout.global_count(table):
+            return None
+        return self.layout.global_at(table) + index * self.layout.sizes[struct_name]
+
+    def _device_name(self, address, key):
+        try:
+            return _plain_name(self.memory.cstring(address + self.layout.off(key), self.layout.size_of(key)))
+        except MemoryReadError:
+            return None
+
+    def _ib_device(self, net_dev):
+        """IB's merged device net_dev: ncclIbMergedDevs[net_dev].devName ("mlx5_0", or
+        "mlx5_0+mlx5_1" where NCCL merged ports) and, for a device of one port,
+        ncclIbDevs[vProps.devs[0]].portNum (IB ports count from 1)."""
+        L = self.layout
+        merged = self._table_entry("ncclIbMergedDevs", "ncclIbMergedDev", net_dev)
+        if merged is None or not L.has("ncclIbMergedDev.devName"):
+            return None, None
+        name = self._device_name(merged, "ncclIbMergedDev.devName")
+        port_keys = ("ncclIbMergedDev.vProps", "ncclNetVDeviceProps_t.ndevs", "ncclNetVDeviceProps_t.devs",
+                     "ncclIbDev.portNum")
+        if name is None or not L.has(*port_keys):
+            return name, None
+        props = merged + L.off("ncclIbMergedDev.vProps")
+        try:
+            if self._signed(props, "ncclNetVDeviceProps_t.ndevs") != 1:
+                return name, None
+            devs = props + L.off("ncclNetVDeviceProps_t.devs")
+            dev = self.memory.signed(devs, L.size_of("ncclNetVDeviceProps_t.ndevs"))  # int devs[], as int ndevs
+            at = self._table_entry("ncclIbDevs", "ncclIbDev", dev)
+            port = self._field(at, "ncclIbDev.portNum") if at is not None else 0
+        except MemoryReadError:
+            return name, None
+        return name, port or None
+
+    def _socket_device(self, net_dev):
+        """Socket's interface net_dev: ncclNetSocketDevs[net_dev].devName ("eth0"); no port."""
+        at = self._table_entry("ncclNetSocketDevs", "ncclNetSocketDev", net_dev)
+        if at is None or not self.layout.has("ncclNetSocketDev.devName"):
+            return None, None
+        return self._device_name(at, "ncclNetSocketDev.devName"), None
+
+    def _nic_errors(self):
+        if not self._net_connections:
+            return
+        if self.layout.nic_missing:
+            self.errors.append("NIC of NET connections read in part or not at all: "
+                               + "; ".join(self.layout.nic_missing))
+        if self._nic_elsewhere:
+            self.errors.append(f"{self._nic_elsewhere} NET connection(s) proxied by another process (PXN, "
+                               "proxyConn.sameProcess 0): their NIC is in that process's memory, not read")
+        for net, n in sorted(self._nic_index_only.items(), key=lambda kv: str(kv[0])):
+            why = f"its net is '{net}', not NCCL's IB or Socket" if net else "its net's name could not be read"
+            self.errors.append(f"{n} NET connection(s): NIC by index only ({why}; the device table is not known)")
+
+
+# How each of NCCL's own nets keeps its devices, by ncclNet_t.name: (reader, netDev) -> (device, port).
+NET_DEVICE_TABLES = {"IB": NcclHostReader._ib_device, "Socket": NcclHostReader._socket_device}
+
+
+def _plain_name(name):
+    """A name as NCCL wrote it (printable ASCII), else None: never a guess from other bytes."""
+    return name if name and name.isascii() and name.isprintable() else None

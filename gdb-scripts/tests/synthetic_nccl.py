@@ -71,6 +71,9 @@ class SyntheticNccl:
 
     def put(self, memory, base, struct_name, path, value):
         off, size = self.ptype[struct_name][path]
+        if isinstance(value, str):  # a char array
+            memory.write(base + off, value.encode().ljust(size, b"\0")[:size])
+            return
         fmt = {1: "<B", 4: "<i", 8: "<Q"}[size]
         memory.write(base + off, struct.pack(fmt, value))
 
@@ -85,6 +88,43 @@ class SyntheticNccl:
             self._transports[name] = at
         return self._transports[name]
 
+    def string(self, text):
+        """A C string in host memory, its allocation ending at its NUL (as a mapping may)."""
+        at = self.host.alloc(len(text) + 1, align=8)
+        self.host.write(at, text.encode() + b"\0")
+        return at
+
+    def net(self, name):
+        """An ncclNet_t named `name` (NCCL's ncclNetIb, ncclNetSocket, or a plugin's)."""
+        at = self.new(self.host, "ncclNet_t")
+        self.put(self.host, at, "ncclNet_t", "name", self.string(name))
+        return at
+
+    def ib_devices(self, counts, merged, ports):
+        """NCCL's IB tables: ncclIbMergedDevs (merged: {netDev: (devName, [ncclIbDevs index, ...])})
+        and ncclIbDevs (ports: {index: portNum}). counts: {table: elements}, as the DWARF says.
+        Returns {table: (address, count)}: where a live process's library would have them."""
+        merged_at = self.new(self.host, "ncclIbMergedDev", counts["ncclIbMergedDevs"])
+        for net_dev, (name, devs) in merged.items():
+            at = merged_at + net_dev * self.sizes["ncclIbMergedDev"]
+            self.put(self.host, at, "ncclIbMergedDev", "devName", name)
+            props = at + self.off("ncclIbMergedDev", "vProps")
+            self.put(self.host, props, "ncclNetVDeviceProps_t", "ndevs", len(devs))
+            for i, dev in enumerate(devs):
+                self.host.write(props + self.off("ncclNetVDeviceProps_t", "devs") + 4 * i, struct.pack("<i", dev))
+        devs_at = self.new(self.host, "ncclIbDev", counts["ncclIbDevs"])
+        for index, port in ports.items():
+            self.put(self.host, devs_at + index * self.sizes["ncclIbDev"], "ncclIbDev", "portNum", port)
+        return {"ncclIbMergedDevs": (merged_at, counts["ncclIbMergedDevs"]),
+                "ncclIbDevs": (devs_at, counts["ncclIbDevs"])}
+
+    def socket_devices(self, count, names):
+        """NCCL's ncclNetSocketDevs (names: {netDev: devName}); returns {table: (address, count)}."""
+        at = self.new(self.host, "ncclNetSocketDev", count)
+        for net_dev, name in names.items():
+            self.put(self.host, at + net_dev * self.sizes["ncclNetSocketDev"], "ncclNetSocketDev", "devName", name)
+        return {"ncclNetSocketDevs": (at, count)}
+
     def counter(self, where, value):
         memory = self.device if where == "device" else self.host
         at = memory.alloc(8, align=8)
@@ -94,10 +134,12 @@ class SyntheticNccl:
 
 class Connection:
     """One ring connector as a test wants it: its transport, its counters and where they
-    live, the device copy of conn.step, and the proxy's sub-args for NET."""
+    live, the device copy of conn.step, and for NET the proxy's sub-args and the netDev of its
+    proxy connection's resources (same_process False: the connection is another process's, PXN)."""
 
     def __init__(self, transport, observed, posted=None, device_step=None, host_step=999, connected=True,
-                 counters="device", proxy=None, proxy_state=PROXY_OP_IN_PROGRESS, op_count=0):
+                 counters="device", proxy=None, proxy_state=PROXY_OP_IN_PROGRESS, op_count=0, net_dev=None,
+                 same_process=True):
         self.transport = transport
         self.observed = observed      # recv: the tail; send: the head
         self.posted = posted          # send: the tail this rank writes at the peer
@@ -108,13 +150,16 @@ class Connection:
         self.proxy = proxy            # {"base", "nsteps", "posted", "received", "transmitted", "done"}
         self.proxy_state = proxy_state
         self.op_count = op_count
+        self.net_dev = net_dev
+        self.same_process = same_process
         self.observed_at = None       # the counter address, once built (what the kernel polls)
         self.posted_at = None
 
 
-def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC):
+def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=None):
     """An ncclComm in nccl.host; channels: [{"prev", "next", "recv": Connection|None,
-    "send": Connection|None}]. Returns its address."""
+    "send": Connection|None}]; net: the name of its ncclNet (None: a null ncclNet).
+    Returns its address."""
     h = nccl.host
     comm = nccl.new(h, "ncclComm")
     nccl.put(h, comm, "ncclComm", "startMagic", magic)
@@ -125,6 +170,8 @@ def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC):
     nccl.put(h, comm, "ncclComm", "nChannels", len(channels))
     proxy_state = nccl.new(h, "ncclProxyState")
     nccl.put(h, comm, "ncclComm", "proxyState", proxy_state)
+    if net is not None:
+        nccl.put(h, comm, "ncclComm", "ncclNet", nccl.net(net))
     proxy_ops = []
     for c, spec in enumerate(channels):
         ch = comm + nccl.off("ncclComm", "channels") + c * nccl.sizes["ncclChannel"]
@@ -168,11 +215,16 @@ def _connector(nccl, peer, dev_peer, side, conn):
     if conn.device_step is not None:
         dev_info = dev_peer + nccl.off("ncclDevChannelPeer", side)
         nccl.put(nccl.device, dev_info, "ncclConnInfo", "step", conn.device_step)
-    if conn.proxy is None:
+    if conn.proxy is None and conn.net_dev is None:
         return []
-    connection = h.alloc(128)  # an ncclProxyConnection: only its address matters to the join
+    connection = nccl.new(h, "ncclProxyConnection")
     nccl.put(h, connector, "ncclConnector", "proxyConn.connection", connection)
-    return [(connection, conn)]
+    nccl.put(h, connector, "ncclConnector", "proxyConn.sameProcess", int(conn.same_process))
+    if conn.net_dev is not None:
+        resources = nccl.new(h, f"{side}NetResources")
+        nccl.put(h, resources, f"{side}NetResources", "netDev", conn.net_dev)
+        nccl.put(h, connection, "ncclProxyConnection", "transportResources", resources)
+    return [(connection, conn)] if conn.proxy is not None else []
 
 
 def _proxy_list(nccl, proxy_state, ops):

@@ -14,7 +14,7 @@ import synthetic_nccl as syn  # noqa: E402
 from fake_cuda_gdb import FakeCudaGdb, FakeKernel, FakeThread, waiting  # noqa: E402
 from hangwatch_gdb.cuda_backend import CudaBackend  # noqa: E402
 from hangwatch_gdb.cuda_ring_reader import CudaKernelReader  # noqa: E402
-from hangwatch_gdb.nccl_host_layout import NcclHostLayout  # noqa: E402
+from hangwatch_gdb.nccl_host_layout import NIC_FIELDS, NIC_GLOBALS, NIC_SIZES, NcclHostLayout  # noqa: E402
 from hangwatch_gdb.nccl_host_reader import CommAddress, NcclHostReader  # noqa: E402
 from hangwatch_gdb.process_memory import ProcessMemory  # noqa: E402
 from real_nccl import real_nccl  # noqa: E402
@@ -24,6 +24,12 @@ COMM_HASH = 0x2F6C1A0E9B7D4C31
 NCCL_ID = "%016x" % COMM_HASH
 ALLREDUCE_SIMPLE = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
 PROXY = ("base", "nsteps", "posted", "received", "transmitted", "done")
+# NCCL's device tables in the synthetic process: IB merged devices by netDev (3: one port;
+# 4: two ports NCCL merged), IB ports by index (ncclIbDevs[0] is a port no right read reaches),
+# socket interfaces by netDev.
+IB_MERGED = {3: ("mlx5_3", [5]), 4: ("mlx5_0+mlx5_1", [0, 1])}
+IB_PORTS = {0: 2, 1: 2, 5: 1}
+SOCKETS = {2: "eth0"}
 
 
 def rank2_channels():
@@ -45,18 +51,38 @@ def rank2_channels():
     ]
 
 
+def net_channel(recv_dev, send_dev=None, **recv):
+    """One channel of rank 2 whose recv from 1 is NET on netDev recv_dev, and whose send to 3
+    is NET on send_dev (None: P2P)."""
+    send = (syn.Connection("NET", observed=52, posted=60, counters="host", net_dev=send_dev) if send_dev is not None
+            else syn.Connection("P2P", observed=52, posted=60, device_step=50))
+    recv_conn = syn.Connection("NET", observed=41, counters="host", net_dev=recv_dev, **recv)
+    return [{"prev": 1, "next": 3, "recv": recv_conn, "send": send}]
+
+
 @unittest.skipIf(real_nccl() is None, "no libnccl.so.2 or no gdb on this machine")
 class NcclHostWalkOnTheRealLayout(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         nccl = real_nccl()
         cls.ptype, cls.sizes = nccl.ptype, nccl.ptype_sizes
-        cls.layout = NcclHostLayout.from_json(nccl.layout_json)
+        cls.layout_json = nccl.layout_json
 
     def setUp(self):
         self.nccl = syn.SyntheticNccl(self.ptype, self.sizes)
         self.channels = rank2_channels()
         self.comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH, self.channels)
+        # NCCL's tables where this process has them: the library's address, relocated.
+        counts = {name: t["count"] for name, t in self.layout_json["globals"].items()}
+        tables = dict(self.nccl.ib_devices(counts, IB_MERGED, IB_PORTS),
+                      **self.nccl.socket_devices(counts["ncclNetSocketDevs"], SOCKETS))
+        self.layout = NcclHostLayout.from_json(dict(
+            self.layout_json, globals={k: {"address": a, "count": n} for k, (a, n) in tables.items()}))
+
+    def nic_comms(self):
+        """Communicators of rank 2 on NCCL's IB, on its sockets, and on a plugin's net."""
+        return [CommAddress(syn.build_comm(self.nccl, 2, 4, COMM_HASH + i, net_channel(*devs), net=net), "frame")
+                for i, (net, devs) in enumerate((("IB", (3, 4)), ("Socket", (2,)), ("AWS Libfabric", (6,))), 1)]
 
     def walk(self, device=True, layout=None, comms=None):
         reader = NcclHostReader(ProcessMemory(self.nccl.host), layout or self.layout,
@@ -121,19 +147,85 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertIsNotNone(records[0]["recv"])
         self.assertEqual(records[0]["comm"], "")  # found in a frame: the watchdog's hash is not known
 
-    def test_every_offset_and_size_the_walk_uses_changes_what_it_reads(self):
+    def test_every_offset_size_and_table_address_the_walk_uses_changes_what_it_reads(self):
         used = TrackingLayout.from_json(self.layout.to_json())
-        _, expected, expected_errors = self.walk(layout=used)
+        comms = [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID)] + self.nic_comms()
+        _, expected, expected_errors = self.walk(layout=used, comms=comms)
         self.assertGreater(len(used.keys), 25)
+        nic_keys = {f"{s}.{p}" for s, p in NIC_FIELDS} | set(NIC_SIZES) | {name for name, _ in NIC_GLOBALS}
+        self.assertEqual(nic_keys - used.keys, set())
         for key in sorted(used.keys):
             wrong = copy.deepcopy(used)
             if key in wrong.offsets:
                 offset, size = wrong.offsets[key]
                 wrong.offsets[key] = (offset + 8, size)
+            elif key in wrong.globals:
+                address, count = wrong.globals[key]
+                wrong.globals[key] = (address + 8, count)
             else:
                 wrong.sizes[key] += 8
-            _, records, errors = self.walk(layout=wrong)
+            _, records, errors = self.walk(layout=wrong, comms=comms)
             self.assertNotEqual((records, errors), (expected, expected_errors), f"a wrong {key} went unnoticed")
+
+    def test_a_net_connection_on_ib_names_its_merged_device_and_the_port_of_a_single_port_device(self):
+        _, records, errors = self.walk(comms=self.nic_comms()[:1])
+        r = records[0]
+        self.assertEqual(r["recv"]["nic"], {"index": 3, "device": "mlx5_3", "port": 1})
+        self.assertEqual(r["send"]["nic"], {"index": 4, "device": "mlx5_0+mlx5_1", "port": None})  # merged: 2 ports
+        self.assertEqual(errors, [])
+
+    def test_a_net_connection_on_sockets_names_its_interface_and_no_port(self):
+        _, records, errors = self.walk(comms=self.nic_comms()[1:2])
+        r = records[0]
+        self.assertEqual(r["recv"]["nic"], {"index": 2, "device": "eth0", "port": None})
+        self.assertNotIn("nic", r["send"])  # P2P: inside the node
+        self.assertEqual(r["send"]["transport"], "P2P")
+        self.assertEqual(errors, [])
+
+    def test_a_plugin_net_gives_the_nic_index_only_and_says_why(self):
+        _, records, errors = self.walk(comms=self.nic_comms()[2:])
+        self.assertEqual(records[0]["recv"]["nic"], {"index": 6, "device": None, "port": None})
+        self.assertTrue(any("NIC by index only" in e and "'AWS Libfabric'" in e for e in errors), errors)
+
+    def test_an_ib_device_whose_port_nccl_never_set_has_no_port(self):
+        tables = self.nccl.ib_devices({"ncclIbMergedDevs": 8, "ncclIbDevs": 8}, {7: ("mlx5_7", [6])}, {})
+        layout = NcclHostLayout.from_json(dict(self.layout.to_json(), globals={
+            k: {"address": a, "count": n} for k, (a, n) in tables.items()}))
+        comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH, net_channel(7), net="IB")
+        _, records, _ = self.walk(layout=layout, comms=[CommAddress(comm, "frame")])
+        self.assertEqual(records[0]["recv"]["nic"], {"index": 7, "device": "mlx5_7", "port": None})  # IB counts from 1
+
+    def test_a_net_dev_outside_its_table_keeps_the_index_and_names_nothing(self):
+        count = self.layout.global_count("ncclNetSocketDevs")
+        comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH, net_channel(count), net="Socket")
+        _, records, _ = self.walk(comms=[CommAddress(comm, "frame")])
+        self.assertEqual(records[0]["recv"]["nic"], {"index": count, "device": None, "port": None})
+
+    def test_a_connection_proxied_by_another_process_has_no_nic_and_is_said(self):
+        comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH, net_channel(3, same_process=False), net="IB")
+        _, records, errors = self.walk(comms=[CommAddress(comm, "frame")])
+        self.assertNotIn("nic", records[0]["recv"])
+        self.assertEqual(records[0]["recv"]["observed_step"], 41)
+        self.assertTrue(any("1 NET connection(s) proxied by another process (PXN" in e for e in errors), errors)
+
+    def test_net_connections_without_proxy_resources_yet_have_no_nic(self):
+        _, records, errors = self.walk()  # rank2_channels: proxy connections without transportResources
+        self.assertEqual(records[0]["recv"]["transport"], "NET")
+        self.assertTrue(all("nic" not in r[side] for r in records for side in ("recv", "send")))
+        self.assertEqual(errors, [])
+
+    def test_a_library_without_nccls_device_tables_still_walks_and_reads_the_nic_by_index(self):
+        lacking = self.layout.to_json()
+        lacking["globals"] = {}
+        lacking["nic_missing"] = ["no variable ncclIbMergedDevs", "no variable ncclIbDevs"]
+        _, with_tables, _ = self.walk(comms=self.nic_comms()[:1])
+        _, records, errors = self.walk(layout=NcclHostLayout.from_json(lacking), comms=self.nic_comms()[:1])
+        self.assertEqual(records[0]["recv"]["nic"], {"index": 3, "device": None, "port": None})
+        for side in ("recv", "send"):
+            self.assertEqual({k: v for k, v in records[0][side].items() if k != "nic"},
+                             {k: v for k, v in with_tables[0][side].items() if k != "nic"})
+        self.assertTrue(any("NIC of NET connections read in part" in e and "ncclIbMergedDevs" in e for e in errors),
+                        errors)
 
     def test_the_kernels_waits_join_the_connection_whose_counter_they_poll(self):
         recv0, send0, recv1 = (self.channels[0]["recv"], self.channels[0]["send"], self.channels[1]["recv"])
@@ -190,8 +282,12 @@ class TrackingLayout(NcclHostLayout):
         self.keys.add(key)
         return super().size_of(key)
 
+    def global_at(self, name):
+        self.keys.add(name)
+        return super().global_at(name)
+
     def __deepcopy__(self, memo):
-        return NcclHostLayout(dict(self.offsets), dict(self.sizes), [])
+        return NcclHostLayout(dict(self.offsets), dict(self.sizes), [], dict(self.globals))
 
 
 class _TrackingDict(dict):
