@@ -25,7 +25,15 @@ class Classes(unittest.TestCase):
                 self.assertEqual(c.nranks % c.nodes, 0, c.describe())
                 self.assertIn(c.truth["kind"], {"communication-hang", "non-communication-hang", "collective-mismatch"})
                 for t in [c.truth, *c.alternatives]:
-                    if "link" in t:
+                    if "nic" in t:
+                        host, device = t["nic"]
+                        a, b = t["link"]
+                        self.assertIn(f"dead-nic={host}:{device}@op={c.op}", c.faults, c.describe())
+                        self.assertNotEqual(a // c.per_node, b // c.per_node, "a NIC carries links between nodes")
+                        # The NIC is that of the link's sender or receiver: rank r's is mlx5_<r % 8> on its node.
+                        self.assertIn((host, device), [(f"node-{r // c.per_node}", f"mlx5_{r % 8}") for r in (a, b)])
+                        self.assertEqual(b, (a + 1) % c.nranks, c.describe())
+                    elif "link" in t:
                         a, b = t["link"]
                         self.assertTrue(0 <= a < c.nranks and 0 <= b < c.nranks and a != b, c.describe())
                         self.assertTrue(any(f"->{b}@" in f or f"->{b}:" in f for f in c.faults), c.describe())
