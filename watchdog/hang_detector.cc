@@ -77,6 +77,22 @@ std::optional<HangFinding> StallDetector::check(const StreamQueues& queues, int6
   return worst;
 }
 
+std::optional<HangFinding> declaredHangFinding(const StreamQueues& queues, int64_t now_ns, const char* reason,
+                                               int64_t min_age_ns, uintptr_t comm) {
+  std::optional<HangFinding> oldest;
+  int64_t oldest_age = -1;
+  for (const auto& [stream, q] : queues.streams()) {
+    if (q.empty() || !communicates(q.front())) continue;
+    const PendingOp& op = q.front();
+    if (comm != 0 && op.comm != comm) continue;
+    const int64_t age = now_ns - op.front_since_ns;
+    if (age < min_age_ns || age <= oldest_age) continue;
+    oldest_age = age;
+    oldest = HangFinding{reason, stuckOpOf(stream, op, age), op.device, op.op.comm_rank};
+  }
+  return oldest;
+}
+
 std::optional<HangFinding> HangDetector::check(const StreamQueues& queues, const HostCallSlots& host_calls,
                                                CommTable& comms, int64_t now_ns) const {
   std::optional<HangFinding> worst;

@@ -12,6 +12,7 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/watchdog/declared_hang.h"
 #include "hangwatch/watchdog/monotonic_clock.h"
 #include "hangwatch/watchdog/term_deferral.h"
 #include "hangwatch/watchdog/watchdog_log.h"
@@ -110,6 +111,7 @@ void HangResponder::respondHere(const HangResponse& response) {
 void HangResponder::respond(HangResponse response, std::function<void()> abort_comms,
                             std::function<void(int)> exit_process, TermHandling term) {
   pthread_setname_np(pthread_self(), "hangwatch-dump");
+  DeclaredHang::markOwnThread();
   WatchdogLog& log = WatchdogLog::instance();
   auto termHeld = [&] { return term.pending && term.pending(); };
   RankState state = response.state;
@@ -141,8 +143,9 @@ void HangResponder::respond(HangResponse response, std::function<void()> abort_c
     state.phase = DumpPhase::kDone;
     writeState(response, state);
   }
+  if (response.on_done) response.on_done();
 
-  if (response.on_hang == OnHang::kAbort && !termHeld()) {
+  if (response.on_hang == OnHang::kAbort && !response.declared && !termHeld()) {
     const auto grace_end = response.dump_started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                        std::chrono::duration<double>(response.abort_grace_s));
     bool complete = false;
@@ -157,6 +160,10 @@ void HangResponder::respond(HangResponse response, std::function<void()> abort_c
   if (termHeld()) log.info("SIGTERM held back while dumping; passing it on now");
   if (term.release) term.release();
   if (response.on_hang != OnHang::kAbort) return;
+  if (response.declared) {
+    log.info("HANGWATCH_ON_HANG=abort: the framework that declared the hang ends the job itself");
+    return;
+  }
   log.info("HANGWATCH_ON_HANG=abort: aborting communicators and exiting");
   // ncclCommAbort may itself get stuck on a broken device; give it a bounded time.
   auto aborted = std::make_shared<std::promise<void>>();

@@ -529,6 +529,9 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!real) return missing();
   Watchdog* w = Watchdog::get();
   if (w == nullptr || ReentryGuard::nested()) return real(comm);
+  // A framework aborting a communicator with a collective pending declared a hang: this rank
+  // dumps before the abort goes on (declared_hang.h).
+  w->holdForDeclaredHang(DeclaredHang::How::kCommAbort, commKey(comm));
   w->finishDeferred(commKey(comm), false);
   w->comms().markEnded(commKey(comm), CommState::kAborted);
   return hostCall("ncclCommAbort", comm, [&] { return real(comm); });

@@ -1,6 +1,7 @@
 #include "hangwatch/watchdog/watchdog.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "hangwatch/watchdog/gpu_clock.h"
 #include "hangwatch/watchdog/hang_detector.h"
+#include "hangwatch/watchdog/collector_launcher.h"
 #include "hangwatch/watchdog/hang_responder.h"
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
@@ -42,6 +44,12 @@ constexpr size_t kHostSyncQueueSize = 4096;
 // Per node, not per rank: the ranks of a node share one schedule (node_share.h).
 constexpr int64_t kTriggerCheckNs = 250'000'000;
 constexpr int64_t kCompletionPollNs = 1'000'000'000;
+// A declared hang holds the framework's abort at most the collector's bound and this long more:
+// the deadline this rank's state file promises its readers (hang_responder.cc).
+constexpr double kDeclaredHoldMarginS = 5;
+// A framework's timeout declares a hang only of an operation pending at least this long
+// (PyTorch's shortest useful timeout is seconds; an abort() right after a launch is no hang).
+constexpr int64_t kDeclaredMinAgeNs = 1'000'000'000;
 // Ops and host syncs kept while this rank is not known yet (a few MB at most).
 constexpr size_t kMaxBeforeRank = 16384;
 // The board learns a rank and device soon after they are known (a rank may freeze or die in
@@ -113,10 +121,55 @@ Watchdog* Watchdog::startSlow() {
       pthread_setname_np(instance_->poller_.native_handle(), "hangwatch-poll");
       instance_->poller_.detach();
       state_.store(kActive, std::memory_order_release);
+      installAbortHold();
     }
   }
   errno = saved_errno;
   return state_.load(std::memory_order_acquire) == kActive ? instance_ : nullptr;
+}
+
+namespace {
+
+struct sigaction job_abort_action;
+
+// SIGABRT: the framework is ending the process (PyTorch's watchdog after its timeout, an
+// uncaught exception, a failed assertion). With a collective pending this rank dumps first;
+// then the signal goes on to the job's own action, or kills the process as it would have.
+void holdAbort(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  if (Watchdog::active() && !DeclaredHang::onOwnThread())
+    Watchdog::get()->holdForDeclaredHang(DeclaredHang::How::kAbortSignal);
+  errno = saved_errno;
+  if (job_abort_action.sa_flags & SA_SIGINFO) {
+    if (job_abort_action.sa_sigaction != nullptr) job_abort_action.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (job_abort_action.sa_handler == SIG_IGN) return;
+  if (job_abort_action.sa_handler != SIG_DFL) {
+    job_abort_action.sa_handler(sig);
+    return;
+  }
+  // The default action: pending while this handler runs (SIGABRT is blocked here), delivered
+  // as it returns, so the process dies of SIGABRT as it would have.
+  sigaction(SIGABRT, &job_abort_action, nullptr);
+  raise(sig);
+}
+
+}  // namespace
+
+void Watchdog::installAbortHold() {
+  struct sigaction hold {};
+  hold.sa_sigaction = &holdAbort;
+  sigemptyset(&hold.sa_mask);
+  hold.sa_flags = SA_SIGINFO | SA_RESTART;
+  if (sigaction(SIGABRT, &hold, &job_abort_action) != 0)
+    WatchdogLog::instance().failureOnce("sigabrt", "SIGABRT not held for dumps: a framework's abort may cut them short");
+}
+
+DeclaredHang::Outcome Watchdog::holdForDeclaredHang(DeclaredHang::How how, uintptr_t comm) noexcept {
+  if (stopping_.load(std::memory_order_acquire) || poller_done_.load(std::memory_order_acquire))
+    return DeclaredHang::Outcome::kNothingPending;
+  return declared_.declareAndHold(how, comm, declared_hold_ns_);
 }
 
 // A forked child (a dataloader worker) has no poller thread and must not touch the
@@ -147,6 +200,8 @@ Watchdog::Watchdog(WatchdogConfig config)
                                                    ::_exit(code);
                                                  })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
+  const double collector_s = config_.collect ? std::min(config_.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0;
+  declared_hold_ns_ = static_cast<int64_t>((collector_s + kDeclaredHoldMarginS) * 1e9);
   timers_.on_fill_failure = [](int device, const std::string& why) {
     WatchdogLog::instance().failureOnce(fmt::format("event-pool:{}", device),
                                         fmt::format("device {}: timing with fewer events: {}", device, why));
@@ -318,6 +373,7 @@ struct Watchdog::PollState {
   HangDetector detector;
   TriggerWatcher trigger;
   bool dumped = false;
+  bool declared = false;  // the framework declared the hang this rank dumps for
   // The early warning: the last episode this rank took a suspect snapshot of, and whether its
   // GPU work has moved again since.
   std::optional<StallDetector> stall;
@@ -337,6 +393,7 @@ struct Watchdog::PollState {
 };
 
 void Watchdog::pollLoop() {
+  DeclaredHang::markOwnThread();
   PollState p(*this);
   while (!stopping_.load(std::memory_order_acquire)) {
     // Whatever goes wrong in one pass (no memory, a throwing library) is logged and
@@ -367,6 +424,8 @@ void Watchdog::pollOnce(PollState& p) {
   if (now >= p.next_identity_ns) noteIdentity(p, now);
   p.poller.poll(now);
   ops_completed_.store(p.poller.completed(), std::memory_order_relaxed);
+  if (!p.dumped)
+    if (DeclaredHang::How how = declared_.pending(); how != DeclaredHang::How::kNone) answerDeclaration(p, now, how);
   if (!p.dumped) watchForHang(p, now);
   if (!p.dumped)
     watchForStall(p, now);
@@ -487,6 +546,25 @@ void Watchdog::watchForHang(PollState& p, int64_t now_ns) {
   }
 }
 
+void Watchdog::answerDeclaration(PollState& p, int64_t now_ns, DeclaredHang::How how) {
+  const char* who = how == DeclaredHang::How::kCommAbort ? "ncclCommAbort" : "SIGABRT";
+  auto finding = declaredHangFinding(p.poller.queues(), now_ns, DeclaredHang::reason(how), kDeclaredMinAgeNs,
+                                     declared_.pendingComm());
+  if (!finding) {
+    declared_.decline();
+    p.log.info(fmt::format("{} with no GPU communication pending for {} s or more: not a hang, not dumping", who,
+                           kDeclaredMinAgeNs / 1'000'000'000));
+    return;
+  }
+  auto won = p.trigger.fire(triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
+  if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
+  p.log.info(fmt::format("the framework declared a hang ({}): {}{}; dumping before it goes on", who,
+                         describeHang(*finding),
+                         won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
+  p.declared = true;
+  dump(p, true, now_ns);
+}
+
 void Watchdog::watchForStall(PollState& p, int64_t now_ns) {
   if (!p.stall) return;
   const int announced = p.trigger.suspectedEpisode();
@@ -577,6 +655,7 @@ WatchdogSnapshot Watchdog::takeSnapshot(PollState& p, bool detected_here, int64_
 
 void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   p.dumped = true;
+  declared_.dumpingBegan();
   // A launcher's SIGTERM from here on waits until the snapshot is whole and the collector done.
   TermDeferral::arm();
   DumpStart start;
@@ -599,6 +678,8 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
     p.metrics->flush(now_ns);
   }
   HangResponse response = planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); });
+  response.on_done = [declared = &declared_] { declared->dumpsDone(); };  // the watchdog is never freed
+  response.declared = p.declared;
   // Only with a board the node's ranks share: alone, each rank would write its node's file.
   if (config_.node_summary && start.rank && node_->shared())
     response.collector.node_ranks = nodeRanksArgument(node_->memberRanks(), *start.rank);

@@ -126,7 +126,12 @@ void VerdictWording::dataNotes(Verdict& v) const {
                                  t.stuck_op->seq ? fmt::format(" seq {}", *t.stuck_op->seq) : "",
                                  seconds(t.stuck_op->age_s))
                    : "";
-    v.evidence.push_back(fmt::format("First detected by {} on host {} ({}){}.", who, t.host, t.reason, what));
+    // A hang the framework declared itself (the watchdog's declared_hang.h) says who declared it.
+    const std::string how = t.reason == "framework-signal" ? "the framework ended the process with SIGABRT, as "
+                                                             "PyTorch's watchdog does after its own timeout"
+                            : t.reason == "framework-abort" ? "the framework aborted the communicator (ncclCommAbort)"
+                                                            : t.reason;
+    v.evidence.push_back(fmt::format("First detected by {} on host {} ({}){}.", who, t.host, how, what));
   }
   if (!job_.ranks_missing.empty()) {
     v.evidence.push_back(fmt::format("Rank(s) {} left no usable dump; the verdict uses the other {}.",

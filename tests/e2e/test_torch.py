@@ -216,3 +216,55 @@ class HungJob(TorchCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PyTorchsOwnTimeout(TorchCase):
+    """PyTorch's watchdog declares the hang itself (init_process_group(timeout=5 s)). 2.15, at
+    its timeout: with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 it calls ncclCommAbort at once, and in
+    both 1 and 3 it ends each rank with SIGABRT 15 s later. hangwatch takes either as the
+    hang's trigger and holds it until the rank's dumps are done (declared_hang.h), so they are
+    complete however far HANGWATCH_TIMEOUT is, and also when an abort lands while the collector
+    reads the rank (equal timeouts); then the job ends as PyTorch meant it to: a worker dead of
+    SIGABRT, torchrun exiting 1."""
+
+    def run_until_pytorch_ends_it(self, async_error_handling, hangwatch_timeout_s):
+        env = {"NCCL_ALGO": "Ring", "TORCH_NCCL_ASYNC_ERROR_HANDLING": str(async_error_handling)}
+        with torchrun_job(2, ["--steps", "100", "--pg-timeout", "5"], self.dumps, faults="dead-link=0->1@op=20",
+                          extra_env=env, timeout_s=hangwatch_timeout_s) as job:
+            code = job.wait_exit(150)
+            output = job.output()
+        self.assertEqual(code, 1, f"torchrun's exit status:\n{output[-3000:]}")
+        self.assertIn("(SIGABRT)", output, "a worker ends of PyTorch's SIGABRT, as without hangwatch")
+        self.assertIn("Aborting process on rank", output, "PyTorch's own watchdog declared the hang")
+        self.assertEqual(states(self.job_dir, 2), {0: "done", 1: "done"}, output[-3000:])
+        for rank, dump in self.dumps_of(2).items():
+            state = json.loads((self.job_dir / "ranks" / f"r{rank:05d}.state.json").read_text())
+            self.assertEqual(state["forensics"], "written", f"rank {rank}: {state}")
+            self.assertTrue(dump["threads"] and dump["ring_progress"], f"rank {rank}: stacks and ring progress")
+            # An abort that had cut the collector short says so here.
+            self.assertFalse(dump.get("target_exited_during"), f"rank {rank}: {dump.get('target_exited_during')}")
+        verdict = self.report()["verdict"]
+        self.assertEqual(verdict["kind"], "communication-hang", verdict)
+        self.assertEqual(verdict["culprit_link"], {"from": 0, "to": 1}, verdict)
+        self.assertTrue(verdict["confident"], verdict)
+        return json.loads((self.job_dir / "TRIGGER.json").read_text())["reason"], verdict
+
+    def test_sigabrt_mode_3_with_hangwatchs_timeout_far_away(self):
+        reason, verdict = self.run_until_pytorch_ends_it(3, 300)
+        self.assertEqual(reason, "framework-signal")
+        self.assertTrue(any("SIGABRT, as PyTorch's watchdog does" in e for e in verdict["evidence"]), verdict)
+
+    def test_ncclcommabort_mode_1_with_hangwatchs_timeout_far_away(self):
+        reason, verdict = self.run_until_pytorch_ends_it(1, 300)
+        self.assertEqual(reason, "framework-abort")
+        self.assertTrue(any("aborted the communicator (ncclCommAbort)" in e for e in verdict["evidence"]), verdict)
+
+    def test_sigabrt_mode_3_with_equal_timeouts(self):
+        reason, _ = self.run_until_pytorch_ends_it(3, 5)
+        self.assertEqual(reason, "timeout")  # hangwatch's, 15 s before PyTorch's SIGABRT
+
+    def test_ncclcommabort_mode_1_with_equal_timeouts_lands_mid_collection(self):
+        # Both run out within a poll: whichever comes first dumps, and an abort that lands while
+        # the collector reads the rank waits for it.
+        reason, _ = self.run_until_pytorch_ends_it(1, 5)
+        self.assertIn(reason, ("timeout", "framework-abort"))

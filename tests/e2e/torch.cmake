@@ -10,8 +10,16 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
   hangwatch_e2e_test(torch.python_stall
                      test_torch.HungJob.test_rank_stuck_in_python_is_named_with_its_python_frames 240)
   hangwatch_e2e_test(torch.gpu_stops test_torch.HungJob.test_gpu_that_stops_is_named 240)
+  # PyTorch's own watchdog declares the hang (issue 42): its abort waits for the dumps.
+  foreach(case IN ITEMS sigabrt_mode_3_with_hangwatchs_timeout_far_away
+                        ncclcommabort_mode_1_with_hangwatchs_timeout_far_away
+                        sigabrt_mode_3_with_equal_timeouts
+                        ncclcommabort_mode_1_with_equal_timeouts_lands_mid_collection)
+    hangwatch_e2e_test(torch.pytorch_timeout.${case} test_torch.PyTorchsOwnTimeout.test_${case} 240)
+    list(APPEND pytorch_timeout_tests e2e.torch.pytorch_timeout.${case})
+  endforeach()
   set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes e2e.torch.python_stall
-               e2e.torch.gpu_stops
+               e2e.torch.gpu_stops ${pytorch_timeout_tests}
                APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics> SIMGPU_DROPIN_DIR=${SIMGPU_DROPIN_DIR}
                HANGWATCH_TORCH_VENV=${HANGWATCH_TORCH_VENV})
 endif()

@@ -22,6 +22,14 @@ struct HangFinding {
   int comm_rank = -1;  // this process's rank in the stuck op's communicator, -1 when none
 };
 
+// A hang the framework declared (declared_hang.h): the oldest operation at the front of a
+// stream that communicates (a collective, a p2p, a graph with one) and has been there for at
+// least `min_age_ns`; none when no such operation is pending: an abort at shutdown, or a
+// process that aborts right after issuing a collective (a failed assertion), is not a hang a
+// framework's timeout declared. `comm` (a communicator handle) other than 0: its operations only.
+std::optional<HangFinding> declaredHangFinding(const StreamQueues& queues, int64_t now_ns, const char* reason,
+                                               int64_t min_age_ns, uintptr_t comm = 0);
+
 class HangDetector {
  public:
   explicit HangDetector(int64_t timeout_ns) : timeout_ns_(timeout_ns) {}

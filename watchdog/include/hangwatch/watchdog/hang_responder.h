@@ -28,6 +28,11 @@ struct HangResponse {
   std::chrono::steady_clock::time_point dump_started = std::chrono::steady_clock::now();
   // Abort mode: true once every rank of the job is done (polled).
   std::function<bool()> job_complete;
+  // Called once this rank's own dumps are done (or given up on), whatever HANGWATCH_ON_HANG.
+  std::function<void()> on_done;
+  // The framework declared the hang and is ending the job itself (declared_hang.h): no abort
+  // of hangwatch's own, its exit status stays the framework's.
+  bool declared = false;
 };
 
 // Where one rank's dump goes (job_layout): named by rank, or by pid while no rank is known.

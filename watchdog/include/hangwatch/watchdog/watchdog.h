@@ -15,6 +15,7 @@
 #include "hangwatch/common/attempt.h"
 #include "hangwatch/watchdog/bounded_queue.h"
 #include "hangwatch/watchdog/comm_table.h"
+#include "hangwatch/watchdog/declared_hang.h"
 #include "hangwatch/watchdog/cuda_event_api.h"
 #include "hangwatch/watchdog/device_timers.h"
 #include "hangwatch/watchdog/deferred_ops.h"
@@ -94,6 +95,12 @@ class Watchdog {
   uint64_t opsCompleted() const { return ops_completed_.load(std::memory_order_relaxed); }
   static bool active() { return state_.load(std::memory_order_acquire) == kActive; }
 
+  // The framework declares a hang (declared_hang.h): dump now if a collective is pending, and
+  // hold the calling thread until this rank's dumps are done, at most the deadline its state
+  // file promises (the collector's bound + 5 s). Async-signal-safe.
+  // `comm`: the communicator being aborted (0: any).
+  DeclaredHang::Outcome holdForDeclaredHang(DeclaredHang::How how, uintptr_t comm = 0) noexcept;
+
  private:
   enum : int { kUnstarted = 0, kActive = 1, kPassThrough = 2 };
 
@@ -113,6 +120,8 @@ class Watchdog {
   void startMetrics(PollState& p);
   void recordCompleted(PollState& p, const CompletedOp& op);
   void watchForHang(PollState& p, int64_t now_ns);
+  void answerDeclaration(PollState& p, int64_t now_ns, DeclaredHang::How how);
+  static void installAbortHold();
   // The early warning (HANGWATCH_WARN_AFTER): suspect snapshots, no debugger, no pause.
   void watchForStall(PollState& p, int64_t now_ns);
   void takeSuspectSnapshot(PollState& p, int episode, int64_t now_ns);
@@ -151,6 +160,8 @@ class Watchdog {
   // GPU work still pending at the poller's last pass: a rank exiting with a collective in flight
   // stays on its node's board, so the ranks left waiting name it as exited.
   std::atomic<bool> pending_at_exit_{false};
+  DeclaredHang declared_;
+  int64_t declared_hold_ns_ = 0;
 };
 
 }  // namespace hangwatch::watchdog
