@@ -219,6 +219,17 @@ FlightRecorderEntry entryFrom(const json& e) {
   out.is_p2p = e.value("is_p2p", false);
   out.profiling_name = str(e, "profiling_name");
   out.state = str(e, "state");
+  if (auto sizes = e.find("input_sizes"); sizes != e.end() && sizes->is_array()) {
+    for (const json& shape : *sizes) {
+      if (!shape.is_array()) continue;
+      int64_t n = 1;
+      for (const json& dim : shape) n *= dim.is_number_integer() ? dim.get<int64_t>() : 0;
+      out.input_numel += n;
+    }
+  }
+  if (auto types = e.find("input_dtypes"); types != e.end() && types->is_array() && !types->empty() &&
+                                            (*types)[0].is_string())
+    out.input_dtype = (*types)[0].get<std::string>();
   if (auto frames = e.find("frames"); frames != e.end() && frames->is_array()) {
     // PyTorch records the innermost frame first.
     for (const json& f : *frames)
@@ -254,6 +265,14 @@ Expected<FlightRecorderDump> flightRecorderFromPickle(std::string_view bytes) {
     for (const json& e : entries)
       if (e.is_object()) d.entries.push_back(entryFrom(e));
   return d;
+}
+
+int flightRecorderDtypeBytes(const std::string& dtype) {
+  static const std::map<std::string, int> bytes = {
+      {"Double", 8}, {"Float", 4}, {"Half", 2}, {"BFloat16", 2}, {"Long", 8}, {"Int", 4}, {"Short", 2},
+      {"Char", 1},   {"Byte", 1},  {"Bool", 1}, {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1}, {"ComplexFloat", 8}};
+  auto it = bytes.find(dtype);
+  return it == bytes.end() ? 0 : it->second;
 }
 
 }  // namespace hangwatch

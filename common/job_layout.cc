@@ -82,6 +82,10 @@ std::string collectLogPath(const std::string& job_dir, int rank) {
   return job_dir + "/ranks/" + rankTag(rank) + ".collect.log";
 }
 
+std::string flightRecorderPath(const std::string& job_dir, int rank) {
+  return job_dir + "/ranks/" + rankTag(rank) + ".flight_recorder.pkl";
+}
+
 std::string collectLogPathForPid(const std::string& job_dir, pid_t pid) {
   return fmt::format("{}/ranks/p{}.collect.log", job_dir, pid);
 }

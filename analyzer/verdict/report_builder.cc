@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "hangwatch/verdict/flight_recorder_evidence.h"
 #include "hangwatch/verdict/verdict_maker.h"
 
 namespace hangwatch::verdict {
@@ -155,6 +156,7 @@ Report ReportBuilder::build(JobData job) {
   r.nodes = nodesOf(r.job);
   nameSuspectHosts(r.verdict, r.job);
   nameLinkNics(r.verdict, r.job, maker.sequences());
+  addFlightRecorderEvidence(r.verdict, r.job);
   return r;
 }
 

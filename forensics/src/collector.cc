@@ -1,4 +1,5 @@
 #include "hangwatch/forensics/collector.h"
+#include "hangwatch/forensics/flight_recorder_copy.h"
 
 #include <unistd.h>
 
@@ -153,6 +154,7 @@ CollectResult Collector::run() {
   const bool stacks_ok = takeStacks(*proc, std::move(threads), result, degraded);
   // The debugger phase only starts after the fast pass has let go.
   readRingProgress(*proc, stacks_ok, degraded, dump);
+  if (options_.rank) copyFlightRecorder(pid, options_.out_dir, *options_.rank, dump);
   finish(result, stacks_ok, degraded);
   return result;
 }

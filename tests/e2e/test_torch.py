@@ -228,7 +228,8 @@ class PyTorchsOwnTimeout(TorchCase):
     SIGABRT, torchrun exiting 1."""
 
     def run_until_pytorch_ends_it(self, async_error_handling, hangwatch_timeout_s):
-        env = {"NCCL_ALGO": "Ring", "TORCH_NCCL_ASYNC_ERROR_HANDLING": str(async_error_handling)}
+        env = {"NCCL_ALGO": "Ring", "TORCH_NCCL_ASYNC_ERROR_HANDLING": str(async_error_handling),
+               "TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(Path(self.tmp.name) / "fr_rank_")}
         with torchrun_job(2, ["--steps", "100", "--pg-timeout", "5"], self.dumps, faults="dead-link=0->1@op=20",
                           extra_env=env, timeout_s=hangwatch_timeout_s) as job:
             code = job.wait_exit(150)
@@ -249,15 +250,28 @@ class PyTorchsOwnTimeout(TorchCase):
         self.assertTrue(verdict["confident"], verdict)
         return json.loads((self.job_dir / "TRIGGER.json").read_text())["reason"], verdict
 
+    def assert_flight_recorder_evidence(self, verdict):
+        # PyTorch wrote its Flight Recorder at its timeout, before the abort: the collector kept
+        # each rank's, and the report names the default group's pending all-reduce from them.
+        for rank in (0, 1):
+            self.assertTrue((self.job_dir / "ranks" / f"r{rank:05d}.flight_recorder.pkl").exists(), rank)
+        said = [e for e in verdict["evidence"] if e.startswith("PyTorch's Flight Recorder: ")]
+        self.assertEqual(len(said), 1, verdict["evidence"])
+        self.assertIn("on rank(s) 0,1", said[0])
+        self.assertIn("all_reduce", said[0])
+        self.assertIn("'default_pg', ranks [0, 1]", said[0])
+
     def test_sigabrt_mode_3_with_hangwatchs_timeout_far_away(self):
         reason, verdict = self.run_until_pytorch_ends_it(3, 300)
         self.assertEqual(reason, "framework-signal")
         self.assertTrue(any("SIGABRT, as PyTorch's watchdog does" in e for e in verdict["evidence"]), verdict)
+        self.assert_flight_recorder_evidence(verdict)
 
     def test_ncclcommabort_mode_1_with_hangwatchs_timeout_far_away(self):
         reason, verdict = self.run_until_pytorch_ends_it(1, 300)
         self.assertEqual(reason, "framework-abort")
         self.assertTrue(any("aborted the communicator (ncclCommAbort)" in e for e in verdict["evidence"]), verdict)
+        self.assert_flight_recorder_evidence(verdict)
 
     def test_sigabrt_mode_3_with_equal_timeouts(self):
         reason, _ = self.run_until_pytorch_ends_it(3, 5)

@@ -42,6 +42,11 @@ TEST_CASE("AFlightRecorderDumpNamesItsGroupsTheirProgressAndEachEntrysCallSite")
   CHECK(last.pg_desc == "default_pg");
   CHECK(last.collective_seq_id == 21);
   CHECK(last.profiling_name.find("all_reduce") != std::string::npos);
+  CHECK(last.input_numel == 1);
+  CHECK(last.input_dtype == "Float");
+  // DDP's gradient bucket the dead link stopped: 65792 float32, 263168 bytes as NCCL counts them.
+  const FlightRecorderEntry& bucket = fr->entries[fr->entries.size() - 2];
+  CHECK(bucket.input_numel * flightRecorderDtypeBytes(bucket.input_dtype) == 263168);
   REQUIRE(last.frames.size() >= 3);
   CHECK(last.frames[0].name == "all_reduce");  // innermost first
   CHECK(last.frames[2].filename.find("torch_ddp/train.py") != std::string::npos);

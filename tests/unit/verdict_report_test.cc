@@ -107,6 +107,37 @@ TEST_CASE("ADeadLinkBetweenNodesNamesTheNicOfEachEndThatItsDebuggerRead") {
   CHECK_FALSE(mentions(w, "net device"));
 }
 
+TEST_CASE("FlightRecorderDumpsAddTheProcessGroupAndWhoNeverEnqueuedButChangeNoVerdict") {
+  // Rank 0's dump is the one torch 2.15 wrote on a dead link (pending: DDP's 263168-byte
+  // gradient all-reduce, #20 of the default group); rank 1's is the same cut before #20.
+  auto [d, c] = deadLink(0);
+  verdict_test::TempDir plain, with_fr;
+  for (const std::string& dir : {plain.path, with_fr.path}) {
+    writeAll(verdict_test::ringJob(2, 10, 2, d, c), dir);
+    verdict_test::writeTrigger(dir, 1, 10);
+  }
+  const std::string fixtures = std::string(HANGWATCH_FIXTURES_DIR) + "/flight-recorder/";
+  std::filesystem::copy_file(fixtures + "torch-2.15-dead-link-rank0.pkl", flightRecorderPath(with_fr.path, 0));
+  std::filesystem::copy_file(fixtures + "torch-2.15-dead-link-rank0-cut-at-19.pkl", flightRecorderPath(with_fr.path, 1));
+  Verdict without = reportOf(plain.path).verdict;
+  Verdict v = reportOf(with_fr.path).verdict;
+  CHECK(v.kind == without.kind);
+  CHECK(v.culprit_link == without.culprit_link);
+  CHECK(v.confident == without.confident);
+  CHECK(v.headline == without.headline);
+  CHECK(mentions(v, "PyTorch's Flight Recorder: on rank(s) 0, nccl2:all_reduce #20 of process group 0 'default_pg', "
+                    "ranks [0, 1] is scheduled, with no Python call site recorded"));
+  CHECK(mentions(v, "PyTorch's Flight Recorder on rank 1 shows it never enqueued collective #20 of process group "
+                    "'default_pg' (the last it recorded: #19)"));
+  CHECK(v.evidence.size() == without.evidence.size() + 2);
+
+  // A file that is no pickle of plain data is said and skipped.
+  std::ofstream(flightRecorderPath(with_fr.path, 1), std::ios::trunc) << "cos\nsystem\n(S'echo'\ntR.";
+  Verdict refused = reportOf(with_fr.path).verdict;
+  CHECK(mentions(refused, "Flight Recorder dump not used:"));
+  CHECK(mentions(refused, "refused pickle opcode"));
+}
+
 TEST_CASE("TwoDeadLinksThatShareNoRankAreBothSuspectsNotNobody") {
   // Links 1->2 and 5->6 both stopped (two faults): each channel's least progress is on two
   // connections that share no rank, so ring progress names no single culprit; both links are

@@ -38,6 +38,8 @@ struct FlightRecorderEntry {
   bool is_p2p = false;
   std::string profiling_name;  // "nccl:all_reduce"
   std::string state;           // "scheduled", "started", "completed"
+  int64_t input_numel = 0;     // elements of every input tensor together (input_sizes)
+  std::string input_dtype;     // the first input's ("Float", "BFloat16", ...)
   std::vector<FlightRecorderFrame> frames;  // innermost first
 };
 
@@ -57,5 +59,8 @@ struct FlightRecorderDump {
 };
 
 Expected<FlightRecorderDump> flightRecorderFromPickle(std::string_view bytes);
+
+// Bytes of one element of a Flight Recorder dtype name (c10's ScalarType names); 0 if unknown.
+int flightRecorderDtypeBytes(const std::string& dtype);
 
 }  // namespace hangwatch

@@ -45,6 +45,8 @@ std::string watchdogSnapshotPathForPid(const std::string& job_dir, pid_t pid);
 // The output of the collector a watchdog started: ranks/rNNNNN.collect.log, or
 // ranks/p<PID>.collect.log without a rank.
 std::string collectLogPath(const std::string& job_dir, int rank);
+// PyTorch's Flight Recorder dump of the rank, as the collector found it on its node (a pickle).
+std::string flightRecorderPath(const std::string& job_dir, int rank);
 std::string collectLogPathForPid(const std::string& job_dir, pid_t pid);
 std::string metricsPath(const std::string& job_dir, int rank);
 std::string timelinePath(const std::string& job_dir, int rank);
