@@ -252,4 +252,24 @@ void VerdictWording::linkEndSilent(Verdict& v, const Link& link, const std::vect
                               linkText(link))};
 }
 
+void VerdictWording::linkReceiverFinished(Verdict& v, const Link& link) const {
+  const std::string who = describeRank(job_, link.to);
+  v.evidence.push_back(fmt::format(
+      "The link {} made the least progress, yet its receiver, {}, finished the collective: on a ring every member "
+      "needs every step from its predecessor, so the link delivered what that rank's collective needed. A rank that "
+      "ran another collective of the same kind at this position (one more, or one of another size: NCCL checks no "
+      "sizes) finishes early just so and leaves its peers waiting.",
+      linkText(link), who));
+  v.hinges_on = fmt::format("which collective rank {} ran at this position (its own log or code path)", link.to);
+  v.reason = fmt::format("the link {} looks stopped, but its receiver finished the collective: suspect {}",
+                         linkText(link), suspectsText(v.suspects));
+  v.headline = fmt::format("Inconclusive: {}.", v.reason);
+  v.next_steps = {fmt::format("Check which collectives rank {} issued around this one (an extra or differently sized "
+                              "all-reduce on one rank: a code path taken on that rank only).",
+                              link.to),
+                  fmt::format("If rank {} ran the same collective as its peers, test the link {} (nccl-tests between "
+                              "those GPUs; NVLink / InfiniBand error counters).",
+                              link.to, linkText(link))};
+}
+
 }  // namespace hangwatch::verdict

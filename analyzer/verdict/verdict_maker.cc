@@ -456,8 +456,30 @@ Verdict VerdictMaker::fromRingProgress(const HangFocus& f, const CommPositions& 
     ringUndecided(v, facts);
   }
   hedgeRing(v, facts);
+  hedgeFinishedReceiver(v, facts);
   hedgeOtherAlgorithms(v, facts);
   return v;
+}
+
+// On a ring every member of an AllReduce, AllGather or ReduceScatter needs every step its
+// predecessor sends to finish: a named link whose receiver finished the collective its peers
+// still wait in delivered what that collective needed, and a dead link does not explain the
+// hang. A receiver that ran another collective of the same kind at that position does (one
+// all-reduce more, or one of another size: NCCL checks no sizes), so both are suspects.
+void VerdictMaker::hedgeFinishedReceiver(Verdict& v, const RingFacts& facts) const {
+  if (!v.confident || !v.culprit_link || v.link_in_comm_ranks || !facts.kernel_algorithms.empty()) return;
+  const std::string& op = facts.focus.op;
+  if (op != "ncclAllReduce" && op != "ncclAllGather" && op != "ncclReduceScatter") return;
+  const std::vector<int>& finished = facts.positions.finished;
+  const Link link = *v.culprit_link;
+  if (std::find(finished.begin(), finished.end(), link.to) == finished.end()) return;
+  v.kind = VerdictKind::kInconclusive;
+  v.confident = false;
+  v.suspects = {linkSuspect(link), rankSuspect(link.to)};
+  sortSuspects(v.suspects);
+  wording_.linkReceiverFinished(v, link);
+  v.culprit_link.reset();
+  v.culprit_ranks.clear();
 }
 
 // The debugger named a culprit: NCCL's profiler events confirm it, narrow the stop to

@@ -138,6 +138,40 @@ TEST_CASE("FlightRecorderDumpsAddTheProcessGroupAndWhoNeverEnqueuedButChangeNoVe
   CHECK(mentions(refused, "refused pickle opcode"));
 }
 
+TEST_CASE("ALinkWhoseReceiverFinishedTheCollectiveIsNoConfidentCulprit") {
+  // Found on PyTorch: rank 2 called one all-reduce more (of 1 element), finished it with the
+  // first step from rank 1 and went on, while ranks 0, 1 and 3 wait in their seq 10. Link
+  // 1 -> 2 made the least progress, but a dead 1 -> 2 could never have let rank 2 finish.
+  verdict_test::TempDir dir;
+  auto [d, c] = deadLink(1);
+  std::vector<FakeRank> ranks = verdict_test::ringJob(4, 10, 2, d, c);
+  SnapshotComm& comm = ranks[2].snap.comms[0];
+  comm.last_issued_seq = 12;
+  comm.last_completed_seq = 10;
+  ranks[2].snap.streams[0].pending[0].seq = 11;
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 0, 10);
+  Verdict v = reportOf(dir.path).verdict;
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK_FALSE(v.culprit_link);
+  std::set<std::string> suspects;
+  for (const Suspect& s : v.suspects) suspects.insert(s.text);
+  CHECK(suspects.size() == 2);
+  CHECK(mentions(v, "yet its receiver, rank 2"));
+  REQUIRE_FALSE(v.next_steps.empty());
+  CHECK(v.next_steps[0].find("rank 2 issued") != std::string::npos);
+
+  // The same stop with rank 2 still waiting in seq 10 is the dead link, named.
+  verdict_test::TempDir waiting;
+  writeAll(verdict_test::ringJob(4, 10, 2, d, c), waiting.path);
+  verdict_test::writeTrigger(waiting.path, 0, 10);
+  Verdict named = reportOf(waiting.path).verdict;
+  CHECK(named.confident);
+  REQUIRE(named.culprit_link);
+  CHECK(*named.culprit_link == Link{1, 2});
+}
+
 TEST_CASE("TwoDeadLinksThatShareNoRankAreBothSuspectsNotNobody") {
   // Links 1->2 and 5->6 both stopped (two faults): each channel's least progress is on two
   // connections that share no rank, so ring progress names no single culprit; both links are

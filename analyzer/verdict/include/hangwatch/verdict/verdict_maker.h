@@ -48,6 +48,7 @@ class VerdictMaker {
   void blameRingLink(Verdict& v, const RingFacts& facts) const;
   void ringUndecided(Verdict& v, RingFacts& facts) const;
   void hedgeRing(Verdict& v, const RingFacts& facts) const;
+  void hedgeFinishedReceiver(Verdict& v, const RingFacts& facts) const;
   // NCCL ran another algorithm than RING since the stuck collective was issued: a culprit
   // only the ring's shape named (least ring progress) is a suspect; a link on the wire stays.
   void hedgeOtherAlgorithms(Verdict& v, const RingFacts& facts) const;

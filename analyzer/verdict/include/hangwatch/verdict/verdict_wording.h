@@ -155,6 +155,7 @@ class VerdictWording {
   void culpritWithoutSnapshot(Verdict& v, int rank) const;
   // The culprit link's end(s) `silent` wrote no snapshot: the link and they are suspects.
   void linkEndSilent(Verdict& v, const Link& link, const std::vector<int>& silent) const;
+  void linkReceiverFinished(Verdict& v, const Link& link) const;
   // NCCL's Coll events show another algorithm than RING since the stuck collective was
   // issued; `hedged`: the ring-shaped culprit was made a suspect.
   void otherAlgorithms(Verdict& v, const RingFacts& facts, bool hedged) const;
