@@ -85,11 +85,17 @@ CLASSES = {
 
 
 def fr_trace_judge(output, truth):
-    """fr_trace's text: "Culprit rank R" where states or types differ; nothing otherwise."""
+    """fr_trace's text: "Culprit rank R" where states, types or sizes differ; "missed FR dumps
+    from ranks ({R, ...})" where it cannot decide (a hedge among those ranks); nothing otherwise."""
     named = sorted({int(r) for r in re.findall(r"[Cc]ulprit rank[s]?:? *(\d+)", output)})
+    missed = sorted({int(r) for group in re.findall(r"missed FR dumps from ranks \(\{([\d, ]+)\}\)", output)
+                     for r in group.split(",")})
     wanted = set(truth["link"]) if "link" in truth else {truth["rank"]}
-    if not named:
+    if not named and not missed:
         return "wrong", "names no culprit (a miss)"
+    if not named:
+        return ("hedged", f"cannot decide: missed FR dumps from rank(s) {missed}") if wanted & set(missed) \
+            else ("wrong", f"cannot decide: missed FR dumps from rank(s) {missed}")
     if len(named) == 1 and named[0] in wanted and "link" not in truth:
         return "right", f"names rank {named[0]}"
     if wanted & set(named):
