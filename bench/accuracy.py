@@ -297,14 +297,21 @@ def judge(verdict, case):
 
 
 def nic_judge(verdict, truth, outcome):
-    """A dead NIC is right only when the link it stopped is named with that NIC among its ends'
-    NICs; the link alone (no debugger read the NICs) is a hedge."""
-    if "nic" not in truth or outcome[0] != "right":
+    """A dead NIC is right only when the verdict, confident, names that NIC among the NICs of what
+    it blames: the link it stopped, or (one rank per node, the NIC carrying both of that rank's
+    ring links) that rank. Naming the link or the rank without the NIC (no debugger read the NICs)
+    is a hedge."""
+    if "nic" not in truth:
         return outcome
     nics = [(n.get("host"), n.get("device")) for n in verdict.get("culprit_link_nics") or []]
-    if tuple(truth["nic"]) in nics:
-        return "right", f"names the link and {truth['nic'][0]}'s {truth['nic'][1]}"
-    return "hedged", f"names the link but not the NIC {truth['nic'][1]} (NICs named: {nics or 'none'})"
+    if verdict.get("confident") and tuple(truth["nic"]) in nics:
+        return "right", f"names {truth['nic'][0]}'s {truth['nic'][1]} with what it stopped"
+    if outcome[0] == "right":
+        return "hedged", f"names the link but not the NIC {truth['nic'][1]} (NICs named: {nics or 'none'})"
+    ends = set(truth["link"])
+    if verdict.get("confident") and set(verdict.get("culprit_ranks") or []) <= ends and verdict.get("culprit_ranks"):
+        return "hedged", f"names rank(s) {verdict.get('culprit_ranks')} at the dead NIC, not the NIC"
+    return outcome
 
 
 def never_fired(output):

@@ -120,6 +120,45 @@ void nameLinkNics(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
   v.next_steps.insert(v.next_steps.begin() + std::min<size_t>(1, v.next_steps.size()), std::move(check));
 }
 
+// A rank named because both of its connections stopped, whose GPU posted steps of the
+// collective that never arrived, and whose connections both cross nodes through one NIC of
+// its own: from the ring a NIC that stops looks like that too, so the verdict names the NIC
+// beside the rank (the debugger's reading of each connection's net device).
+void nameRankNic(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
+  if (v.culprit_link || v.culprit_ranks.size() != 1 || v.communicator.empty() || v.link_in_comm_ranks) return;
+  const int rank = v.culprit_ranks.front();
+  const RankSummary* s = job.find(rank);
+  if (s == nullptr) return;
+  std::optional<LinkNic> send, recv;
+  for (const RingProgress& p : s->ring_progress) {
+    if (p.comm != v.communicator || p.rank < 0 || seq.globalRank(v.communicator, p.rank) != rank) continue;
+    std::vector<const RingConnection*> ends;
+    for (const RingConnection& c : p.connections) ends.push_back(&c);
+    if (p.send) ends.push_back(&*p.send);
+    if (p.recv) ends.push_back(&*p.recv);
+    for (const RingConnection* c : ends) {
+      if (!c->nic || c->nic->device.empty()) continue;
+      const bool sends = c->direction.empty() ? c == (p.send ? &*p.send : nullptr) : c->direction == "send";
+      // Its GPU ran the collective: it posted steps on the connection that never got through.
+      if (sends && !(c->posted_step && c->base_step && *c->posted_step > *c->base_step)) continue;
+      (sends ? send : recv) = LinkNic{rank, sends, s->host, c->nic->index, c->nic->device, c->nic->port};
+    }
+  }
+  if (!send || !recv || send->device != recv->device) return;
+  v.culprit_link_nics = {*send, *recv};
+  const std::string nic = nicText(*send);
+  v.headline += fmt::format(" Its connections to both neighbours cross nodes through {}: that NIC is as likely.", nic);
+  v.evidence.push_back(fmt::format("Rank {} posted steps of the collective that never arrived, and both of its "
+                                   "connections cross nodes through {} (NCCL's net device of each, read by the debugger "
+                                   "phase): from the ring a NIC that stops looks the same as the rank.",
+                                   rank, nic));
+  v.next_steps.insert(v.next_steps.begin(),
+                      fmt::format("Check {} first: the port's state and error counters (ibstat; "
+                                  "/sys/class/infiniband/<device>/ports/<port>/counters: link_downed, symbol_error, "
+                                  "port_rcv_errors) and the switch port behind it.",
+                                  nic));
+}
+
 }  // namespace
 
 std::string hostOf(const JobData& job, int rank) {
@@ -156,6 +195,7 @@ Report ReportBuilder::build(JobData job) {
   r.nodes = nodesOf(r.job);
   nameSuspectHosts(r.verdict, r.job);
   nameLinkNics(r.verdict, r.job, maker.sequences());
+  nameRankNic(r.verdict, r.job, maker.sequences());
   addFlightRecorderEvidence(r.verdict, r.job);
   return r;
 }

@@ -49,6 +49,8 @@ SCENARIOS = {
     "dead-link-8-3to4": (8, "ring_train", [], "dead-link=3->4@op=8"),
     # On two nodes of 4 (as_node.py): rank 3's GPU is device 3, whose NIC carries 3 -> 4.
     "dead-nic-8": (8, "ring_train", [], "dead-nic=node-0:mlx5_3@op=8"),
+    # One rank per node (as_node.py 1): rank 3's NIC carries both of its ring links.
+    "dead-nic-4": (4, "ring_train", [], "dead-nic=node-3:mlx5_3@op=6"),
     "dead-rank-8": (8, "ring_train", [], "dead-rank=5@op=8"),
     "dead-rank-6": (6, "ring_train", [], "dead-rank=3@op=6"),
     "host-loop-6": (6, "ring_train", ["--stall-rank", "4", "--stall-at-step", "4", "--stall-kind", "host-loop"], ""),

@@ -92,6 +92,18 @@ class TwoNodes(VerdictCase):
         self.assertEqual(code, 0, err)
         self.assertIn("node-0's mlx5_3 port 1", html)
 
+    def test_dead_nic_carrying_both_links_of_a_rank_named_beside_it(self):
+        # One rank per node: node-3's mlx5_3 carries both of rank 3's ring links. From the ring
+        # that is rank 3 stopping, but its GPU posted steps that never arrived: the verdict names
+        # the NIC beside the rank (a GPU that stops posts nothing and gets no NIC named).
+        v = self.verdict("dead-nic-4", collect=True, ranks_per_node=1, NCCL_ALGO="Ring")
+        context = json.dumps(v, indent=1)
+        self.assertEqual(v["kind"], "communication-hang", context)
+        self.assertEqual(v["culprit_ranks"], [3], context)
+        self.assertEqual({(n["host"], n["device"], n["port"]) for n in v["culprit_link_nics"]},
+                         {("node-3", "mlx5_3", 1)}, context)
+        self.assertIn("node-3's mlx5_3 port 1: that NIC is as likely", v["headline"], context)
+
     def test_dead_link_inside_a_node_narrowed_to_its_node_without_the_debugger(self):
         v, context = self.two_nodes("dead-link-8")  # 5 -> 6, inside node-1
         self.assertEqual(v["kind"], "inconclusive", context)
