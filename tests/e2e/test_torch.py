@@ -221,7 +221,8 @@ if __name__ == "__main__":
 class PyTorchsOwnTimeout(TorchCase):
     """PyTorch's watchdog declares the hang itself (init_process_group(timeout=5 s)). 2.15, at
     its timeout: with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 it calls ncclCommAbort at once, and in
-    both 1 and 3 it ends each rank with SIGABRT 15 s later. hangwatch takes either as the
+    both 1 and 3 it ends each rank with SIGABRT 15 s later (TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC;
+    4 s here). hangwatch takes either as the
     hang's trigger and holds it until the rank's dumps are done (declared_hang.h), so they are
     complete however far HANGWATCH_TIMEOUT is, and also when an abort lands while the collector
     reads the rank (equal timeouts); then the job ends as PyTorch meant it to: a worker dead of
@@ -229,7 +230,10 @@ class PyTorchsOwnTimeout(TorchCase):
 
     def run_until_pytorch_ends_it(self, async_error_handling, hangwatch_timeout_s):
         env = {"NCCL_ALGO": "Ring", "TORCH_NCCL_ASYNC_ERROR_HANDLING": str(async_error_handling),
-               "TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(Path(self.tmp.name) / "fr_rank_")}
+               "TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(Path(self.tmp.name) / "fr_rank_"),
+               # PyTorch's wait between its timeout and its SIGABRT (15 s by default), shortened
+               # to keep the test short; what it does at either end is unchanged.
+               "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "4000"}
         with torchrun_job(2, ["--steps", "100", "--pg-timeout", "5"], self.dumps, faults="dead-link=0->1@op=20",
                           extra_env=env, timeout_s=hangwatch_timeout_s) as job:
             code = job.wait_exit(150)
@@ -275,7 +279,7 @@ class PyTorchsOwnTimeout(TorchCase):
 
     def test_sigabrt_mode_3_with_equal_timeouts(self):
         reason, _ = self.run_until_pytorch_ends_it(3, 5)
-        self.assertEqual(reason, "timeout")  # hangwatch's, 15 s before PyTorch's SIGABRT
+        self.assertEqual(reason, "timeout")  # hangwatch's, 4 s before PyTorch's SIGABRT
 
     def test_ncclcommabort_mode_1_with_equal_timeouts_lands_mid_collection(self):
         # Both run out within a poll: whichever comes first dumps, and an abort that lands while
