@@ -96,6 +96,13 @@ std::string nicText(const LinkNic& n) {
   return fmt::format("{}{}{}", n.host.empty() ? "" : n.host + "'s ", device, n.port ? fmt::format(" port {}", *n.port) : "");
 }
 
+// The next step for NIC ports: `what` names them ("node-0's mlx5_3 port 1 and ...").
+std::string portCheck(const std::string& what) {
+  return fmt::format("Check {}: the port's state and error counters (ibstat; /sys/class/infiniband/<device>/ports/"
+                     "<port>/counters: link_downed, symbol_error, port_rcv_errors) and the switch port behind it.",
+                     what);
+}
+
 // Where the culprit link crosses nodes, the NIC of each end, named in the evidence with what
 // to check on it.
 void nameLinkNics(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
@@ -112,12 +119,9 @@ void nameLinkNics(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
                                    "the debugger phase).",
                                    fmt::join(ends, "; ")));
   if (named.empty()) return;
-  std::string check = fmt::format("Check {}: the port's state and error counters (ibstat; "
-                                  "/sys/class/infiniband/<device>/ports/<port>/counters: link_downed, symbol_error, "
-                                  "port_rcv_errors) and the switch port behind it.",
-                                  fmt::join(named, " and "));
   // After testing the link, before draining its hosts.
-  v.next_steps.insert(v.next_steps.begin() + std::min<size_t>(1, v.next_steps.size()), std::move(check));
+  v.next_steps.insert(v.next_steps.begin() + std::min<size_t>(1, v.next_steps.size()),
+                      portCheck(fmt::format("{}", fmt::join(named, " and "))));
 }
 
 // A rank named because both of its connections stopped, whose GPU posted steps of the
@@ -152,11 +156,7 @@ void nameRankNic(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
                                    "connections cross nodes through {} (NCCL's net device of each, read by the debugger "
                                    "phase): from the ring a NIC that stops looks the same as the rank.",
                                    rank, nic));
-  v.next_steps.insert(v.next_steps.begin(),
-                      fmt::format("Check {} first: the port's state and error counters (ibstat; "
-                                  "/sys/class/infiniband/<device>/ports/<port>/counters: link_downed, symbol_error, "
-                                  "port_rcv_errors) and the switch port behind it.",
-                                  nic));
+  v.next_steps.insert(v.next_steps.begin(), portCheck(nic + " first"));
 }
 
 }  // namespace
