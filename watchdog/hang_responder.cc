@@ -56,6 +56,18 @@ CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths&
 
 }  // namespace
 
+// A node peer found this process stopped (SIGSTOP, a job-control stop) and wrote so in its
+// stead; since then it was continued (Slurm and torchrun send SIGCONT before their SIGTERM at
+// teardown) and dumps itself. Its own state replaces the peer's, but not what the peer saw:
+// that it was frozen is why the job hung, and its own dump alone cannot show it.
+void keepPeerObservation(RankState& own, const RankState& before) {
+  if (!before.stopped_seen_by || before.pid != own.pid) return;
+  own.stopped_seen_by = before.stopped_seen_by;
+  if (own.note.empty())
+    own.note = fmt::format("process {} was stopped when rank {} of its node looked; continued since, it dumped itself",
+                           own.pid, *before.stopped_seen_by);
+}
+
 DumpPaths dumpPaths(const std::string& job_dir, std::optional<int> rank, pid_t pid) {
   if (!rank) return {job_dir, watchdogSnapshotPathForPid(job_dir, pid), "", collectLogPathForPid(job_dir, pid)};
   return {job_dir, watchdogSnapshotPath(job_dir, *rank), rankStatePath(job_dir, *rank), collectLogPath(job_dir, *rank)};
@@ -81,6 +93,7 @@ HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, 
     st.snapshot = dump.snapshot;
     st.forensics = config.collect ? "pending" : "off";
     response.state_path = paths.state;
+    if (Expected<RankState> before = readRankState(paths.state)) keepPeerObservation(st, *before);
   }
   if (config.collect) response.collector = collectorRequest(config, paths, dump);
   return response;

@@ -107,6 +107,24 @@ void VerdictWording::exitedInside(Verdict& v, const HangFocus& f, const std::vec
           e.rank, e.pid, e.host, e.pid));
 }
 
+void VerdictWording::frozenThenContinued(Verdict& v, const std::vector<ExitedRank>& frozen) const {
+  std::vector<std::string> said;
+  for (const ExitedRank& e : frozen) {
+    said.push_back(fmt::format("Rank {}'s process (pid {} on {}) was stopped (state T: SIGSTOP or a job-control stop) "
+                               "when rank {} of its node dumped; continued since (a launcher sends SIGCONT before its "
+                               "SIGTERM), it dumped itself: its dump shows where it was frozen.",
+                               e.rank, e.pid, deviceText(job_, e.rank), e.seen_by));
+    if (std::count(v.culprit_ranks.begin(), v.culprit_ranks.end(), e.rank) == 0) continue;
+    v.headline += fmt::format(" Rank {}'s process had been frozen (stopped).", e.rank);
+    v.next_steps.insert(v.next_steps.begin(),
+                        fmt::format("Rank {} was frozen, not broken: find who stopped pid {} on {} (a debugger or tracer "
+                                    "left attached, a ^Z in an interactive shell, a job-control or checkpoint tool). It "
+                                    "was continued since; if it is stopped again, `kill -CONT {}` lets it go on.",
+                                    e.rank, e.pid, e.host, e.pid));
+  }
+  v.evidence.insert(v.evidence.begin(), said.begin(), said.end());
+}
+
 void VerdictWording::heldInInit(Verdict& v, const std::vector<int>& ranks) const {
   std::vector<int> held = ranks;
   v.evidence.push_back(fmt::format("{} never called it either, but {} inside ncclCommInitRank for another "

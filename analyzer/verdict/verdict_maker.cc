@@ -55,6 +55,7 @@ std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
 
 Verdict VerdictMaker::decide() const {
   Verdict v = byRule();
+  noteFrozenThenContinued(v);
   hedgeTooFewAnswered(v);
   addCulpritStacks(v);
   wording_.dataNotes(v);
@@ -163,6 +164,19 @@ void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositio
   v.confident = true;
   v.hinges_on.clear();
   wording_.exitedInside(v, f, exited);
+}
+
+// A rank that dumped itself but whose node peer had found its process stopped before (the
+// peer's observation kept in its state, hang_responder.h): frozen, then continued, as Slurm's
+// and torchrun's teardown does (SIGCONT before SIGTERM). Its own dump shows where it stood;
+// only the peer's look shows why it stood there. On a GPU job the same: /proc on the node.
+void VerdictMaker::noteFrozenThenContinued(Verdict& v) const {
+  std::vector<ExitedRank> frozen;
+  for (const RankSummary& s : job_.ranks)
+    if (s.state && s.state->stopped_seen_by && !s.state->exited_seen_by)
+      frozen.push_back({s.rank, s.state->pid, s.state->host, s.state->device, *s.state->stopped_seen_by, true,
+                        s.state->note});
+  if (!frozen.empty()) wording_.frozenThenContinued(v, frozen);
 }
 
 bool VerdictMaker::insideInit(int rank) const {

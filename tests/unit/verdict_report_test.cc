@@ -614,6 +614,39 @@ TEST_CASE("AMemberFrozenInsideTheCollectiveIsItsCulpritWithItsGpuAndHowToContinu
                           [](const std::string& s) { return s.find("died") != std::string::npos; }));
 }
 
+TEST_CASE("ARankFrozenThenContinuedThatDumpedItselfIsNamedFrozenAsItsNodePeerSawIt") {
+  // Rank 3's ring links stopped (its own dump and its neighbours' say so); its node peer had
+  // found its process stopped, and its own watchdog kept that in its state once continued.
+  verdict_test::TempDir dir;
+  auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 3 ? 40 : 47; };
+  auto consumed = [](int from, int) -> std::optional<uint64_t> { return from == 2 ? 40 : 45; };
+  writeAll(verdict_test::ringJob(4, 7, 2, delivered, consumed, {3}), dir.path);
+  RankState own = peerWrittenState(3);
+  own.pid = 4321;
+  own.snapshot = "written";
+  own.forensics = "written";
+  own.stopped_seen_by = 2;
+  writeState(dir.path, own);
+  Report r = reportOf(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
+  CHECK(mentions(r.verdict, "Rank 3's process had been frozen (stopped)."));
+  CHECK(mentions(r.verdict, "(pid 4321 on GPU 3 on host node0) was stopped"));
+  REQUIRE_FALSE(r.verdict.next_steps.empty());
+  CHECK(r.verdict.next_steps.front().find("kill -CONT 4321") != std::string::npos);
+
+  // A rank seen stopped that is not the culprit is told, and the verdict's words stay its own.
+  own.rank = 1;
+  writeState(dir.path, own);
+  std::filesystem::remove(rankStatePath(dir.path, 3));
+  Report other = reportOf(dir.path);
+  CHECK(other.verdict.culprit_ranks == std::vector<int>{3});
+  CHECK(mentions(other.verdict, "Rank 1's process (pid 4321"));
+  CHECK(other.verdict.headline.find("frozen") == std::string::npos);
+}
+
 TEST_CASE("ARankWithoutADumpIsPlacedOnItsHostAndGpuByItsLastMetricsWindow") {
   // Rank 2 died alone on its node (nobody wrote its state) after writing metrics windows.
   verdict_test::TempDir dir;

@@ -434,6 +434,32 @@ TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsk
   CHECK_FALSE(unranked.collect);
 }
 
+TEST_CASE("ARankContinuedAfterItsNodePeerFoundItStoppedKeepsWhatThePeerSawInItsOwnState") {
+  TempDir dir;
+  WatchdogConfig config;
+  config.job_dir = dir.path + "/job";
+  fs::create_directories(config.job_dir + "/ranks");
+  RankState peer_said;
+  peer_said.rank = 2;
+  peer_said.phase = DumpPhase::kDone;
+  peer_said.pid = 4242;
+  peer_said.snapshot = "none: the process is stopped";
+  peer_said.stopped_seen_by = 3;
+  REQUIRE(writeFileAtomically(rankStatePath(config.job_dir, 2), toJson(peer_said).dump()).ok());
+  DumpStart start{2, "node1", 4242, "written", std::chrono::steady_clock::now()};
+  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 2, 4242), start, nullptr);
+  CHECK(r.state.phase == DumpPhase::kCollecting);
+  CHECK(r.state.snapshot == "written");
+  CHECK(r.state.stopped_seen_by == std::optional<int>(3));
+  CHECK(r.state.note.find("stopped when rank 3") != std::string::npos);
+
+  // Another process of the same rank (a restart in the same folder) is not the one seen stopped.
+  HangResponse other = planResponse(config, dumpPaths(config.job_dir, 2, 5151),
+                                    DumpStart{2, "node1", 5151, "written", std::chrono::steady_clock::now()}, nullptr);
+  CHECK_FALSE(other.state.stopped_seen_by);
+  CHECK(other.state.note.empty());
+}
+
 TEST_CASE("AbortModeExitsOnlyOnceTheWholeJobIsDoneAndMarksThisRankDoneFirst") {
   TempDir dir;
   std::string job = dir.path + "/job";

@@ -54,6 +54,10 @@ struct DumpStart {
   std::chrono::steady_clock::time_point at;  // when dumping began
 };
 
+// Carries into this rank's own state what a node peer wrote in its stead when it found the
+// same process stopped (`stopped_seen_by`): the rank was frozen, then continued.
+void keepPeerObservation(RankState& own, const RankState& before);
+
 // The response HANGWATCH_ON_HANG / _COLLECT ask for: this rank's state record ("collecting",
 // with the deadline readers wait until) and the collector's request.
 HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump,

@@ -119,6 +119,8 @@ class VerdictWording {
   // Ranks that never called the collective because they wait inside another communicator's init.
   void heldInInit(Verdict& v, const std::vector<int>& ranks) const;
   void exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const;
+  // Ranks whose process a node peer found stopped and that dumped themselves once continued.
+  void frozenThenContinued(Verdict& v, const std::vector<ExitedRank>& frozen) const;
   // Fewer than half the ranks answered; `named` when the verdict as it stands names a culprit.
   void tooFewAnswered(Verdict& v, int answered, bool named) const;
   // What every verdict notes about the data: who first detected the hang, who is missing.
