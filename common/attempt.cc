@@ -25,11 +25,6 @@ namespace {
 
 constexpr int kMaxNamesPerKey = 1000;
 
-const char* lookup(const EnvLookup& env, const char* name) {
-  const char* v = env ? env(name) : std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : nullptr;
-}
-
 std::optional<int> count(const char* text) {
   if (text == nullptr) return std::nullopt;
   char* end = nullptr;
@@ -156,19 +151,19 @@ LaunchKey launchKeyFromEnv(const EnvLookup& env) {
   LaunchKey k;
   std::vector<std::string> parts;
   // Slurm: each srun of an allocation is a step; a requeued job keeps its id and counts restarts.
-  if (const char* step = lookup(env, "SLURM_STEP_ID")) parts.push_back(fmt::format("step-{}", step));
-  if (std::optional<int> requeue = count(lookup(env, "SLURM_RESTART_COUNT")); requeue && *requeue > 0) {
+  if (const char* step = envValue(env, "SLURM_STEP_ID")) parts.push_back(fmt::format("step-{}", step));
+  if (std::optional<int> requeue = count(envValue(env, "SLURM_RESTART_COUNT")); requeue && *requeue > 0) {
     parts.push_back(fmt::format("requeue-{}", *requeue));
     k.restart = *requeue;
   }
   // torchrun: every agent counts the restarts of its workers (TORCHELASTIC_RUN_ID stays).
-  if (std::optional<int> restart = count(lookup(env, "TORCHELASTIC_RESTART_COUNT"))) {
+  if (std::optional<int> restart = count(envValue(env, "TORCHELASTIC_RESTART_COUNT"))) {
     parts.push_back(fmt::format("restart-{}", *restart));
     k.restart = *restart;
   }
   // An MPI launcher names each launch (PMIx namespace: Open MPI 4/5, PRRTE, Slurm's pmix).
-  const char* launch = lookup(env, "PMIX_NAMESPACE");
-  if (launch == nullptr) launch = lookup(env, "OMPI_MCA_ess_base_jobid");
+  const char* launch = envValue(env, "PMIX_NAMESPACE");
+  if (launch == nullptr) launch = envValue(env, "OMPI_MCA_ess_base_jobid");
   if (launch != nullptr && parts.empty()) parts.push_back(fmt::format("mpi-{}", launch));
   for (const std::string& p : parts) k.key += (k.key.empty() ? "" : ".") + p;
   return k;

@@ -10,11 +10,6 @@
 namespace hangwatch {
 namespace {
 
-const char* lookup(const EnvLookup& env, const char* name) {
-  const char* v = env ? env(name) : std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : nullptr;
-}
-
 // A job id becomes a directory name: keep it to one safe path component.
 std::string sanitize(std::string id) {
   for (char& c : id) {
@@ -30,13 +25,13 @@ std::string sanitize(std::string id) {
 
 std::string jobIdFromEnv(const EnvLookup& env) {
   for (const char* name : {"HANGWATCH_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid"}) {
-    if (const char* v = lookup(env, name)) return sanitize(v);
+    if (const char* v = envValue(env, name)) return sanitize(v);
   }
   return fmt::format("local-{}", getsid(0));
 }
 
 std::string jobDirFromEnv(const EnvLookup& env) {
-  const char* root = lookup(env, "HANGWATCH_DUMP_DIR");
+  const char* root = envValue(env, "HANGWATCH_DUMP_DIR");
   std::string dir = root ? root : "./hangwatch-dumps";
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return dir + "/" + jobIdFromEnv(env);

@@ -32,6 +32,11 @@ constexpr LauncherVars kLaunchers[] = {
 
 }  // namespace
 
+const char* envValue(const EnvLookup& env, const char* name) {
+  const char* v = env ? env(name) : std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
 RankIdentity detectRankIdentity(const EnvLookup& env) {
   auto get = [&](const char* name) -> const char* { return env ? env(name) : std::getenv(name); };
   RankIdentity id;

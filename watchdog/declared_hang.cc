@@ -2,14 +2,10 @@
 
 #include <time.h>
 
+#include "hangwatch/watchdog/monotonic_clock.h"  // monotonicNs: clock_gettime, async-signal-safe
+
 namespace hangwatch::watchdog {
 namespace {
-
-int64_t nowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 void pause10ms() {
   timespec ts{0, 10'000'000};
@@ -24,14 +20,14 @@ void DeclaredHang::markOwnThread() noexcept { own_thread = true; }
 bool DeclaredHang::onOwnThread() noexcept { return own_thread; }
 
 DeclaredHang::Outcome DeclaredHang::declareAndHold(How how, uintptr_t comm, int64_t hold_ns) noexcept {
-  const int64_t deadline = nowNs() + hold_ns;
+  const int64_t deadline = monotonicNs() + hold_ns;
   const uint32_t declined_before = declined_.load(std::memory_order_acquire);
   if (!dumping_.load(std::memory_order_acquire)) {
     comm_.store(comm, std::memory_order_release);  // a second declaration meanwhile: the last one's
     int none = static_cast<int>(How::kNone);
     how_.compare_exchange_strong(none, static_cast<int>(how), std::memory_order_acq_rel);
   }
-  while (nowNs() < deadline) {
+  while (monotonicNs() < deadline) {
     if (done_.load(std::memory_order_acquire)) return Outcome::kDumped;
     if (!dumping_.load(std::memory_order_acquire) && declined_.load(std::memory_order_acquire) != declined_before)
       return Outcome::kNothingPending;

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "hangwatch/watchdog/monotonic_clock.h"  // monotonicNs: clock_gettime, async-signal-safe
+
 namespace hangwatch::watchdog {
 namespace {
 
@@ -15,15 +17,9 @@ bool armed = false;
 struct sigaction job_action;
 std::atomic<int64_t> first_term_ns{0};
 
-int64_t nowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 void holdTerm(int) {
   int64_t expected = 0;
-  first_term_ns.compare_exchange_strong(expected, nowNs());
+  first_term_ns.compare_exchange_strong(expected, monotonicNs());
 }
 
 }  // namespace
@@ -42,7 +38,7 @@ bool TermDeferral::pending() { return first_term_ns.load() != 0; }
 
 double TermDeferral::pendingForSeconds() {
   int64_t t = first_term_ns.load();
-  return t == 0 ? 0 : static_cast<double>(nowNs() - t) * 1e-9;
+  return t == 0 ? 0 : static_cast<double>(monotonicNs() - t) * 1e-9;
 }
 
 void TermDeferral::release() {

@@ -15,8 +15,8 @@ namespace {
 using Out = std::back_insert_iterator<std::string>;
 
 constexpr int kRingMaxNodes = 48;  // a bigger ring shows the culprit's neighbourhood only
-constexpr int kGridColumns = 32;
-constexpr int kGridMaxRanks = 16384;
+constexpr int kHtmlGridColumns = 32;
+constexpr int kHtmlGridMaxRanks = 16384;
 constexpr const char* kMissingColour = "#e0e0e0";
 constexpr const char* kSuspectColour = "#b8860b";  // a culprit the data cannot rule out: amber, never red
 
@@ -191,10 +191,10 @@ void ringSvg(Out o, const Report& r) {
 }
 
 void gridSvg(Out o, const Report& r) {
-  int n = std::min(r.job.world_size, kGridMaxRanks);
+  int n = std::min(r.job.world_size, kHtmlGridMaxRanks);
   if (n <= 0) return;
   int cell = n > 1024 ? 6 : 18;
-  int cols = n > 1024 ? 128 : std::min(n, kGridColumns);
+  int cols = n > 1024 ? 128 : std::min(n, kHtmlGridColumns);
   int rows = (n + cols - 1) / cols;
   int w = cols * cell + 60, h = rows * cell + 10;
   fmt::format_to(o, "<h2>Ranks by stack class</h2>\n<svg id=\"grid\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
@@ -296,7 +296,7 @@ void writeEvidence(Out o, const Verdict& v) {
   }
 }
 
-void writeNodes(Out o, const Report& r);
+void writeNodeList(Out o, const Report& r);
 
 void writeData(Out o, const Report& r) {
   fmt::format_to(o, "<h2>Data</h2><p>{} of {} rank(s) answered.</p><ul>", r.job.ranks.size(), r.job.world_size);
@@ -309,11 +309,11 @@ void writeData(Out o, const Report& r) {
     fmt::format_to(o, "<li>rank {}: {} missing: {}</li>", p.rank, esc(p.missing), esc(p.reason));
   for (const std::string& p : r.job.problems) fmt::format_to(o, "<li>{}</li>", esc(p));
   fmt::format_to(o, "</ul>\n");
-  writeNodes(o, r);
+  writeNodeList(o, r);
 }
 
 // The nodes, each with the verdict's part in it; at thousands of nodes, those it involves and a few.
-void writeNodes(Out o, const Report& r) {
+void writeNodeList(Out o, const Report& r) {
   if (r.nodes.size() < 2) return;
   constexpr size_t kShown = 16;
   fmt::format_to(o, "<h3>Nodes ({}; links between them are network links)</h3><ul id=\"nodes\">", r.nodes.size());
@@ -329,7 +329,7 @@ void writeNodes(Out o, const Report& r) {
   fmt::format_to(o, "</ul>\n");
 }
 
-void writeStackClasses(Out o, const Report& r) {
+void writeStackClassTable(Out o, const Report& r) {
   if (r.stack_classes.empty()) return;
   fmt::format_to(o, "<h2>Stack classes</h2><table><tr><th>class</th><th>ranks</th><th>threads (innermost frame first)</th></tr>\n");
   for (size_t i = 0; i < r.stack_classes.size() && i < 52; ++i) {
@@ -368,7 +368,7 @@ std::string HtmlReportWriter::write(const Report& r) {
   fmt::format_to(o, "</div></div>\n");
   writeEvidence(o, v);
   writeData(o, r);
-  writeStackClasses(o, r);
+  writeStackClassTable(o, r);
   fmt::format_to(o, "</body></html>\n");
   return html;
 }

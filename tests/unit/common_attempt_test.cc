@@ -21,29 +21,15 @@
 #include "hangwatch/common/attempt.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/trigger_record.h"
+#include "test_env.h"
 
 using namespace hangwatch;
 namespace fs = std::filesystem;
 
+using test_support::TempDir;
+using test_support::envOf;
+
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/hangwatch-attempt-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-EnvLookup envOf(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
 
 AttemptClaim claimOf(const std::string& job, const std::string& key, double started, int rank = 0) {
   AttemptClaim c;

@@ -12,21 +12,14 @@
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/common/trigger_beacon.h"
+#include "test_env.h"
 
 using namespace hangwatch;
 namespace fs = std::filesystem;
 
-namespace {
+using test_support::TempDir;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/hangwatch-mode-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+namespace {
 
 mode_t modeOf(const std::string& path) {
   struct stat st {};

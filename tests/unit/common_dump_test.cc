@@ -8,17 +8,10 @@
 #include "hangwatch/common/schema/json_codec.h"
 #include "hangwatch/common/stack_frame.h"
 #include "hangwatch/common/trigger_record.h"
+#include "test_env.h"
 
-namespace {
+using test_support::envOf;
 
-hangwatch::EnvLookup envOf(std::map<std::string, std::string> vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
-}  // namespace
 
 TEST_CASE("JobIdFollowsTheDesignOrder") {
   using hangwatch::jobIdFromEnv;

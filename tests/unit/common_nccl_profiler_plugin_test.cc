@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "hangwatch/common/nccl_profiler_plugin.h"
+#include "test_env.h"
 
 namespace np = hangwatch::nccl_profiler;
+
+using test_support::envOf;
 
 namespace {
 
@@ -20,13 +23,6 @@ std::vector<std::string> names(const std::vector<np::LibraryCandidate>& cs) {
   std::vector<std::string> out;
   for (const auto& c : cs) out.push_back(c.program ? "<program>" : c.name);
   return out;
-}
-
-hangwatch::EnvLookup envOf(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
 }
 
 }  // namespace

@@ -9,15 +9,11 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/rank_identity.h"
+#include "test_env.h"
+
+using test_support::envOf;
 
 namespace {
-
-hangwatch::EnvLookup envOf(std::map<std::string, std::string> vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -13,6 +13,7 @@
 #include "hangwatch/common/metrics_window.h"
 #include "hangwatch/watchdog/metrics/metrics_windows.h"
 #include "hangwatch/watchdog/metrics/prometheus_textfile.h"
+#include "test_env.h"
 
 using hangwatch::LinkWindowStats;
 using hangwatch::MetricsWindow;
@@ -24,19 +25,13 @@ using hangwatch::watchdog::MetricsWindows;
 using hangwatch::watchdog::OpClass;
 using hangwatch::watchdog::PrometheusTextfile;
 
+using test_support::TempDir;
+
+using test_support::kMs;
+
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kS = 1'000'000'000;
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/metrics_prometheus_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);

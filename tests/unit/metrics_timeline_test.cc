@@ -8,6 +8,7 @@
 #include "hangwatch/common/timeline_window.h"
 #include "hangwatch/watchdog/metrics/metrics_windows.h"
 #include "hangwatch/watchdog/metrics/timeline_ring.h"
+#include "test_env.h"
 
 using hangwatch::readTimelineFile;
 using hangwatch::watchdog::CompletedOp;
@@ -17,10 +18,11 @@ using hangwatch::watchdog::MetricsWindows;
 using hangwatch::watchdog::OpClass;
 using hangwatch::watchdog::TimelineRing;
 
+using test_support::kMs;
+
 namespace {
 
-constexpr int64_t kStart = 1'000'000'000'000;
-constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kTimelineStart = 1'000'000'000'000;
 
 CompletedOp allReduce(uint64_t seq, int64_t start) {
   CompletedOp o;
@@ -42,7 +44,7 @@ CompletedOp allReduce(uint64_t seq, int64_t start) {
 
 TEST_CASE("TimelineRingKeepsTheLastOpsOldestFirst") {
   TimelineRing ring(4, 2);
-  for (uint64_t s = 0; s < 10; ++s) ring.record(allReduce(s, kStart + static_cast<int64_t>(s) * 10 * kMs));
+  for (uint64_t s = 0; s < 10; ++s) ring.record(allReduce(s, kTimelineStart + static_cast<int64_t>(s) * 10 * kMs));
   CHECK(ring.size() == 4);
   CHECK(ring.overwritten() == 6);
   hangwatch::TimelineWindow w = ring.snapshot();
@@ -59,8 +61,8 @@ TEST_CASE("TimelineRingNamesGemmShapesAsTheMetricsDo") {
   g.cls = OpClass::kGemm;
   g.name = "cublasGemmEx";
   g.m = 256, g.n = 32, g.k = 128, g.batch = 4;
-  g.gpu_start_ns = kStart;
-  g.gpu_end_ns = kStart + kMs;
+  g.gpu_start_ns = kTimelineStart;
+  g.gpu_end_ns = kTimelineStart + kMs;
   ring.record(g);
   CHECK(ring.snapshot().ops.at(0).shape == "256x32x128x4");
 }
@@ -75,22 +77,22 @@ TEST_CASE("MetricsFlushRewritesTheTimelineFile") {
   c.timeline_ops = 8;
   c.interval_s = 1;
   c.host = "testhost";
-  c.start_ns = kStart;
+  c.start_ns = kTimelineStart;
   {
     MetricsWindows m(c);
-    for (uint64_t s = 0; s < 20; ++s) m.record(allReduce(s, kStart + static_cast<int64_t>(s) * 10 * kMs));
-    m.recordHostSync(HostSync{"cudaStreamSynchronize", kStart + kMs, kStart + 2 * kMs});
-    m.flush(kStart + 500 * kMs);
+    for (uint64_t s = 0; s < 20; ++s) m.record(allReduce(s, kTimelineStart + static_cast<int64_t>(s) * 10 * kMs));
+    m.recordHostSync(HostSync{"cudaStreamSynchronize", kTimelineStart + kMs, kTimelineStart + 2 * kMs});
+    m.flush(kTimelineStart + 500 * kMs);
     auto first = readTimelineFile(c.timeline_path);
     REQUIRE(first.ok());
     CHECK(first->rank == 1);
     CHECK(first->host == "testhost");
     REQUIRE(first->ops.size() == 8);
     CHECK(first->ops.back().seq == 19);
-    CHECK(first->ops.back().issue_ns == kStart + 190 * kMs - 50000);
+    CHECK(first->ops.back().issue_ns == kTimelineStart + 190 * kMs - 50000);
     CHECK(first->syncs.size() == 1);
-    m.record(allReduce(20, kStart + 600 * kMs));
-    m.flush(kStart + 1000 * kMs);
+    m.record(allReduce(20, kTimelineStart + 600 * kMs));
+    m.flush(kTimelineStart + 1000 * kMs);
     auto second = readTimelineFile(c.timeline_path);
     REQUIRE(second.ok());
     CHECK(second->ops.back().seq == 20);
@@ -103,11 +105,11 @@ TEST_CASE("NoTimelinePathWritesNoTimeline") {
   std::string dir = mkdtemp(tmpl);
   MetricsConfig c;
   c.path = dir + "/metrics/r00000.jsonl";
-  c.start_ns = kStart;
+  c.start_ns = kTimelineStart;
   {
     MetricsWindows m(c);
-    m.record(allReduce(0, kStart + kMs));
-    m.flush(kStart + 500 * kMs);
+    m.record(allReduce(0, kTimelineStart + kMs));
+    m.flush(kTimelineStart + 500 * kMs);
   }
   CHECK_FALSE(std::filesystem::exists(dir + "/timeline"));
   std::filesystem::remove_all(dir);

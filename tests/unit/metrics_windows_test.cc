@@ -11,6 +11,7 @@
 
 #include "hangwatch/common/metrics_window.h"
 #include "hangwatch/watchdog/metrics/metrics_windows.h"
+#include "test_env.h"
 
 using hangwatch::watchdog::CompletedOp;
 using hangwatch::watchdog::HostSync;
@@ -18,19 +19,13 @@ using hangwatch::watchdog::MetricsConfig;
 using hangwatch::watchdog::MetricsWindows;
 using hangwatch::watchdog::OpClass;
 
+using test_support::TempDir;
+
+using test_support::kMs;
+
 namespace {
 
 constexpr int64_t kStart = 1'000'000'000'000;  // an arbitrary CLOCK_MONOTONIC origin
-constexpr int64_t kMs = 1'000'000;
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/metrics_windows_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 MetricsConfig configIn(const TempDir& dir, double interval_s = 1.0) {
   MetricsConfig c;

@@ -77,7 +77,7 @@ void referenceGemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int
     }
 }
 
-std::vector<float> randomMatrix(size_t n, unsigned seed) {
+std::vector<float> randomFloats(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> v(n);
@@ -85,15 +85,15 @@ std::vector<float> randomMatrix(size_t n, unsigned seed) {
   return v;
 }
 
-struct Handle {
+struct BlasHandle {
   cublasHandle_t h = nullptr;
-  Handle() { REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS); }
-  ~Handle() { cublasDestroy(h); }
+  BlasHandle() { REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS); }
+  ~BlasHandle() { cublasDestroy(h); }
 };
 
 double timedBigGemmMs() {
   constexpr int n = 4096;  // 2*n^3 = 137 GFLOP: 137 ms at 1 TFLOPS, far above the compute limit
-  Handle handle;
+  BlasHandle handle;
   void *a, *b, *c;
   REQUIRE(cudaMalloc(&a, size_t{n} * n * 2) == cudaSuccess);
   REQUIRE(cudaMalloc(&b, size_t{n} * n * 2) == cudaSuccess);
@@ -114,16 +114,16 @@ double timedBigGemmMs() {
 }  // namespace
 
 TEST_CASE("SgemmMatchesReferenceForEveryTransposeCombination") {
-  Handle handle;
+  BlasHandle handle;
   const int m = 13, n = 9, k = 7;
   for (cublasOperation_t ta : {CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C}) {
     for (cublasOperation_t tb : {CUBLAS_OP_N, CUBLAS_OP_T}) {
       int lda = (ta == CUBLAS_OP_N ? m : k) + 2;  // padded leading dimensions
       int ldb = (tb == CUBLAS_OP_N ? k : n) + 1;
       int ldc = m + 3;
-      auto a = randomMatrix(size_t(lda) * (ta == CUBLAS_OP_N ? k : m), 1);
-      auto b = randomMatrix(size_t(ldb) * (tb == CUBLAS_OP_N ? n : k), 2);
-      auto c = randomMatrix(size_t(ldc) * n, 3);
+      auto a = randomFloats(size_t(lda) * (ta == CUBLAS_OP_N ? k : m), 1);
+      auto b = randomFloats(size_t(ldb) * (tb == CUBLAS_OP_N ? n : k), 2);
+      auto c = randomFloats(size_t(ldc) * n, 3);
       auto expected = c;
       float alpha = 1.5f, beta = -0.5f;
       referenceGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, expected, ldc);
@@ -136,7 +136,7 @@ TEST_CASE("SgemmMatchesReferenceForEveryTransposeCombination") {
 }
 
 TEST_CASE("StridedBatchedGemmComputesEveryBatch") {
-  Handle handle;
+  BlasHandle handle;
   cudaStream_t s;
   REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
   REQUIRE(cublasSetStream(handle.h, s) == CUBLAS_STATUS_SUCCESS);
@@ -145,8 +145,8 @@ TEST_CASE("StridedBatchedGemmComputesEveryBatch") {
   CHECK(got == s);
   const int m = 8, n = 6, k = 5, batch = 3;
   const long long sa = m * k + 4, sb = k * n + 2, sc = m * n + 1;
-  auto a = randomMatrix(sa * batch, 4);
-  auto b = randomMatrix(sb * batch, 5);
+  auto a = randomFloats(sa * batch, 4);
+  auto b = randomFloats(sb * batch, 5);
   std::vector<float> c(sc * batch, 0.0f);
   auto expected = c;
   for (int i = 0; i < batch; ++i) {
@@ -166,10 +166,10 @@ TEST_CASE("StridedBatchedGemmComputesEveryBatch") {
 }
 
 TEST_CASE("HalfAndBfloat16GemmsMatchReferenceWithinTolerance") {
-  Handle handle;
+  BlasHandle handle;
   const int m = 16, n = 12, k = 32;
-  auto af = randomMatrix(m * k, 6);
-  auto bf = randomMatrix(k * n, 7);
+  auto af = randomFloats(m * k, 6);
+  auto bf = randomFloats(k * n, 7);
   for (cudaDataType t : {CUDA_R_16F, CUDA_R_16BF}) {
     auto to = [t](float f) { return t == CUDA_R_16F ? floatToHalfBits(f) : floatToBf16Bits(f); };
     auto from = [t](uint16_t h) { return t == CUDA_R_16F ? halfBitsToFloat(h) : bf16BitsToFloat(h); };
@@ -194,7 +194,7 @@ TEST_CASE("HalfAndBfloat16GemmsMatchReferenceWithinTolerance") {
 }
 
 TEST_CASE("HalfComputeGemmTakesHalfScalars") {
-  Handle handle;
+  BlasHandle handle;
   std::vector<uint16_t> a(4, floatToHalfBits(1.0f)), b(4, floatToHalfBits(2.0f)), c(4, 0);
   uint16_t alpha = floatToHalfBits(0.5f), beta = 0;
   REQUIRE(cublasGemmEx(handle.h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, a.data(), CUDA_R_16F, 2, b.data(),
@@ -206,7 +206,7 @@ TEST_CASE("HalfComputeGemmTakesHalfScalars") {
 
 TEST_CASE("ConversionsRoundToNearestEven") {
   // Library conversions seen through a 1x1x1 GEMM with alpha=1, beta=0 and B=1.
-  Handle handle;
+  BlasHandle handle;
   std::mt19937 gen(9);
   std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
   std::vector<float> inputs = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65519.0f, 65520.0f, 5.9604645e-8f,
@@ -236,7 +236,7 @@ TEST_CASE("ConversionsRoundToNearestEven") {
 }
 
 TEST_CASE("InvalidGemmArgumentsAreRejected") {
-  Handle handle;
+  BlasHandle handle;
   float x[16] = {};
   float alpha = 1, beta = 0;
   auto gemm = [&](cublasHandle_t h, int m, int n, int k, int lda, int ldb, int ldc) {
@@ -264,7 +264,7 @@ TEST_CASE("InvalidGemmArgumentsAreRejected") {
 }
 
 TEST_CASE("HandleModesRoundTrip") {
-  Handle handle;
+  BlasHandle handle;
   REQUIRE(cublasSetMathMode(handle.h, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS);
   cublasMath_t math;
   REQUIRE(cublasGetMathMode(handle.h, &math) == CUBLAS_STATUS_SUCCESS);
@@ -302,7 +302,7 @@ TEST_CASE("AComputedGemmIsTimedByItsComputeNotByTheWallTimeOfALoadedCore") {
   CPU_ZERO(&one);
   CPU_SET(0, &one);
   REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
-  Handle handle;
+  BlasHandle handle;
   constexpr int n = 200;  // 8M multiply-adds: computed (under the limit), ~10-40 ms of CPU
   std::vector<float> a(size_t{n} * n, 1.0f), b(size_t{n} * n, 1.0f), c(size_t{n} * n, 0.0f);
   const float alpha = 1, beta = 0;

@@ -29,8 +29,8 @@ cudaError_t cudaGetDriverEntryPoint_ptsz(const char*, void**, unsigned long long
 
 namespace {
 
-void addTo(int value, int* out) { *out += value; }
-const void* addKernel() { return simgpu::kernel<&addTo>("addTo"); }
+void addIntTo(int value, int* out) { *out += value; }
+const void* addIntKernel() { return simgpu::kernel<&addIntTo>("addTo"); }
 
 void spin(int ms) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
@@ -46,7 +46,7 @@ using LaunchKernelFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, un
 
 TEST_CASE("NvccLaunchPathRunsTheKernelOnTheGivenStream") {
   cudaKernel_t k = nullptr;
-  REQUIRE(__cudaGetKernel(&k, addKernel()) == cudaSuccess);
+  REQUIRE(__cudaGetKernel(&k, addIntKernel()) == cudaSuccess);
   cudaStream_t s;
   REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
   int value = 5, sum = 0;
@@ -83,7 +83,7 @@ TEST_CASE("PerThreadEntryPointsTakeStreamZeroAsTheThreadsStream") {
   int* out = &sum;
   void* args[] = {&value, &out};
   cudaKernel_t k = nullptr;
-  REQUIRE(__cudaGetKernel(&k, addKernel()) == cudaSuccess);
+  REQUIRE(__cudaGetKernel(&k, addIntKernel()) == cudaSuccess);
   REQUIRE(__cudaLaunchKernel_ptsz(k, dim3(1), dim3(1), args, 0, nullptr) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize_ptsz(nullptr) == cudaSuccess);
   CHECK(cudaStreamQuery(cudaStreamPerThread) == cudaSuccess);
@@ -98,7 +98,7 @@ TEST_CASE("DriverLaunchThroughTheEntryPointRunsTheKernelWithoutTouchingTheRuntim
   CHECK(status == cudaDriverEntryPointSuccess);
   auto launch = reinterpret_cast<LaunchKernelFn>(fn);
   cudaFunction_t f = nullptr;
-  REQUIRE(cudaGetFuncBySymbol(&f, addKernel()) == cudaSuccess);
+  REQUIRE(cudaGetFuncBySymbol(&f, addIntKernel()) == cudaSuccess);
   cudaStream_t s;
   REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
   int value = 4, sum = 0;

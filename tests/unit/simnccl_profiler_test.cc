@@ -34,7 +34,7 @@ namespace np = hangwatch::nccl_profiler;
 constexpr int kRanks = 4;
 constexpr int kChannels = 2;
 constexpr size_t kSlotBytes = 65536;
-constexpr size_t kCount = 200000;  // floats: two ring rounds of 4 x 16384 per channel
+constexpr size_t kProfiledCount = 200000;  // floats: two ring rounds of 4 x 16384 per channel
 constexpr int kAll = static_cast<int>(np::kColl | np::kP2p | np::kProxyOp | np::kProxyStep | np::kKernelCh);
 
 const std::vector<int> kSendStates = {np::kProxyStepSendGPUWait, np::kProxyStepSendPeerWait, np::kProxyStepSendWait};
@@ -90,7 +90,7 @@ int collectiveLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testin
     while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ncclCommAbort(comm);
   });
-  std::vector<float> buf(kCount * nranks, 1.0f);
+  std::vector<float> buf(kProfiledCount * nranks, 1.0f);
   for (int op = 0; op < ops && !board.abort_requested.load(); ++op) {
     if (collective(comm, buf, op) != ncclSuccess) break;
     cudaStreamSynchronize(nullptr);
@@ -102,7 +102,7 @@ int collectiveLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testin
 }
 
 ncclResult_t allReduce(ncclComm_t comm, std::vector<float>& buf, int) {
-  return ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, nullptr);
+  return ncclAllReduce(buf.data(), buf.data(), kProfiledCount, ncclFloat32, ncclSum, comm, nullptr);
 }
 
 // Runs `ops` collectives on every rank to completion; returns each rank's log.
@@ -117,7 +117,7 @@ std::map<int, testing::ProcessLog> runJob(const std::map<std::string, std::strin
         if (per_rank_setup) per_rank_setup(rank);
         ncclComm_t comm;
         if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return 100;
-        std::vector<float> buf(kCount * kRanks, 1.0f);
+        std::vector<float> buf(kProfiledCount * kRanks, 1.0f);
         for (int op = 0; op < ops; ++op) {
           if (coll(comm, buf, op) != ncclSuccess) return 101;
           if (cudaStreamSynchronize(nullptr) != cudaSuccess) return 102;
@@ -156,7 +156,7 @@ int ringPrev(int r) { return (r + kRanks - 1) % kRanks; }
 
 // The ring AllReduce's steps on one channel: 2(n-1) per round of n chunks of one slot.
 int allReduceSteps(int channel) {
-  const size_t share = kCount * (channel + 1) / kChannels - kCount * channel / kChannels;
+  const size_t share = kProfiledCount * (channel + 1) / kChannels - kProfiledCount * channel / kChannels;
   const size_t chunk = kSlotBytes / sizeof(float);
   const size_t rounds = (share + kRanks * chunk - 1) / (kRanks * chunk);
   return static_cast<int>(2 * (kRanks - 1) * rounds);
@@ -257,7 +257,7 @@ TEST_CASE("RanksOnOneNodeReportCollsAndKernelChannelsButNoProxyEvents") {
   auto logs = runJob(profilerEnv(dir, kAll), 3, dir, [](ncclComm_t comm, std::vector<float>& buf, int op) {
     int rank = 0;
     ncclCommUserRank(comm, &rank);
-    if (op == 1) return ncclAllGather(buf.data() + rank * kCount, buf.data(), kCount, ncclFloat32, comm, nullptr);
+    if (op == 1) return ncclAllGather(buf.data() + rank * kProfiledCount, buf.data(), kProfiledCount, ncclFloat32, comm, nullptr);
     return allReduce(comm, buf, op);
   });
   REQUIRE(logs.size() == static_cast<size_t>(kRanks));
@@ -276,7 +276,7 @@ TEST_CASE("RanksOnOneNodeReportCollsAndKernelChannelsButNoProxyEvents") {
       CHECK(coll->str("algo") == "RING");
       CHECK(coll->str("proto") == "SIMPLE");
       CHECK(coll->str("dtype") == "ncclFloat32");
-      CHECK(coll->num("count") == static_cast<long>(kCount));
+      CHECK(coll->num("count") == static_cast<long>(kProfiledCount));
       CHECK(coll->num("nch") == kChannels);
       // src/plugin/profiler.cc: the parent is the call's CollApi event, parentGroup the kernel's Group.
       const auto* api = log.byHandle(coll->parent);
@@ -680,7 +680,7 @@ TEST_CASE("ATreeAllReduceReportsTheTreeAndAProxyOpPerTreePeer") {
       {{1, 1}, {{2, 0}, {0, 0}, {3, 1}, {3, 0}, {2, 1}, {0, 1}}},
       {{3, 1}, {{1, 0}, {1, 1}}},
   };
-  const long chunks = static_cast<long>((kCount / kChannels + kSlotBytes / sizeof(float) - 1) / (kSlotBytes / sizeof(float)));
+  const long chunks = static_cast<long>((kProfiledCount / kChannels + kSlotBytes / sizeof(float) - 1) / (kSlotBytes / sizeof(float)));
   for (const auto& [rank, log] : logs) {
     for (long seq = 0; seq < 2; ++seq) {
       INFO("rank " << rank << " seq " << seq);
@@ -713,13 +713,13 @@ TEST_CASE("PatReportsAProxyOpPerDimensionAndDirectionWithNcclsPeers") {
   LogDir dir;
   auto logs = runJob(profilerEnv(dir, kAll, {{"SIMGPU_RANKS_PER_NODE", "1"}, {"NCCL_ALGO", ""}}), 2, dir,
                      [](ncclComm_t comm, std::vector<float>& buf, int op) {
-                       static std::vector<float> out(kCount * kRanks);
-                       return op == 0 ? ncclAllGather(buf.data(), out.data(), kCount, ncclFloat32, comm, nullptr)
-                                      : ncclReduceScatter(buf.data(), out.data(), kCount, ncclFloat32, ncclSum, comm,
+                       static std::vector<float> out(kProfiledCount * kRanks);
+                       return op == 0 ? ncclAllGather(buf.data(), out.data(), kProfiledCount, ncclFloat32, comm, nullptr)
+                                      : ncclReduceScatter(buf.data(), out.data(), kProfiledCount, ncclFloat32, ncclSum, comm,
                                                           nullptr);
                      });
   REQUIRE(logs.size() == static_cast<size_t>(kRanks));
-  const long chunks = static_cast<long>((kCount / kChannels + kSlotBytes / sizeof(float) - 1) / (kSlotBytes / sizeof(float)));
+  const long chunks = static_cast<long>((kProfiledCount / kChannels + kSlotBytes / sizeof(float) - 1) / (kSlotBytes / sizeof(float)));
   for (const auto& [rank, log] : logs) {
     for (const char* func : {"AllGather", "ReduceScatter"}) {
       INFO("rank " << rank << " " << func);
@@ -920,7 +920,7 @@ TEST_CASE("ACapturedCollectiveReportsItsLaunchOnceAndItsTasksAtEveryReplay") {
                        cudaGraph_t graph = nullptr;
                        cudaGraphExec_t exec = nullptr;
                        if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) return ncclSystemError;
-                       ncclAllReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, stream);
+                       ncclAllReduce(buf.data(), buf.data(), kProfiledCount, ncclFloat32, ncclSum, comm, stream);
                        if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return ncclSystemError;
                        if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) return ncclSystemError;
                        for (int i = 0; i < kReplays; ++i) {

@@ -9,20 +9,14 @@
 #include "hangwatch/slowdown/chrome_trace.h"
 #include "hangwatch/slowdown/job_profile.h"
 #include "hangwatch/common/timeline_window.h"
+#include "test_env.h"
 
 using namespace hangwatch;
 using namespace hangwatch::slowdown;
 
-namespace {
+using test_support::TempDir;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/slowdown_job_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+namespace {
 
 void writeText(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());

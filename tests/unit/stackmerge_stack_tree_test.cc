@@ -15,7 +15,7 @@ using hangwatch::stackmerge::StackTree;
 namespace {
 
 // Frames given outermost first (easier to read), stored innermost first as in the dumps.
-ThreadStack thread(const std::string& name, std::vector<std::string> outermost_first) {
+ThreadStack treeThread(const std::string& name, std::vector<std::string> outermost_first) {
   ThreadStack t;
   t.name = name;
   for (auto it = outermost_first.rbegin(); it != outermost_first.rend(); ++it) {
@@ -66,8 +66,8 @@ TEST_CASE("FrameLabelAddsFileAndLineForPythonFramesOnly") {
 TEST_CASE("StackTreeSharedPrefixesShareNodesWithTheirRankSets") {
   StackTree tree;
   for (int r = 0; r < 8; ++r) {
-    tree.addThread(r, thread("main", {"main", "train", r == 5 ? "busy_loop" : "ncclAllReduce"}));
-    tree.addThread(r, thread("helper", {"start_thread", "poll"}));
+    tree.addThread(r, treeThread("main", {"main", "train", r == 5 ? "busy_loop" : "ncclAllReduce"}));
+    tree.addThread(r, treeThread("helper", {"start_thread", "poll"}));
   }
   const auto& root = tree.nodes()[0];
   CHECK(root.label.empty());
@@ -89,12 +89,12 @@ TEST_CASE("StackTreeSharedPrefixesShareNodesWithTheirRankSets") {
 
 TEST_CASE("StackTreeInternsEachDistinctLabelOnce") {
   StackTree tree;
-  for (int r = 0; r < 4; ++r) tree.addThread(r, thread("t", {"a", std::string("b") + std::to_string(r % 2)}));
+  for (int r = 0; r < 4; ++r) tree.addThread(r, treeThread("t", {"a", std::string("b") + std::to_string(r % 2)}));
   const auto& root = tree.nodes()[0];
   REQUIRE(root.children.size() == 1);
   const auto& a = tree.nodes()[root.children[0]];
   REQUIRE(a.children.size() == 2);
-  tree.addThread(9, thread("t", {"x", "a"}));
+  tree.addThread(9, treeThread("t", {"x", "a"}));
   const auto& x = tree.nodes()[tree.nodes()[0].children[1]];
   const auto& a_under_x = tree.nodes()[x.children[0]];
   CHECK(a_under_x.label.data() == tree.nodes()[tree.nodes()[0].children[0]].label.data());
@@ -102,10 +102,10 @@ TEST_CASE("StackTreeInternsEachDistinctLabelOnce") {
 
 TEST_CASE("StackTreeFoldedCountsThreadsEndingAtEachPath") {
   StackTree tree;
-  tree.addThread(0, thread("m", {"main", "f", "g"}));
-  tree.addThread(1, thread("m", {"main", "f", "g"}));
-  tree.addThread(1, thread("w", {"main", "f"}));
-  tree.addThread(2, thread("m", {"main", "h"}));
+  tree.addThread(0, treeThread("m", {"main", "f", "g"}));
+  tree.addThread(1, treeThread("m", {"main", "f", "g"}));
+  tree.addThread(1, treeThread("w", {"main", "f"}));
+  tree.addThread(2, treeThread("m", {"main", "h"}));
   const auto lines = foldedLines(tree.folded());
   CHECK(lines == std::map<std::string, int>{{"main;f;g", 2}, {"main;f", 1}, {"main;h", 1}});
 }
@@ -115,7 +115,7 @@ TEST_CASE("StackTreeFoldedSumsToTheThreadCount") {
   int added = 0;
   for (int r = 0; r < 50; ++r)
     for (int t = 0; t < r % 4 + 1; ++t) {
-      tree.addThread(r, thread("t", {"main", "loop" + std::to_string(t), "wait" + std::to_string((r + t) % 3)}));
+      tree.addThread(r, treeThread("t", {"main", "loop" + std::to_string(t), "wait" + std::to_string((r + t) % 3)}));
       ++added;
     }
   int total = 0;
@@ -135,7 +135,7 @@ TEST_CASE("StackTreeThreadWithNoFramesCountsOnlyAtTheRoot") {
 
 TEST_CASE("StackTreeDotLabelsEdgesWithRankSetsAndEscapesQuotes") {
   StackTree tree;
-  for (int r = 0; r < 4; ++r) tree.addThread(r, thread("m", {"main", r == 2 ? "say \"hi\"" : "wait"}));
+  for (int r = 0; r < 4; ++r) tree.addThread(r, treeThread("m", {"main", r == 2 ? "say \"hi\"" : "wait"}));
   const std::string dot = tree.dot();
   CHECK(dot.rfind("digraph", 0) == 0);
   CHECK(dot.find("label=\"0-1,3\\n3 threads\"") != std::string::npos);
@@ -145,16 +145,16 @@ TEST_CASE("StackTreeDotLabelsEdgesWithRankSetsAndEscapesQuotes") {
 
 TEST_CASE("StackTreeDotStopsAtMaxNodesAndSaysHowManyAreLeft") {
   StackTree tree;
-  for (int r = 0; r < 20; ++r) tree.addThread(r, thread("m", {"main", "f" + std::to_string(r)}));
+  for (int r = 0; r < 20; ++r) tree.addThread(r, treeThread("m", {"main", "f" + std::to_string(r)}));
   const std::string dot = tree.dot(5);
   CHECK(dot.find("17 more nodes not shown") != std::string::npos);
 }
 
 TEST_CASE("StackTreeStaysValidAfterBeingMoved") {
   StackTree tree;
-  tree.addThread(0, thread("m", {"main", "f"}));
+  tree.addThread(0, treeThread("m", {"main", "f"}));
   StackTree moved = std::move(tree);
-  moved.addThread(1, thread("m", {"main", "f"}));
+  moved.addThread(1, treeThread("m", {"main", "f"}));
   CHECK(moved.nodes().size() == 3);
   CHECK(moved.nodes()[1].label == "main");
   CHECK(moved.nodes()[2].ranks.toString() == "0-1");
@@ -164,7 +164,7 @@ TEST_CASE("StackTreeWideFanoutFindsEveryChildAgain") {
   // Past a few children a node's lookups switch to a hash map; both paths must agree.
   StackTree tree;
   for (int round = 0; round < 2; ++round)
-    for (int k = 0; k < 40; ++k) tree.addThread(k, thread("t", {"main", "f" + std::to_string(k), "leaf"}));
+    for (int k = 0; k < 40; ++k) tree.addThread(k, treeThread("t", {"main", "f" + std::to_string(k), "leaf"}));
   const auto* main_node = child(tree, tree.nodes()[0], "main");
   REQUIRE(main_node);
   CHECK(main_node->children.size() == 40);
@@ -180,9 +180,9 @@ TEST_CASE("StackTreeWideFanoutFindsEveryChildAgain") {
 
 TEST_CASE("StackTreeAddPathNamesTheStackByItsInnermostNode") {
   StackTree tree;
-  const uint32_t a = tree.addPath(0, thread("m", {"main", "f", "g"}));
-  const uint32_t b = tree.addPath(1, thread("m", {"main", "f", "g"}));
-  const uint32_t c = tree.addPath(1, thread("m", {"main", "f"}));
+  const uint32_t a = tree.addPath(0, treeThread("m", {"main", "f", "g"}));
+  const uint32_t b = tree.addPath(1, treeThread("m", {"main", "f", "g"}));
+  const uint32_t c = tree.addPath(1, treeThread("m", {"main", "f"}));
   CHECK(a == b);
   CHECK(c != a);
   CHECK(tree.stackOf(a) == std::vector<std::string>{"g", "f", "main"});
@@ -192,6 +192,6 @@ TEST_CASE("StackTreeAddPathNamesTheStackByItsInnermostNode") {
 
 TEST_CASE("StackTreeFoldedKeepsOneRecordPerLineWhateverTheLabels") {
   StackTree tree;
-  tree.addThread(0, thread("m", {"main", "odd;name\nhere"}));
+  tree.addThread(0, treeThread("m", {"main", "odd;name\nhere"}));
   CHECK(tree.folded() == "main;odd,name,here 1\n");
 }

@@ -15,7 +15,7 @@ namespace {
 const std::string kLibpython = "/usr/lib/libpython3.12.so.1.0";
 const std::string kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
 
-StackFrame native(const std::string& function, const std::string& module) {
+StackFrame mergeFrame(const std::string& function, const std::string& module) {
   StackFrame f;
   f.function = function;
   f.module = module;
@@ -40,20 +40,20 @@ std::vector<std::string> names(const std::vector<StackFrame>& frames) {
 // A thread blocked in lock.acquire under step() <- train() <- <module>, with
 // call machinery between the eval activations.
 std::vector<StackFrame> nativeWithEvals(size_t evals) {
-  std::vector<StackFrame> frames{native("__futex_abstimed_wait_common", kLibc), native("sem_clockwait", kLibc),
-                                 native("PyThread_acquire_lock_timed", kLibpython),
-                                 native("lock_PyThread_acquire_lock", kLibpython),
-                                 native("cfunction_vectorcall_FASTCALL_KEYWORDS", kLibpython)};
+  std::vector<StackFrame> frames{mergeFrame("__futex_abstimed_wait_common", kLibc), mergeFrame("sem_clockwait", kLibc),
+                                 mergeFrame("PyThread_acquire_lock_timed", kLibpython),
+                                 mergeFrame("lock_PyThread_acquire_lock", kLibpython),
+                                 mergeFrame("cfunction_vectorcall_FASTCALL_KEYWORDS", kLibpython)};
   for (size_t i = 0; i < evals; ++i) {
-    frames.push_back(native("_PyEval_EvalFrameDefault", kLibpython));
+    frames.push_back(mergeFrame("_PyEval_EvalFrameDefault", kLibpython));
     if (i + 1 < evals) {
-      frames.push_back(native("_PyFunction_Vectorcall", kLibpython));
-      frames.push_back(native("ext_call_back", "/opt/ext/_ext.so"));
-      frames.push_back(native("PyObject_Call", kLibpython));
+      frames.push_back(mergeFrame("_PyFunction_Vectorcall", kLibpython));
+      frames.push_back(mergeFrame("ext_call_back", "/opt/ext/_ext.so"));
+      frames.push_back(mergeFrame("PyObject_Call", kLibpython));
     }
   }
-  for (const char* outer : {"PyEval_EvalCode", "pymain_run_python", "Py_BytesMain"}) frames.push_back(native(outer, kLibpython));
-  frames.push_back(native("main", "/usr/bin/python3.12"));
+  for (const char* outer : {"PyEval_EvalCode", "pymain_run_python", "Py_BytesMain"}) frames.push_back(mergeFrame(outer, kLibpython));
+  frames.push_back(mergeFrame("main", "/usr/bin/python3.12"));
   return frames;
 }
 
@@ -115,7 +115,7 @@ TEST_CASE("NativeUnwindThatStoppedEarlyIsReported") {
   py.eval_group_sizes = {1, 1};
   auto native_frames = nativeWithEvals(2);
   native_frames.resize(6);
-  native_frames.push_back(native("??", ""));
+  native_frames.push_back(mergeFrame("??", ""));
   const auto merged = mergeThreadStack(native_frames, py);
   CHECK(names(merged.frames) == names(native_frames));
   CHECK(merged.note.find("ended early") != std::string::npos);
@@ -131,7 +131,7 @@ TEST_CASE("GroupSizesNotCoveringFramesAreRejected") {
 }
 
 TEST_CASE("ThreadWithoutPythonKeepsNativeStack") {
-  const std::vector<StackFrame> native_frames{native("epoll_wait", kLibc), native("start_thread", kLibc)};
+  const std::vector<StackFrame> native_frames{mergeFrame("epoll_wait", kLibc), mergeFrame("start_thread", kLibc)};
   const auto merged = mergeThreadStack(native_frames, PythonThreadStack{});
   CHECK(merged.note.empty());
   CHECK(names(merged.frames) == names(native_frames));
@@ -141,9 +141,9 @@ TEST_CASE("ColdSplitEvalFrameIsRecognised") {
   PythonThreadStack py;
   py.frames = {python("step", 40)};
   py.eval_group_sizes = {1};
-  const std::vector<StackFrame> native_frames{native("sem_clockwait", kLibc),
-                                              native("_PyEval_EvalFrameDefault.cold", kLibpython),
-                                              native("main", "/usr/bin/python3.12")};
+  const std::vector<StackFrame> native_frames{mergeFrame("sem_clockwait", kLibc),
+                                              mergeFrame("_PyEval_EvalFrameDefault.cold", kLibpython),
+                                              mergeFrame("main", "/usr/bin/python3.12")};
   const auto merged = mergeThreadStack(native_frames, py);
   CHECK(merged.note.empty());
   CHECK(names(merged.frames) == std::vector<std::string>{"sem_clockwait", "py:step", "main"});

@@ -20,7 +20,7 @@ using verdict_test::FakeRank;
 
 namespace {
 
-constexpr uint64_t kSeq = 7;
+constexpr uint64_t kProxySeq = 7;
 const std::string kNcclId = "00000000000abcde";
 
 struct Fault {
@@ -88,7 +88,7 @@ Verdict verdictOf(const std::vector<FakeRank>& ranks, bool with_dumps = false) {
     (void)writeFileAtomically(watchdogSnapshotPath(dir.path, n), toJson(r.snap).dump());
     if (with_dumps) (void)writeFileAtomically(forensicsDumpPath(dir.path, n), toJson(r.dump).dump());
   }
-  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  verdict_test::writeTrigger(dir.path, 0, kProxySeq);
   Expected<JobData> job = JobLoader(1).load(dir.path);
   REQUIRE(job.ok());
   return ReportBuilder::build(std::move(*job)).verdict;
@@ -96,7 +96,7 @@ Verdict verdictOf(const std::vector<FakeRank>& ranks, bool with_dumps = false) {
 
 std::vector<FakeRank> job(int world) {
   std::vector<FakeRank> ranks;
-  for (int r = 0; r < world; ++r) ranks.emplace_back(r, world, kSeq);
+  for (int r = 0; r < world; ++r) ranks.emplace_back(r, world, kProxySeq);
   return ranks;
 }
 
@@ -194,7 +194,7 @@ TEST_CASE("ADeadRankInsideANodeIsNarrowedToItsNode") {
 
 TEST_CASE("TheDebuggerAndTheProfilerAgreeingSaySoAndDisagreeingNameNeither") {
   auto agreeing = verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+      8, kProxySeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
   addProxyProgress(agreeing, 1, 2, {Link{5, 6}, std::nullopt});
   Verdict v = verdictOf(agreeing, true);
   INFO(all(v));
@@ -204,7 +204,7 @@ TEST_CASE("TheDebuggerAndTheProfilerAgreeingSaySoAndDisagreeingNameNeither") {
   CHECK(v.confident);
 
   auto disagreeing = verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+      8, kProxySeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
   addProxyProgress(disagreeing, 1, 2, {Link{2, 3}, std::nullopt});
   v = verdictOf(disagreeing, true);
   INFO(all(v));
@@ -257,7 +257,7 @@ TEST_CASE("ProfilerProgressOfAnotherCommunicatorIsNotMistakenForTheHungOne") {
 TEST_CASE("RecordsKeyedByNcclsOwnIdReachTheVerdictThroughTheSnapshotsNcclId") {
   // The nccl-host and cuda readers cannot compute the watchdog's hash; they give NCCL's.
   auto ranks = verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+      8, kProxySeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
   for (FakeRank& r : ranks) {
     r.snap.comms[0].nccl_id = kNcclId;
     for (RingProgress& p : r.dump.ring_progress) {
@@ -358,14 +358,14 @@ std::vector<FakeRank> bothNetLinksStarved(uint64_t done3to4, uint64_t done7to0, 
 
 // Rank `r` as simnccl's dead rank leaves it: its host thread never came back from the call.
 void blockedInTheCall(FakeRank& r) {
-  r.snap.comms[0].last_issued_seq = kSeq - 1;
+  r.snap.comms[0].last_issued_seq = kProxySeq - 1;
   r.snap.streams.clear();
   SnapshotHostCall h;
   h.call = "ncclAllReduce";
   h.tid = r.snap.identity.pid;
   h.age_s = 3.0;
   h.comm = verdict_test::kComm;
-  h.seq = kSeq;
+  h.seq = kProxySeq;
   r.snap.host_calls.push_back(h);
 }
 
@@ -459,7 +459,7 @@ TEST_CASE("AStopInsideANodeStaysNarrowedToTheNodeWhateverItsHostThreadsDo") {
 TEST_CASE("ADebuggerCulpritOutsideTheNodeTheProfilerNarrowedToIsNotConfident") {
   for (int dead_from : {5, 1}) {
     auto ranks = verdict_test::ringJob(
-        8, kSeq, 1, [=](int from, int) { return from == dead_from ? 3u : 40u; },
+        8, kProxySeq, 1, [=](int from, int) { return from == dead_from ? 3u : 40u; },
         [=](int from, int) { return from == dead_from ? 3u : 40u; });
     auto progress = bothNetLinksStarved(118, 114);  // the stop is in node1
     for (int r = 0; r < 8; ++r) {
@@ -486,7 +486,7 @@ namespace {
 // The debugger's ring records of 8 ranks name the link 5 -> 6 (least progress on it).
 std::vector<FakeRank> debuggerNames5To6() {
   return verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
+      8, kProxySeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; });
 }
 
 // The link 5 -> 6 the ring named is a suspect of a verdict that names nobody.
@@ -699,7 +699,7 @@ TEST_CASE("OnATreeTheStopIsNarrowedToTheNodesWhoseGpusDoNotTakeWhatArrived") {
 // whose records are absent, became suspects of their own.
 TEST_CASE("ATreesRecordsDoNotMakeTheRingLinksNobodyReportedSuspects") {
   auto ranks = verdict_test::ringJob(
-      8, kSeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; },
+      8, kProxySeq, 2, [](int from, int) { return from == 5 ? 3u : 40u; }, [](int from, int) { return from == 5 ? 3u : 40u; },
       {0, 1});
   for (FakeRank& r : ranks)
     for (RingProgress& p : r.dump.ring_progress) p.algorithm = "TREE";

@@ -20,7 +20,7 @@ using verdict_test::FakeRank;
 
 namespace {
 
-Report reportOf(const std::string& dir) {
+Report reportOfDir(const std::string& dir) {
   Expected<JobData> job = JobLoader(2).load(dir);
   REQUIRE(job.ok());
   return ReportBuilder::build(std::move(*job));
@@ -50,7 +50,7 @@ TEST_CASE("DeadLinkJobNamesTheLinkWithHostsAndGpus") {
   auto [d, c] = deadLink(5);
   writeAll(verdict_test::ringJob(8, 10, 2, d, c), dir.path);
   verdict_test::writeTrigger(dir.path, 6, 10);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   const Verdict& v = r.verdict;
   CHECK(v.kind == VerdictKind::kCommunicationHang);
   REQUIRE(v.culprit_link);
@@ -79,7 +79,7 @@ TEST_CASE("ADeadLinkBetweenNodesNamesTheNicOfEachEndThatItsDebuggerRead") {
   for (RingProgress& p : ranks[2].dump.ring_progress) p.send->nic = RingNic{2, "mlx5_2", 1};  // not the culprit's
   writeAll(ranks, dir.path);
   verdict_test::writeTrigger(dir.path, 6, 10);
-  Verdict v = reportOf(dir.path).verdict;
+  Verdict v = reportOfDir(dir.path).verdict;
   REQUIRE(v.culprit_link);
   CHECK(*v.culprit_link == Link{3, 4});
   REQUIRE(v.culprit_link_nics.size() == 2);
@@ -100,7 +100,7 @@ TEST_CASE("ADeadLinkBetweenNodesNamesTheNicOfEachEndThatItsDebuggerRead") {
   auto [d2, c2] = deadLink(5);
   writeAll(verdict_test::ringJob(8, 10, 2, d2, c2), inside.path);
   verdict_test::writeTrigger(inside.path, 6, 10);
-  Verdict w = reportOf(inside.path).verdict;
+  Verdict w = reportOfDir(inside.path).verdict;
   REQUIRE(w.culprit_link);
   CHECK(w.culprit_link_nics.empty());
   CHECK_FALSE(mentions(w, "NIC"));
@@ -119,8 +119,8 @@ TEST_CASE("FlightRecorderDumpsAddTheProcessGroupAndWhoNeverEnqueuedButChangeNoVe
   const std::string fixtures = std::string(HANGWATCH_FIXTURES_DIR) + "/flight-recorder/";
   std::filesystem::copy_file(fixtures + "torch-2.15-dead-link-rank0.pkl", flightRecorderPath(with_fr.path, 0));
   std::filesystem::copy_file(fixtures + "torch-2.15-dead-link-rank0-cut-at-19.pkl", flightRecorderPath(with_fr.path, 1));
-  Verdict without = reportOf(plain.path).verdict;
-  Verdict v = reportOf(with_fr.path).verdict;
+  Verdict without = reportOfDir(plain.path).verdict;
+  Verdict v = reportOfDir(with_fr.path).verdict;
   CHECK(v.kind == without.kind);
   CHECK(v.culprit_link == without.culprit_link);
   CHECK(v.confident == without.confident);
@@ -133,7 +133,7 @@ TEST_CASE("FlightRecorderDumpsAddTheProcessGroupAndWhoNeverEnqueuedButChangeNoVe
 
   // A file that is no pickle of plain data is said and skipped.
   std::ofstream(flightRecorderPath(with_fr.path, 1), std::ios::trunc) << "cos\nsystem\n(S'echo'\ntR.";
-  Verdict refused = reportOf(with_fr.path).verdict;
+  Verdict refused = reportOfDir(with_fr.path).verdict;
   CHECK(mentions(refused, "Flight Recorder dump not used:"));
   CHECK(mentions(refused, "refused pickle opcode"));
 }
@@ -151,7 +151,7 @@ TEST_CASE("ALinkWhoseReceiverFinishedTheCollectiveIsNoConfidentCulprit") {
   ranks[2].snap.streams[0].pending[0].seq = 11;
   writeAll(ranks, dir.path);
   verdict_test::writeTrigger(dir.path, 0, 10);
-  Verdict v = reportOf(dir.path).verdict;
+  Verdict v = reportOfDir(dir.path).verdict;
   CHECK(v.kind == VerdictKind::kInconclusive);
   CHECK_FALSE(v.confident);
   CHECK_FALSE(v.culprit_link);
@@ -166,7 +166,7 @@ TEST_CASE("ALinkWhoseReceiverFinishedTheCollectiveIsNoConfidentCulprit") {
   verdict_test::TempDir waiting;
   writeAll(verdict_test::ringJob(4, 10, 2, d, c), waiting.path);
   verdict_test::writeTrigger(waiting.path, 0, 10);
-  Verdict named = reportOf(waiting.path).verdict;
+  Verdict named = reportOfDir(waiting.path).verdict;
   CHECK(named.confident);
   REQUIRE(named.culprit_link);
   CHECK(*named.culprit_link == Link{1, 2});
@@ -181,7 +181,7 @@ TEST_CASE("TwoDeadLinksThatShareNoRankAreBothSuspectsNotNobody") {
   auto consumed = [](int from, int) -> std::optional<uint64_t> { return from == 1 || from == 5 ? 80 : 82; };
   writeAll(verdict_test::ringJob(8, 10, 2, delivered, consumed), dir.path);
   verdict_test::writeTrigger(dir.path, 6, 10);
-  const Verdict v = reportOf(dir.path).verdict;
+  const Verdict v = reportOfDir(dir.path).verdict;
   INFO(v.headline);
   CHECK(v.kind == VerdictKind::kInconclusive);
   CHECK_FALSE(v.confident);
@@ -197,7 +197,7 @@ TEST_CASE("DeadRankJobNamesTheRank") {
   auto delivered = [](int from, int) -> std::optional<uint64_t> { return from == 3 ? 40 : 47; };
   auto consumed = [](int from, int) -> std::optional<uint64_t> { return from == 2 ? 40 : 45; };
   writeAll(verdict_test::ringJob(4, 7, 2, delivered, consumed, {3}), dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
   CHECK_FALSE(r.verdict.culprit_link);
@@ -211,7 +211,7 @@ TEST_CASE("RankThatNeverIssuedTheCollectiveIsANonCommunicationHangWithItsFrames"
   ranks[2].notInCollective(5, {"stall_in_host_loop", "train_step", "main"});
   writeAll(ranks, dir.path);
   verdict_test::writeTrigger(dir.path, 0, 5);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   const Verdict& v = r.verdict;
   CHECK(v.kind == VerdictKind::kNonCommunicationHang);
   CHECK(v.culprit_ranks == std::vector<int>{2});
@@ -229,7 +229,7 @@ TEST_CASE("DifferentCollectiveAtTheSameSequenceNumberIsAMismatch") {
   ranks[1].snap.streams[0].pending[0].op = "ncclAllGather";
   ranks[1].snap.streams[0].pending[0].count = 65536;
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCollectiveMismatch);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{1});
   CHECK(mentions(r.verdict, "ncclAllGather"));
@@ -242,7 +242,7 @@ TEST_CASE("SameOperationWithDifferentSizesIsAMismatch") {
   for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
   ranks[3].snap.streams[0].pending[0].count = 1;
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCollectiveMismatch);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
 }
@@ -255,7 +255,7 @@ TEST_CASE("ARankThatFinishedTheCollectiveAndRanAheadSkippedNothing") {
   for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, r == 0 ? 6 : 5);
   writeAll(ranks, dir.path);
   verdict_test::writeTrigger(dir.path, 1, 5);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind != VerdictKind::kCollectiveMismatch);
   CHECK(r.verdict.culprit_ranks.empty());
   CHECK(mentions(r.verdict, "finished it and went on (last issued seq 6)"));
@@ -272,7 +272,7 @@ TEST_CASE("WhenTheRankThatRanAheadTimesOutFirstTheHangIsWhereItsPeersWait") {
   ranks[0] = FakeRank(0, 4, 6);
   writeAll(ranks, dir.path);
   verdict_test::writeTrigger(dir.path, 0, 6);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   REQUIRE(r.verdict.culprit_link);
@@ -331,7 +331,7 @@ TEST_CASE("ARankThatNeverCalledTheCollectiveBecauseItsGpuIsStuckOnAnotherCommuni
   onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 4.0));  // overdue: 4 s, timeout 3 s
   writeAll(ranks, dir.path);
   verdict_test::writeTrigger(dir.path, 1, 5);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind != VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.communicator == kTpComm);
@@ -349,7 +349,7 @@ TEST_CASE("ARankBehindWhoseOtherCollectiveIsNotYetOverdueStaysWhereItIs") {
   onTensorParallel(ranks[2], 0, 2, 11, std::nullopt);
   onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 1.0));  // 1 s: within its timeout
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{3});
 }
@@ -362,7 +362,7 @@ TEST_CASE("CommunicatorsThatWaitOnEachOtherAreNamedAsSuchNotAsAHostHang") {
   onTensorParallel(ranks[2], 0, 2, 8, std::nullopt);  // behind on the pair: never issued seq 9
   onTensorParallel(ranks[3], 1, 2, 9, std::make_pair(9, 4.0));
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK_FALSE(r.verdict.confident);
@@ -376,14 +376,14 @@ TEST_CASE("CommunicatorsThatWaitOnEachOtherAreNamedAsSuchNotAsAHostHang") {
 TEST_CASE("JobDirectoryWithOnlyMetricsIsNoHang") {
   verdict_test::TempDir dir;
   (void)writeFileAtomically(metricsPath(dir.path, 0), "{}\n");
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kNoHang);
   CHECK(r.verdict.culprit_ranks.empty());
 }
 
 TEST_CASE("EmptyJobDirectoryIsInconclusiveWithTheReason") {
   verdict_test::TempDir dir;
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK(r.verdict.reason.find("no TRIGGER.json") != std::string::npos);
   CHECK_FALSE(r.verdict.confident);
@@ -394,7 +394,7 @@ TEST_CASE("EveryInconclusiveVerdictIsNotConfident") {
   verdict_test::writeTrigger(trigger_only.path, 1, 5);
   for (int r = 0; r < 4; ++r) FakeRank(r, 4, 9).write(no_ring.path);
   for (const std::string& dir : {empty.path, trigger_only.path, no_ring.path}) {
-    Report r = reportOf(dir);
+    Report r = reportOfDir(dir);
     INFO(dir);
     CHECK(r.verdict.kind == VerdictKind::kInconclusive);
     CHECK_FALSE(r.verdict.confident);
@@ -410,7 +410,7 @@ TEST_CASE("ManualTriggerWithNothingPendingIsNoHang") {
     ranks.back().snap.comms[0].last_completed_seq = 5;
   }
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kNoHang);
 }
 
@@ -419,7 +419,7 @@ TEST_CASE("SameCollectiveEverywhereWithoutRingProgressIsInconclusive") {
   std::vector<FakeRank> ranks;
   for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 9);
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK(r.verdict.reason.find("no rank has ring progress") != std::string::npos);
   CHECK(r.verdict.culprit_ranks.empty());
@@ -430,7 +430,7 @@ TEST_CASE("TooFewRanksAnsweredIsInconclusiveAndSaysHowMany") {
   auto [d, c] = deadLink(1);
   auto ranks = verdict_test::ringJob(8, 3, 2, d, c);
   for (int r : {0, 1, 2}) ranks[r].write(dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK(r.verdict.reason.find("3 of 8") != std::string::npos);
   CHECK(r.job.ranks_missing == std::vector<int>{3, 4, 5, 6, 7});
@@ -442,7 +442,7 @@ TEST_CASE("StackClassesGroupRanksAndTheOddOneOutIsAClassOfItsOwn") {
   for (int r = 0; r < 6; ++r) ranks.emplace_back(r, 6, 5);
   ranks[4].notInCollective(5, {"stall_in_host_loop", "train_step", "main"});
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   REQUIRE(r.stack_classes.size() == 2);
   CHECK(r.stack_classes[0].ranks.toString() == "0-3,5");
   CHECK(r.stack_classes[1].ranks.toString() == "4");
@@ -463,7 +463,7 @@ TEST_CASE("RankBlockedInsideTheCollectiveCallIsNotBehind") {
   h.seq = 10;
   ranks[2].snap.host_calls.push_back(h);
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
   CHECK(mentions(r.verdict, "blocked inside the ncclAllReduce call"));
@@ -515,7 +515,7 @@ TEST_CASE("ARankThatNeverCallsInitIsNamedWhereTheOthersWaitInsideIt") {
   ranks[2].notInCollective(1, {"stall_in_sleep", "joinCommunicator", "main"});
   ranks[2].snap.comms.clear();
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.confident);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
@@ -539,7 +539,7 @@ TEST_CASE("ASubCommunicatorThatNeverFormsNamesTheRankOutsideEverything") {
   ranks[4].snap.host_calls.push_back(h);
   ranks[5].notInCollective(3, {"stall_in_host_loop", "main"});
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{5});
@@ -553,7 +553,7 @@ TEST_CASE("EveryMemberInsideInitIsInconclusiveWithoutACulprit") {
     ranks[r].insideInit("00000000600dcafe", r, 3);
   }
   writeAll(ranks, dir.path);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kInconclusive);
   CHECK(r.verdict.culprit_ranks.empty());
   CHECK(mentions(r.verdict, "every member of the 3-rank communicator"));
@@ -568,7 +568,7 @@ TEST_CASE("ARankWhoseProcessDiedBeforeInitIsNamedFromItsNodePeer") {
   }
   for (int r : {0, 1, 3}) ranks[r].write(dir.path);
   writeExitedState(dir.path, 2, 3);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.confident);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
@@ -580,14 +580,14 @@ TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
   verdict_test::TempDir dir;
   writeAllButRankTwoWithoutRingProgress(dir.path);
   writeExitedState(dir.path, 2, 1);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.confident);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{2});
   CHECK(mentions(r.verdict, "rank(s) 2 exited; the others wait for it in ncclAllReduce"));
   // Without the node peer's word it is a rank that left no dump: not confident.
   std::filesystem::remove(rankStatePath(dir.path, 2));
-  Report unsure = reportOf(dir.path);
+  Report unsure = reportOfDir(dir.path);
   CHECK_FALSE(unsure.verdict.confident);
 }
 
@@ -601,7 +601,7 @@ TEST_CASE("AMemberFrozenInsideTheCollectiveIsItsCulpritWithItsGpuAndHowToContinu
   frozen.device = 5;
   frozen.stopped_seen_by = 3;
   writeState(dir.path, frozen);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.confident);
@@ -627,7 +627,7 @@ TEST_CASE("ARankFrozenThenContinuedThatDumpedItselfIsNamedFrozenAsItsNodePeerSaw
   own.forensics = "written";
   own.stopped_seen_by = 2;
   writeState(dir.path, own);
-  Report r = reportOf(dir.path);
+  Report r = reportOfDir(dir.path);
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kCommunicationHang);
   CHECK(r.verdict.confident);
@@ -641,7 +641,7 @@ TEST_CASE("ARankFrozenThenContinuedThatDumpedItselfIsNamedFrozenAsItsNodePeerSaw
   own.rank = 1;
   writeState(dir.path, own);
   std::filesystem::remove(rankStatePath(dir.path, 3));
-  Report other = reportOf(dir.path);
+  Report other = reportOfDir(dir.path);
   CHECK(other.verdict.culprit_ranks == std::vector<int>{3});
   CHECK(mentions(other.verdict, "Rank 1's process (pid 4321"));
   CHECK(other.verdict.headline.find("frozen") == std::string::npos);

@@ -4,19 +4,12 @@
 #include <string>
 
 #include "hangwatch/watchdog/watchdog_config.h"
+#include "test_env.h"
 
 using namespace hangwatch::watchdog;
 
-namespace {
+using test_support::envOf;
 
-hangwatch::EnvLookup envOf(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
-}  // namespace
 
 TEST_CASE("WatchdogConfigReadsTheContractVariables") {
   std::string warnings;

@@ -7,13 +7,15 @@
 
 #include "hangwatch/watchdog/declared_hang.h"
 #include "hangwatch/watchdog/hang_detector.h"
+#include "test_env.h"
 
 using namespace hangwatch::watchdog;
 using Clock = std::chrono::steady_clock;
 
+using test_support::kSecond;
+
 namespace {
 
-constexpr int64_t kSecond = 1'000'000'000;
 
 // The poller's side: waits for the declaration, then answers with `answer`.
 template <typename Answer>

@@ -15,13 +15,15 @@
 #include "hangwatch/watchdog/host_call_slots.h"
 #include "hangwatch/watchdog/snapshot_builder.h"
 #include "hangwatch/watchdog/trigger_watcher.h"
+#include "test_env.h"
 
 using namespace hangwatch;
 using namespace hangwatch::watchdog;
 
+using test_support::kSecond;
+
 namespace {
 
-constexpr int64_t kSecond = 1'000'000'000;
 
 PendingOp allReduce(uint64_t stream, int64_t issue_ns, uint64_t seq, uint64_t comm_hash) {
   PendingOp op;

@@ -29,25 +29,19 @@
 #include "hangwatch/watchdog/node_share.h"
 #include "hangwatch/watchdog/term_deferral.h"
 #include "hangwatch/watchdog/trigger_watcher.h"
+#include "test_env.h"
 
 using namespace hangwatch;
 using namespace hangwatch::watchdog;
 namespace fs = std::filesystem;
 
+using test_support::TempDir;
+
+using test_support::kMs;
+
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kInterval = 250 * kMs;
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/hangwatch-share-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A node's ranks: each attaches to the board in `shm` (a private directory standing in for
 // /dev/shm) and watches the trigger through it.

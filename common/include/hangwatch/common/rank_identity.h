@@ -17,6 +17,9 @@ struct RankIdentity {
 
 using EnvLookup = std::function<const char*(const char*)>;
 
+// The variable's value from `env` (getenv when empty); null when unset or empty.
+const char* envValue(const EnvLookup& env, const char* name);
+
 // `env` defaults to getenv; tests pass their own.
 RankIdentity detectRankIdentity(const EnvLookup& env = nullptr);
 
