@@ -39,7 +39,7 @@ say "dependencies"
 "$repo/scripts/install-deps.sh"
 
 say "build ($build: the preload, the forensics CLI, ring_train and simgpu)"
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGWATCH_FAST_BUILD=ON >/dev/null
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGWATCH_FAST_BUILD=ON -DHANGWATCH_UNITY_BUILD=ON >/dev/null
 ninja -C "$build" hangwatch forensics ring_train
 
 dumps="$work/dumps"

@@ -44,7 +44,7 @@ configure_and_build() {  # dir, extra cmake args..., then targets after --
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   targets=("$@")
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${args[@]}" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGWATCH_UNITY_BUILD=ON "${args[@]}" >/dev/null
   ninja -C "$dir" "${targets[@]}"
 }
 
