@@ -25,7 +25,6 @@ packages=(
   cmake ninja-build g++ gdb python3
   libdw-dev libelf-dev elfutils
   zlib1g-dev liblzma-dev libbz2-dev  # the static archives libdw.a needs (static bin/forensics)
-  curl                         # fetches simdjson's source (below)
   libopenmpi-dev openmpi-bin
   libfmt-dev catch2 nlohmann-json3-dev libsimdjson-dev
   libbenchmark-dev             # bench/'s Google Benchmark programs are configured with the tree
@@ -62,25 +61,54 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Debian ships simdjson only as a shared library, so the static bin/forensics compiles the
-# source of the same version (3.0.1, the .orig tarball Debian builds it from, checked
-# against the SHA-256 in Debian's simdjson_3.0.1-1.dsc). It stays in a cache outside the
-# repository; CMake looks in the same place (HANGWATCH_DEPS_CACHE, CMakeLists.txt).
+# source of the same version: 3.0.1, the .orig tarball Debian builds it from. apt fetches it
+# from the archives this machine already uses (its own sources, turned into deb-src entries in
+# a private list folder: the system's apt state is not touched) and checks it against the
+# signed .dsc; the SHA-256 below is checked again. It stays in a cache outside the repository;
+# CMake looks in the same place (HANGWATCH_DEPS_CACHE, CMakeLists.txt).
 cache="${HANGWATCH_DEPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hangwatch}"
 simdjson_dir="$cache/simdjson-3.0.1"
-simdjson_url="http://deb.debian.org/debian/pool/main/s/simdjson/simdjson_3.0.1.orig.tar.gz"
+simdjson_version="3.0.1-1"
 simdjson_sha256="156b1bc5eb0561b2bd166b46d191fd3d95a3e709cc63761477d3b7aec2b6e9ed"
+fetch_debian_source() {  # package=version, into the current folder
+  local apt_dir
+  apt_dir=$(mktemp -d)
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/parts"
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    if [ -e "$f" ]; then sed -E 's/^Types:.*/Types: deb-src/' "$f" >"$apt_dir/parts/$(basename "$f")"; fi
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    if [ -e "$f" ]; then sed -n -E 's/^[[:space:]]*deb[[:space:]]+/deb-src /p' "$f" >>"$apt_dir/parts/from-lists.list"; fi
+  done
+  local apt_opts=(-q -o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$apt_dir/parts"
+                  -o "Dir::State::Lists=$apt_dir/lists" -o "APT::Sandbox::User=$(id -un)")
+  local ok=0
+  # A configured archive without sources only warns; the package's absence is what fails.
+  apt-get "${apt_opts[@]}" update >"$apt_dir/log" 2>&1 || true
+  apt-get "${apt_opts[@]}" source --download-only "$1" >>"$apt_dir/log" 2>&1 || ok=$?
+  [ "$ok" -eq 0 ] || cat "$apt_dir/log" >&2
+  rm -rf "$apt_dir"
+  return "$ok"
+}
 if [ ! -e "$simdjson_dir/.verified" ]; then
-  echo "install-deps: fetching simdjson 3.0.1's source into $cache" >&2
+  echo "install-deps: fetching simdjson $simdjson_version's source (apt-get source) into $cache" >&2
   mkdir -p "$cache"
-  tarball=$(mktemp "$cache/simdjson.XXXXXX")
-  trap 'rm -f "$tarball" "${log:-}"' EXIT
-  curl -fsSL --retry 3 -o "$tarball" "$simdjson_url"
+  download=$(mktemp -d "$cache/simdjson.XXXXXX")
+  trap 'rm -rf "$download" "${log:-}"' EXIT
+  if ! (cd "$download" && fetch_debian_source "simdjson=$simdjson_version"); then
+    echo "install-deps: apt-get source simdjson=$simdjson_version failed (see above): the static collector" \
+         "needs its source from the machine's Debian archive" >&2
+    exit 1
+  fi
+  tarball="$download/simdjson_3.0.1.orig.tar.gz"
   if ! echo "$simdjson_sha256  $tarball" | sha256sum -c --quiet -; then
-    echo "install-deps: $simdjson_url does not have the SHA-256 Debian lists for it" >&2
+    echo "install-deps: $tarball does not have the SHA-256 of Debian's simdjson_$simdjson_version.dsc" >&2
     exit 1
   fi
   rm -rf "$simdjson_dir"
   tar -xzf "$tarball" -C "$cache" simdjson-3.0.1/singleheader simdjson-3.0.1/LICENSE
+  rm -rf "$download"
   touch "$simdjson_dir/.verified"
 fi
 
