@@ -34,6 +34,7 @@ struct ExecPlan {
   int output_fd;
   int exec_error_fd;  // the child writes execve's errno here; EOF means the exec happened
   sigset_t caller_mask;
+  bool hold_term;
 };
 
 std::vector<std::string> environmentFor(const ChildCommand& c) {
@@ -117,7 +118,9 @@ bool markFdsListedInProc() {
   // The job's sockets and files (a listening port, a lock) must not stay open in a
   // collector that outlives it.
   markFdsAboveStdioCloseOnExec();
-  ::pthread_sigmask(SIG_SETMASK, &plan.caller_mask, nullptr);
+  sigset_t mask = plan.caller_mask;
+  if (plan.hold_term) ::sigaddset(&mask, SIGTERM);
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
   if (err == 0) {
     ::execve(plan.exe, plan.argv.data(), plan.envp.data());
     err = errno;
@@ -177,7 +180,7 @@ Expected<ChildProcess> ChildProcess::start(const ChildCommand& c) {
   ScopedFd exec_error_read(exec_error[0]), exec_error_write(exec_error[1]);
 
   ExecPlan plan{c.exe.c_str(), pointersTo(args), pointersTo(env), devnull.get(), output_write.get(),
-                exec_error_write.get(), {}};
+                exec_error_write.get(), {}, c.hold_term};
   sigset_t all;
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &plan.caller_mask);

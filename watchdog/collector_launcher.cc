@@ -67,6 +67,9 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   // The collector and its debugger must not load the watchdog themselves.
   command.unset_env.push_back("LD_PRELOAD");
   command.set_env.emplace_back("HANGWATCH_DISABLE", "1");
+  // The launcher's SIGTERM reaches the collector and its debugger too (Slurm signals every
+  // process of the step): they finish within their own bounds while this rank holds its own.
+  command.hold_term = true;
   if (!r.debugger.empty()) command.set_env.emplace_back("HANGWATCH_DEBUGGER", r.debugger);
   Expected<ChildProcess> child = ChildProcess::start(command);
   if (!child) return Error{child.error()};

@@ -16,10 +16,19 @@ std::mutex arm_mutex;
 bool armed = false;
 struct sigaction job_action;
 std::atomic<int64_t> first_term_ns{0};
+std::atomic<pid_t> armed_pid{0};
 
-void holdTerm(int) {
-  int64_t expected = 0;
-  first_term_ns.compare_exchange_strong(expected, monotonicNs());
+// Async-signal-safe. Not the process that armed it (a forked child, whose poller is the
+// parent's): the job's own action, now.
+void holdTerm(int sig) {
+  if (::getpid() == armed_pid.load()) {
+    int64_t expected = 0;
+    first_term_ns.compare_exchange_strong(expected, monotonicNs());
+    return;
+  }
+  if (!(job_action.sa_flags & SA_SIGINFO) && job_action.sa_handler == SIG_IGN) return;
+  sigaction(SIGTERM, &job_action, nullptr);
+  raise(sig);  // blocked while this handler runs: delivered to the job's action as it returns
 }
 
 }  // namespace
@@ -31,6 +40,7 @@ void TermDeferral::arm() {
   hold.sa_handler = &holdTerm;
   sigemptyset(&hold.sa_mask);
   hold.sa_flags = SA_RESTART;
+  armed_pid.store(::getpid());
   if (sigaction(SIGTERM, &hold, &job_action) == 0) armed = true;
 }
 

@@ -122,6 +122,7 @@ Watchdog* Watchdog::startSlow() {
       instance_->poller_.detach();
       state_.store(kActive, std::memory_order_release);
       installAbortHold();
+      TermDeferral::arm();
     }
   }
   errno = saved_errno;
@@ -426,6 +427,7 @@ void Watchdog::pollOnce(PollState& p) {
   ops_completed_.store(p.poller.completed(), std::memory_order_relaxed);
   if (!p.dumped)
     if (DeclaredHang::How how = declared_.pending(); how != DeclaredHang::How::kNone) answerDeclaration(p, now, how);
+  if (!p.dumped && TermDeferral::pending()) answerTerm(p, now);
   if (!p.dumped) watchForHang(p, now);
   if (!p.dumped)
     watchForStall(p, now);
@@ -448,6 +450,8 @@ void Watchdog::finishPolling(PollState& p) {
   if (p.metrics) p.metrics->flush(monotonicNs());
   // Before onExit stops waiting: the Prometheus textfile of a finished rank goes away here.
   p.metrics.reset();
+  // Nobody answers a held SIGTERM from here on: it goes to the job's own action.
+  TermDeferral::release();
 }
 
 ClaimedAttempt Watchdog::claimAttemptFolder(double started_unix_s) {
@@ -560,6 +564,31 @@ void Watchdog::answerDeclaration(PollState& p, int64_t now_ns, DeclaredHang::How
   if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
   p.log.info(fmt::format("the framework declared a hang ({}): {}{}; dumping before it goes on", who,
                          describeHang(*finding),
+                         won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
+  p.declared = true;
+  dump(p, true, now_ns);
+}
+
+// A SIGTERM from the launcher (a time limit, scancel, --kill-on-bad-exit after another rank
+// failed) with GPU communication pending for kDeclaredMinAgeNs is the end of a hung job: this
+// rank dumps first (reason launcher-signal) and the signal goes on once its dumps are done
+// (the responder, at most HangResponder::kTermHoldS). Communication pending for less waits
+// that long (a rank that just failed leaves the others inside their collective for a moment
+// only); none at all, or one that completes meanwhile: the signal goes on now.
+void Watchdog::answerTerm(PollState& p, int64_t now_ns) {
+  const double held_s = TermDeferral::pendingForSeconds();
+  auto finding = declaredHangFinding(p.poller.queues(), now_ns, "launcher-signal", kDeclaredMinAgeNs);
+  if (!finding) {
+    if (held_s * 1e9 < kDeclaredMinAgeNs && declaredHangFinding(p.poller.queues(), now_ns, "launcher-signal", 0))
+      return;
+    p.log.info(fmt::format("SIGTERM with no GPU communication pending for {} s or more: passing it on",
+                           kDeclaredMinAgeNs / 1'000'000'000));
+    TermDeferral::release();
+    return;
+  }
+  auto won = p.trigger.fire(triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
+  if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
+  p.log.info(fmt::format("SIGTERM from the launcher while {}{}; dumping before it goes on", describeHang(*finding),
                          won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
   p.declared = true;
   dump(p, true, now_ns);

@@ -130,7 +130,10 @@ void VerdictWording::dataNotes(Verdict& v) const {
     const std::string how = t.reason == "framework-signal" ? "the framework ended the process with SIGABRT, as "
                                                              "PyTorch's watchdog does after its own timeout"
                             : t.reason == "framework-abort" ? "the framework aborted the communicator (ncclCommAbort)"
-                                                            : t.reason;
+                            : t.reason == "launcher-signal"
+                                ? "the launcher was ending the job with SIGTERM (a time limit, scancel, or another "
+                                  "rank's failure under --kill-on-bad-exit)"
+                                : t.reason;
     v.evidence.push_back(fmt::format("First detected by {} on host {} ({}){}.", who, t.host, how, what));
   }
   if (!job_.ranks_missing.empty()) {

@@ -221,3 +221,40 @@ TEST_CASE("OnlyRegularExecutableFilesAreFoundOnPath") {
   CHECK(found == (dir / "c" / "tool").string());
   CHECK_FALSE(absent.has_value());
 }
+
+TEST_CASE("AChildThatHoldsSigtermPassesTheHoldToWhatItStartsAndSigkillStillEndsIt") {
+  // The shell starts a grandchild, as the collector starts its debugger; a SIGTERM to both
+  // (a launcher signalling every process of the job) ends neither.
+  // Python, not a shell: dash unblocks every signal at start, gdb and Python keep the mask.
+  const std::optional<std::string> python = hangwatch::findExecutableOnPath("python3");
+  REQUIRE(python);
+  const std::string pid_file = fmt::format("/tmp/hangwatch-hold-term-{}", ::getpid());
+  ChildCommand c{*python,
+                 {"-c", "import os, subprocess, sys\n"
+                        "p = subprocess.Popen(['sleep', '30'])\n"
+                        "open(sys.argv[1] + '.tmp', 'w').write(str(p.pid))\n"
+                        "os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
+                        "p.wait()\n",
+                  pid_file},
+                 {}, {}, "/dev/null"};
+  c.hold_term = true;
+  auto child = ChildProcess::start(c);
+  REQUIRE(child);
+  std::string text;
+  for (int i = 0; i < 500 && text.empty(); ++i) {
+    std::ifstream in(pid_file);
+    std::getline(in, text);
+    if (text.empty()) ::usleep(10'000);
+  }
+  std::filesystem::remove(pid_file);
+  REQUIRE_FALSE(text.empty());
+  const pid_t grandchild = std::stoi(text);
+  ::kill(child->pid(), SIGTERM);
+  ::kill(grandchild, SIGTERM);
+  CHECK_FALSE(child->waitUntil(in(0.5)));
+  CHECK_FALSE(dead(grandchild));
+  child->killSession();
+  CHECK(child->waitUntil(in(10)));
+  for (int i = 0; i < 100 && !dead(grandchild); ++i) ::usleep(10'000);
+  CHECK(dead(grandchild));
+}

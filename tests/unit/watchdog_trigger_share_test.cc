@@ -545,6 +545,34 @@ TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
   CHECK(now.sa_handler == &jobTermHandler);
 }
 
+TEST_CASE("AForkedChildOfAnArmedProcessGetsSigtermAsTheJobMeantIt") {
+  // A dataloader worker inherits the holding handler but has no poller to answer it.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  REQUIRE(sigaction(SIGTERM, &dfl, nullptr) == 0);
+  TermDeferral::arm();
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::raise(SIGTERM);
+    ::_exit(0);  // reached only when the signal was swallowed
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  // The parent still holds one.
+  ::raise(SIGTERM);
+  CHECK(TermDeferral::pending());
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  REQUIRE(sigaction(SIGTERM, &ignore, nullptr) == 0);  // so the resent one does not end the test
+  TermDeferral::release();
+  CHECK_FALSE(TermDeferral::pending());
+}
+
 TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
   TempDir dir;
   std::string job = dir.path + "/job";

@@ -24,6 +24,11 @@ struct ChildCommand {
   std::vector<std::pair<std::string, std::string>> set_env;  // over this process's environment
   std::string output_path;  // stdout+stderr into this file (emptied first); empty: into a pipe, see readOutput
   mode_t output_mode = 0600;  // the file's mode, whatever the umask (a dump folder's: dumpFileMode())
+  // SIGTERM blocked in the child and in whatever it starts (the mask survives exec): a
+  // launcher that ends a job signals every process of it (Slurm the whole step, by process
+  // tree or cgroup), and a collector must finish within its own deadlines instead. SIGKILL,
+  // and its parent's time bound, still end it.
+  bool hold_term = false;
 };
 
 class ChildProcess {

@@ -1,13 +1,20 @@
 #pragma once
-// While a rank dumps, a SIGTERM from the launcher (torchrun, mpirun, srun killing the job
-// after one rank failed) is held back, so the snapshot is written whole and the collector can
-// finish reading the live process; then the job's own disposition is restored and the signal
-// sent again. Armed only during dumping: the rest of the time the job's handlers are untouched.
+// A SIGTERM from the launcher (srun at a time limit, `scancel`, `--kill-on-bad-exit` after one
+// rank failed; torchrun's agent; mpirun) is held back while the poller decides what it means:
+// with GPU communication pending it is the end of a hung job, and the rank dumps before the
+// signal goes on (watchdog.h); with none, it goes on at the poller's next pass (at most 50 ms
+// later). While a rank dumps, a SIGTERM waits until its snapshot is whole and its collector
+// done. Going on means: the job's own disposition restored and the signal sent again, so the
+// process ends as it would have.
+//
+// Armed from the watchdog's start. In a forked child (no poller there) and once released, a
+// SIGTERM goes straight to the job's own action. A job that installs its own SIGTERM handler
+// after hangwatch started (Python's signal.signal) replaces the hold: its handler runs at once.
 namespace hangwatch::watchdog {
 
 class TermDeferral {
  public:
-  // Installs the holding handler, remembering the job's own action. Idempotent.
+  // Installs the holding handler for this process, remembering the job's own action. Idempotent.
   static void arm();
   // A SIGTERM arrived while armed.
   static bool pending();

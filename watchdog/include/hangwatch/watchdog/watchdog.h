@@ -121,6 +121,7 @@ class Watchdog {
   void recordCompleted(PollState& p, const CompletedOp& op);
   void watchForHang(PollState& p, int64_t now_ns);
   void answerDeclaration(PollState& p, int64_t now_ns, DeclaredHang::How how);
+  void answerTerm(PollState& p, int64_t now_ns);
   static void installAbortHold();
   // The early warning (HANGWATCH_WARN_AFTER): suspect snapshots, no debugger, no pause.
   void watchForStall(PollState& p, int64_t now_ns);
