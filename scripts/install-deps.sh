@@ -2,7 +2,7 @@
 # Installs what hangwatch needs, per purpose, and nothing more:
 #   (no option)  the Debian packages that build it and run the demo, and the one source the
 #                static collector compiles (simdjson's, below);
-#   --tests      also what only the test suite uses (Chromium, Prometheus, clang, dpkg-dev);
+#   --tests      also what only the test suite uses (Chromium, Prometheus, clang, dpkg-dev, Slurm);
 #   --torch      also the pinned PyTorch (scripts/torch-requirements.txt) in a venv of the deps
 #                cache: $HANGWATCH_DEPS_CACHE/torch-venv (the torch e2e tests and bench run it).
 # Idempotent: when everything is already there it prints nothing and touches nothing.
@@ -35,6 +35,7 @@ if [ "$tests" -eq 1 ]; then
     clang libclang-rt-14-dev     # libFuzzer, for tests/fuzz/run.sh
     dpkg-dev                     # dpkg-shlibdeps, for the .deb's dependencies (cpack -G DEB)
     prometheus prometheus-node-exporter  # promtool and the live scrape in tests/e2e/test_prometheus.py
+    slurmctld slurmd slurm-client munge  # a one-machine Slurm cluster: tests/e2e/slurm_cluster.py
   )
 fi
 if [ "$torch" -eq 1 ] && ! python3.11 -c 'import venv, ensurepip' 2>/dev/null; then

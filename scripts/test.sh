@@ -36,6 +36,7 @@ wait_for_torch() {
   cat "$torch_log" >&2
 }
 export HANGWATCH_REQUIRE_TORCH=1
+export HANGWATCH_REQUIRE_SLURM=1  # installed above: the real-Slurm tests fail rather than skip
 jobs=$(nproc)
 
 configure_and_build() {  # dir, extra cmake args..., then targets after --

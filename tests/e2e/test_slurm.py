@@ -1,0 +1,162 @@
+"""ring_train under real Slurm (Debian's slurmctld/slurmd/srun, slurm_cluster.py: one machine,
+started once for every case here), with the watchdog preloaded into the tasks only
+(`srun --export=ALL,LD_PRELOAD=...`: srun itself stays clean).
+
+- A healthy job: no trigger, no warning, and the metrics carry Slurm's ranks and node name.
+- `--kill-on-bad-exit=1`: one rank dies inside a collective and Slurm ends the step at once
+  (SIGTERM to every other task, SIGKILL after KillWait). With HANGWATCH_TIMEOUT far away, the
+  launcher's SIGTERM is what declares the hang: the others dump before they die, and the report
+  names the rank that died.
+- `scancel` while the collectors run: every rank's dumps are complete (the SIGTERM waits for
+  them) and the job still ends by the signal, as Slurm meant it to."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import report_jobs
+from harness import MpiJob
+from slurm_cluster import SlurmCluster, free_port
+
+NRANKS = 4
+
+
+class RealSlurm(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        why = SlurmCluster.missing()
+        if why:
+            if os.environ.get("HANGWATCH_REQUIRE_SLURM"):
+                raise AssertionError(f"Slurm is required here (HANGWATCH_REQUIRE_SLURM) but {why}")
+            raise unittest.SkipTest(why)
+        cls.cluster = SlurmCluster().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def setUp(self):
+        for binary in (report_jobs.hangwatch_lib(), report_jobs.forensics_binary()):
+            if not Path(binary).exists():
+                self.skipTest(f"{binary} is not built")
+        self.root = Path(tempfile.mkdtemp(prefix="hangwatch-slurm-job-"))
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.addCleanup(self.cluster.cancel_all)
+
+    def start(self, args, steps, timeout_s, srun_opts=(), extra_env=None, faults=""):
+        env = report_jobs.watchdog_env(self.root, timeout_s=timeout_s, faults=faults)
+        env["HANGWATCH_JOB_ID"] = ""  # the job's folder is named by SLURM_JOB_ID
+        preload = env.pop("LD_PRELOAD")
+        env.update(self.cluster.env)
+        # env:// as an sbatch script sets it up; each task takes its rank from SLURM_PROCID.
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+        env.update(extra_env or {})
+        launcher = ["srun", "-n", str(NRANKS), "--export=ALL,LD_PRELOAD=" + preload, *srun_opts]
+        return MpiJob(NRANKS, report_jobs.job_argv("ring_train", args, steps), env=env, launcher=launcher)
+
+    def job_dir(self, out):
+        dirs = [d for d in self.root.iterdir() if d.is_dir()]
+        self.assertEqual(len(dirs), 1, f"{dirs}\n{out[-3000:]}")
+        self.assertRegex(dirs[0].name, r"^\d+$", "the job's folder is named by SLURM_JOB_ID")
+        return dirs[0]
+
+    def assert_rank_dumped(self, job_dir, rank, out):
+        ranks = job_dir / "ranks"
+        context = f"rank {rank}\n{out[-4000:]}"
+        snapshot = json.loads((ranks / f"r{rank:05d}.watchdog.json").read_text())
+        self.assertEqual(snapshot["identity"]["rank"], rank, context)
+        self.assertEqual(snapshot["identity"]["rank_source"], "SLURM_PROCID", context)
+        state = json.loads((ranks / f"r{rank:05d}.state.json").read_text())
+        self.assertEqual(state["state"], "done", context)
+        self.assertEqual(state["forensics"], "written", context)
+        dump = json.loads((ranks / f"r{rank:05d}.forensics.json").read_text())
+        self.assertIsNone(dump.get("target_exited_during"), f"{dump['errors']}\n{context}")
+        self.assertTrue(dump["threads"], context)
+
+    def test_a_healthy_job_triggers_nothing_and_its_metrics_carry_slurms_ranks_and_node(self):
+        with self.start([], steps=12, timeout_s=20, extra_env={"HANGWATCH_METRICS_INTERVAL": "1"}) as job:
+            code = job.wait_exit(120)
+            out = job.output()
+        self.assertEqual(code, 0, out[-3000:])
+        job_dir = self.job_dir(out)
+        self.assertFalse((job_dir / "TRIGGER.json").exists(), out[-3000:])
+        self.assertEqual(list(job_dir.glob("SUSPECT*")), [], out[-3000:])
+        said = [l for l in out.splitlines() if l.startswith("hangwatch[")]
+        self.assertEqual(said, [], "a healthy job under srun: the watchdog says nothing")
+        node = subprocess.run(["srun", "-n", "1", "printenv", "SLURMD_NODENAME"], env=self.cluster.env,
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+        self.assertTrue(node)
+        for rank in range(NRANKS):
+            lines = (job_dir / "metrics" / f"r{rank:05d}.jsonl").read_text().splitlines()
+            self.assertTrue(lines, f"rank {rank} wrote no metrics window")
+            window = json.loads(lines[-1])
+            self.assertEqual(window["rank"], rank)
+            self.assertEqual(window["host"], node)
+
+    def test_kill_on_bad_exit_the_others_dump_before_slurm_ends_them_and_the_dead_rank_is_named(self):
+        start = time.monotonic()
+        with self.start(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"], steps=40,
+                        timeout_s=600, srun_opts=["--kill-on-bad-exit=1"]) as job:
+            code = job.wait_exit(120)
+            out = job.output()
+        seconds = time.monotonic() - start
+        self.assertIsNotNone(code, out[-3000:])
+        self.assertNotEqual(code, 0, out[-3000:])
+        job_dir = self.job_dir(out)
+        trigger = json.loads((job_dir / "TRIGGER.json").read_text())
+        self.assertEqual(trigger["reason"], "launcher-signal", trigger)
+        self.assertEqual(trigger["stuck_op"]["op"], "ncclAllReduce", trigger)
+        for rank in (0, 1, 3):
+            self.assert_rank_dumped(job_dir, rank, out)
+        self.assertIn("SIGTERM from the launcher while", out)
+        # Slurm's SIGTERM went on once the dumps were done: nobody waited for KillWait's SIGKILL.
+        self.assertNotRegex(out, r"(?i)killed.*signal 9|SIGKILL")
+        rep = report_jobs.report_json(job_dir)
+        v = rep["verdict"]
+        self.assertEqual(v["kind"], "communication-hang", json.dumps(v, indent=1))
+        self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
+        self.assertTrue(v["confident"], json.dumps(v, indent=1))
+        self.assertTrue(any("had exited" in e for e in v["evidence"]), v["evidence"])
+        self.assertTrue(any("SIGTERM" in e for e in v["evidence"]), v["evidence"])
+        print(f"kill-on-bad-exit: the step ended {seconds:.0f} s after it started, every survivor dumped")
+
+    def test_scancel_while_the_collectors_run_loses_no_dump(self):
+        # Wait mode: the job stays hung after its own timeout; scancel lands while it dumps.
+        with self.start([], steps=60, timeout_s=3, faults="dead-link=1->2@op=10") as job:
+            def collecting():
+                ranks = self.root.glob("*/ranks/r*.state.json")
+                states = []
+                for p in ranks:
+                    try:
+                        states.append(json.loads(p.read_text()))
+                    except (OSError, ValueError):
+                        return False
+                return len(states) == NRANKS and any(s["state"] != "done" for s in states)
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and not collecting() and job.proc.poll() is None:
+                time.sleep(0.05)
+            self.assertTrue(collecting(), f"the collectors were never seen at work\n{job.output()[-3000:]}")
+            jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.cluster.env, capture_output=True,
+                                  text=True).stdout.split()
+            self.assertEqual(len(jobs), 1, jobs)
+            subprocess.run(["scancel", jobs[0]], env=self.cluster.env, check=True)
+            code = job.wait_exit(120)
+            out = job.output()
+        self.assertIsNotNone(code, out[-3000:])
+        self.assertNotEqual(code, 0, out[-3000:])
+        job_dir = self.job_dir(out)
+        for rank in range(NRANKS):
+            self.assert_rank_dumped(job_dir, rank, out)
+        self.assertIn("SIGTERM held back while dumping; passing it on now", out)
+        rep = report_jobs.report_json(job_dir)
+        self.assertEqual(rep["ranks_missing"], [])
+        self.assertEqual(rep["verdict"]["culprit_link"], {"from": 1, "to": 2}, json.dumps(rep["verdict"], indent=1))
+
+
+if __name__ == "__main__":
+    unittest.main()
