@@ -1,7 +1,8 @@
 """A one-machine Slurm cluster for the tests (Debian's slurmctld, slurmd, slurm-client and munge,
 installed by scripts/install-deps.sh --tests): its own munge key and socket, state, spool, ports
 and logs under a temporary folder, proctrack/linuxproc and task/none (no cgroups), eight CPUs
-declared whatever the machine has (SlurmdParameters=config_overrides), a short KillWait. Started
+declared whatever the machine has (SlurmdParameters=config_overrides), a short KillWait, and a
+requeued job eligible again after 11 s, not 121 (cred_expire) and scheduled within a second. Started
 once for a test class, stopped at its end; clients find it through SLURM_CONF (`env`)."""
 import os
 import shutil
@@ -56,7 +57,7 @@ SlurmctldHost={host}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={sock}
+AuthInfo=socket={sock},cred_expire=10
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -72,6 +73,7 @@ SlurmdLogFile={r / 'log' / 'slurmd.log'}
 SlurmctldDebug=info
 SlurmdDebug=info
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides

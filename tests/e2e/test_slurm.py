@@ -8,7 +8,9 @@ started once for every case here), with the watchdog preloaded into the tasks on
   launcher's SIGTERM is what declares the hang: the others dump before they die, and the report
   names the rank that died.
 - `scancel` while the collectors run: every rank's dumps are complete (the SIGTERM waits for
-  them) and the job still ends by the signal, as Slurm meant it to."""
+  them) and the job still ends by the signal, as Slurm meant it to.
+- `scontrol requeue` of a hung batch job in abort mode: the second run (same job id,
+  SLURM_RESTART_COUNT=1) is not touched by the first; each attempt has its own folder and verdict."""
 import json
 import os
 import re
@@ -156,6 +158,61 @@ class RealSlurm(unittest.TestCase):
         rep = report_jobs.report_json(job_dir)
         self.assertEqual(rep["ranks_missing"], [])
         self.assertEqual(rep["verdict"]["culprit_link"], {"from": 1, "to": 2}, json.dumps(rep["verdict"], indent=1))
+
+
+    def job_state(self, job_id):
+        out = subprocess.run(["scontrol", "show", "job", job_id], env=self.cluster.env, capture_output=True,
+                             text=True).stdout
+        m = re.search(r"JobState=(\S+)", out)
+        return m[1] if m else ""
+
+    def wait_job(self, job_id, states, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.job_state(job_id) in states:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def test_a_requeued_hung_batch_job_gets_a_folder_and_a_verdict_per_attempt(self):
+        # The batch script runs ring_train under srun; its first run hangs on a dead link (the
+        # fault follows SLURM_RESTART_COUNT, as another bad link would after a reschedule),
+        # dumps and aborts. The operator requeues it: same job id, SLURM_RESTART_COUNT=1, clean.
+        env = report_jobs.watchdog_env(self.root, timeout_s=3)
+        env.update({"HANGWATCH_JOB_ID": "", "HANGWATCH_ON_HANG": "abort", "SIMGPU_FAULTS": ""})
+        preload = env.pop("LD_PRELOAD")
+        env.update(self.cluster.env)
+        argv = " ".join(report_jobs.job_argv("ring_train", [], 30))
+        script = self.root / "job.sh"
+        script.write_text(f"""#!/bin/bash
+case "${{SLURM_RESTART_COUNT:-0}}" in 0) export SIMGPU_FAULTS="dead-link=1->2@op=6";; esac
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=$(( {free_port()} + ${{SLURM_RESTART_COUNT:-0}} ))
+srun --export=ALL,LD_PRELOAD={preload} {argv}
+""")
+        log = self.root / "slurm.out"
+        sub = subprocess.run(["sbatch", "--parsable", "--requeue", "-n", str(NRANKS), "--open-mode=append",
+                              "-o", str(log), str(script)], env={**os.environ, **env}, capture_output=True,
+                             text=True, check=True)
+        job_id = sub.stdout.strip().split(";")[0]
+        output = lambda: log.read_text(errors="replace")[-4000:] if log.exists() else ""
+        self.assertTrue(self.wait_job(job_id, ("FAILED",), 120), f"{self.job_state(job_id)}\n{output()}")
+        subprocess.run(["scontrol", "requeue", job_id], env=self.cluster.env, check=True)
+        self.assertTrue(self.wait_job(job_id, ("COMPLETED",), 120), f"{self.job_state(job_id)}\n{output()}")
+        job_dir = self.root / job_id
+        attempts = [job_dir] + sorted(p for p in (job_dir / "attempts").iterdir() if p.is_dir())
+        self.assertEqual(len(attempts), 2, f"{attempts}\n{output()}")
+        # The newest attempt is the clean run: no trigger, nothing of the first one in it.
+        code, out, err = report_jobs.report(job_dir, "json")
+        self.assertEqual(code, 0, err)
+        newest = json.loads(out)
+        self.assertEqual((newest["attempt"]["number"], newest["attempt"]["count"]), (2, 2), newest["attempt"])
+        self.assertEqual(newest["attempt"]["restart"], 1)
+        self.assertEqual(newest["verdict"]["kind"], "no-hang", json.dumps(newest["verdict"], indent=1))
+        code, out, err = report_jobs.report(job_dir, "json", ("--attempt", "1"))
+        self.assertEqual(code, 0, err)
+        first = json.loads(out)
+        self.assertEqual(first["verdict"]["culprit_link"], {"from": 1, "to": 2}, json.dumps(first["verdict"], indent=1))
+        self.assertEqual(first["ranks_missing"], [])
 
 
 if __name__ == "__main__":
