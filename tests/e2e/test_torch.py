@@ -214,6 +214,43 @@ class HungJob(TorchCase):
         self.assertIsNone(verdict["culprit_link"], verdict)
 
 
+
+class RealTorchrunRestarts(TorchCase):
+    """The real torchrun with --max-restarts (issue 44): attempt 0 hangs on a dead link, is
+    dumped and aborted (HANGWATCH_ON_HANG=abort); torchrun restarts every worker with
+    TORCHELASTIC_RESTART_COUNT=1 and the fault gone, as after a bad link is drained, and attempt 1
+    runs clean. Each attempt keeps its own folder and verdict."""
+
+    def test_attempt_0_hangs_and_is_aborted_attempt_1_runs_clean_and_nothing_of_0_is_lost(self):
+        env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(self.dumps),
+               "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": "5", "HANGWATCH_FORENSICS": forensics(),
+               "HANGWATCH_ON_HANG": "abort", "NCCL_ALGO": "Ring", "SIMGPU_FAULTS": "", "OMP_NUM_THREADS": "1",
+               "PYTHONWARNINGS": "ignore"}
+        launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
+                    "2", "--max-restarts", "2", "--no-python"]
+        wrapper = ["/bin/sh", "-c",
+                   'case "$TORCHELASTIC_RESTART_COUNT" in 0) export SIMGPU_FAULTS="dead-link=0->1@op=20";; esac; '
+                   'exec "$0" "$@"', str(torch_venv() / "bin" / "python"), str(TRAIN), "--steps", "30"]
+        with MpiJob(2, wrapper, env=env, program=PROGRAM, launcher=launcher) as job:
+            code = job.wait_exit(300)
+            out = job.output()
+        self.assertEqual(code, 0, out[-4000:])
+        self.assertIn("HANGWATCH_ON_HANG=abort", out)
+        self.assertIn(f"{PROGRAM} summary ranks=2 steps=30", out)
+        newest = self.report()
+        self.assertEqual((newest["attempt"]["number"], newest["attempt"]["count"]), (2, 2), newest["attempt"])
+        self.assertEqual(newest["attempt"]["restart"], 1)
+        self.assertEqual(newest["verdict"]["kind"], "no-hang", json.dumps(newest["verdict"], indent=1))
+        first = run_forensics("report", self.job_dir, "--format", "json", "--attempt", "restart-0")
+        self.assertEqual(first.returncode, 0, first.stderr)
+        first = json.loads(first.stdout)
+        self.assertEqual(first["ranks_missing"], [])
+        self.assertEqual(first["verdict"]["culprit_link"], {"from": 0, "to": 1}, json.dumps(first["verdict"], indent=1))
+        self.assertTrue(first["verdict"]["confident"], json.dumps(first["verdict"], indent=1))
+        for rank in range(2):
+            state = json.loads((Path(first["job_dir"]) / "ranks" / f"r{rank:05d}.state.json").read_text())
+            self.assertEqual((state["state"], state["forensics"]), ("done", "written"), state)
+
 if __name__ == "__main__":
     unittest.main()
 
