@@ -47,11 +47,15 @@ std::string CollectorLauncher::forensicsNextTo(const std::string& library_dir) {
   return "";
 }
 
+bool CollectorLauncher::allowTracer(pid_t tracer) {
+  return ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(tracer), 0, 0, 0) == 0;
+}
+
 Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   if (r.binary.empty()) return Error{"no forensics binary found (set HANGWATCH_FORENSICS)"};
-  // The collector ptrace-attaches to us from a child process; Yama's ptrace_scope=1
-  // would refuse that unless we allow it explicitly.
-  ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  // The collector ptrace-attaches to us from a child process: under Yama's ptrace_scope 1,
+  // allowed for our descendants until it exists, then for it alone (allowTracer).
+  allowTracer(::getpid());
   std::vector<std::string> args = {"collect", "--pid", fmt::format("{}", r.pid), "--out", r.job_dir, "--backend", "auto"};
   if (r.rank >= 0) {
     args.push_back("--rank");
@@ -73,6 +77,7 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   if (!r.debugger.empty()) command.set_env.emplace_back("HANGWATCH_DEBUGGER", r.debugger);
   Expected<ChildProcess> child = ChildProcess::start(command);
   if (!child) return Error{child.error()};
+  allowTracer(child->pid());
   const auto deadline = ChildProcess::Clock::now() + std::chrono::duration_cast<ChildProcess::Clock::duration>(
                                                           std::chrono::duration<double>(r.wait_s));
   CollectorOutcome out;

@@ -45,6 +45,13 @@ class CollectorLauncher {
   static std::string forensicsNextTo(const std::string& library_dir);
 
   Expected<CollectorOutcome> run(const CollectorRequest& request);
+
+  // Yama (ptrace_scope 1) lets a process be traced by its ancestors and by the one tracer it
+  // names with PR_SET_PTRACER, with that tracer's descendants. Naming `tracer` here: this
+  // process's own pid before the collector exists (its descendants, the collector to be among
+  // them), the collector's once it runs (it and its debugger alone). Never PR_SET_PTRACER_ANY:
+  // another process of the same user must not attach. False where the kernel has no Yama.
+  static bool allowTracer(pid_t tracer);
 };
 
 }  // namespace hangwatch::watchdog
