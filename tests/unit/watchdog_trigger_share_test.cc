@@ -533,6 +533,22 @@ TEST_CASE("SigtermWhileDumpingIsHeldThenDeliveredToTheJobsOwnHandler") {
   CHECK(now.sa_handler == &jobTermHandler);
 }
 
+TEST_CASE("AHeldSigtermGoesOnAfterTheBoundEvenWhenNothingReleasesIt") {
+  // A poller or responder stuck on a stalled dump folder never answers: the guard does.
+  struct sigaction job {};
+  job.sa_handler = &jobTermHandler;
+  sigemptyset(&job.sa_mask);
+  REQUIRE(sigaction(SIGTERM, &job, nullptr) == 0);
+  TermDeferral::arm(0.3);
+  ::raise(SIGTERM);
+  CHECK(TermDeferral::pending());
+  CHECK(job_handler_calls.load() == 0);
+  for (int i = 0; i < 300 && job_handler_calls.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(job_handler_calls.load() == 1);
+  CHECK(TermDeferral::pendingForSeconds() == 0);
+}
+
 TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
   TermDeferral::arm();
   struct sigaction job {};

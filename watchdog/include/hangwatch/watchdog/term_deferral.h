@@ -14,8 +14,14 @@ namespace hangwatch::watchdog {
 
 class TermDeferral {
  public:
-  // Installs the holding handler for this process, remembering the job's own action. Idempotent.
-  static void arm();
+  // A held SIGTERM goes on at the latest this long after it arrived, whatever holds it (a
+  // thread of hangwatch's blocked on a stalled dump folder): longer than the responder's own
+  // hold (HangResponder::kTermHoldS, 20 s), shorter than Slurm's and torchrun's 30 s to SIGKILL.
+  static constexpr double kHoldBoundS = 25;
+
+  // Installs the holding handler for this process, remembering the job's own action, and the
+  // thread that enforces the bound (the first call's). Idempotent.
+  static void arm(double hold_bound_s = kHoldBoundS);
   // A SIGTERM arrived while armed.
   static bool pending();
   // Seconds since the first held-back SIGTERM; 0 when none.
