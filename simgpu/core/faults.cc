@@ -313,12 +313,14 @@ std::vector<std::string> FaultLedger::unfired(const FaultPlan& plan, int device_
   return out;
 }
 
+// Never freed: stream workers and the exit report may first ask for it while static
+// destructors run at exit, and a destroyed plan reads as garbage there.
 const Expected<FaultPlan>& processFaults() {
-  static const Expected<FaultPlan> plan = [] {
+  static const Expected<FaultPlan>* plan = [] {
     const char* spec = std::getenv("SIMGPU_FAULTS");
-    return parseFaults(spec ? spec : "");
+    return new Expected<FaultPlan>(parseFaults(spec ? spec : ""));
   }();
-  return plan;
+  return *plan;
 }
 
 }  // namespace simgpu
