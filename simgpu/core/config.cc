@@ -39,6 +39,11 @@ SimConfig load() {
 
 }  // namespace
 
+int64_t ncclParam(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 0) : fallback;
+}
+
 const SimConfig& simConfig() {
   static const SimConfig config = load();
   return config;

@@ -3,6 +3,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/comm_handle.h"
+#include "hangwatch/simgpu/config.h"
 #include "hangwatch/simgpu/faults.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/group.h"
@@ -40,8 +42,37 @@ CommName commNameOf(const ncclConfig_t* config) {
   return {true, config->commName};
 }
 
+bool processGone(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z' || line[close + 2] == 'X';
+}
+
+// Every rank first connects to the bootstrap root, a thread of the process that made the id
+// (bootstrap.cc). When that process is gone, as with an id an earlier launch left in a store
+// the launcher kept (torchrun's shared TCPStore across restarts: pytorch#135712, #167288), the
+// connect is refused; misc/socket.cc retries NCCL_SOCKET_RETRY_CNT times (34), sleeping
+// n x NCCL_SOCKET_RETRY_SLEEP_MSEC (100 ms) before the n-th, about a minute, then gives
+// ncclRemoteError with this WARN.
+ncclResult_t connectToBootstrapRoot(const std::string& segment_name) {
+  const auto root = bootstrapRootPid(segment_name);
+  if (!root || !processGone(*root)) return ncclSuccess;
+  const int64_t retries = simgpu::ncclParam("NCCL_SOCKET_RETRY_CNT", 34);
+  const int64_t sleep_ms = simgpu::ncclParam("NCCL_SOCKET_RETRY_SLEEP_MSEC", 100);
+  for (int64_t attempt = 1; attempt <= retries; ++attempt)
+    std::this_thread::sleep_for(std::chrono::milliseconds(attempt * sleep_ms));
+  return fail(ncclRemoteError,
+              fmt::format("bootstrapInit: connect to the bootstrap root (pid {}, gone) returned Connection refused, "
+                          "exceeded error retry count after {} attempts",
+                          *root, retries + 1));
+}
+
 ncclResult_t joinInto(ncclComm* handle, ncclUniqueId id, int nranks, int rank, int device, bool nonblocking,
                       const CommName& name) {
+  if (ncclResult_t r = connectToBootstrapRoot(*segmentNameFromId(id)); r != ncclSuccess) return r;
   auto joined = Communicator::join(id, nranks, rank, device, name.get());
   if (!joined) return fail(ncclInvalidArgument, "ncclCommInitRank: " + joined.error());
   (*joined)->nonblocking.store(nonblocking);

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "hangwatch/simgpu/config.h"
 #include "hangwatch/simgpu/nccl/algorithm.h"
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
@@ -27,18 +28,13 @@ const Op* firstProfiled(const std::vector<Op>& ops, const CommProfiler* profiler
   return nullptr;
 }
 
-int64_t ncclParam(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 0) : fallback;
-}
-
 // ncclRegisterP2pNetBuffer's conditions (src/enqueue.cc, src/register/sendrecv_reg.cc) on
 // simgpu's network, an InfiniBand NIC with GPUDirect RDMA (NCCL_DIRECT_NIC): a p2p buffer
 // the user registered, moved with the SIMPLE protocol (above NCCL_P2P_LL_THRESHOLD on
 // simnccl's one p2p channel), with NCCL_LOCAL_REGISTER on.
 bool netRegistered(const Op& op) {
-  static const int64_t ll_threshold = ncclParam("NCCL_P2P_LL_THRESHOLD", 16384);
-  static const bool local_register = ncclParam("NCCL_LOCAL_REGISTER", 1) != 0;
+  static const int64_t ll_threshold = simgpu::ncclParam("NCCL_P2P_LL_THRESHOLD", 16384);
+  static const bool local_register = simgpu::ncclParam("NCCL_LOCAL_REGISTER", 1) != 0;
   const int64_t bytes = static_cast<int64_t>(op.count * dtypeSize(op.dtype));
   return op.registered && !isCollective(op.kind) && local_register && bytes > ll_threshold;
 }

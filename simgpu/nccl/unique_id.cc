@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstring>
 #include <random>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -40,6 +42,17 @@ hangwatch::Expected<std::string> segmentNameFromId(const ncclUniqueId& id) {
   if (len == 0 || len == sizeof(id.internal) - sizeof(kMagic) || name[0] != '/')
     return hangwatch::Error{"corrupt simnccl unique id"};
   return std::string(name, len);
+}
+
+std::optional<pid_t> bootstrapRootPid(const std::string& segment_name) {
+  constexpr std::string_view kPrefix = "/simnccl-";
+  if (segment_name.rfind(kPrefix, 0) != 0 || segment_name.find('.') != std::string::npos) return std::nullopt;
+  pid_t pid = 0;
+  const char* first = segment_name.data() + kPrefix.size();
+  const char* last = segment_name.data() + segment_name.size();
+  auto [end, ec] = std::from_chars(first, last, pid);
+  if (ec != std::errc() || end == first || end == last || *end != '-' || pid <= 0) return std::nullopt;
+  return pid;
 }
 
 }  // namespace simnccl

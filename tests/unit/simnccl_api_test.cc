@@ -1,9 +1,13 @@
 // Groups, point-to-point, communicator creation variants and argument errors.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "multi_rank.h"
@@ -219,4 +223,40 @@ uint64_t communicatorId(const char* segment_name);  // profiler_hooks.h
 // (gdb-scripts/tests/test_parsers.py pins the same value), so debugger records join.
 TEST_CASE("CommunicatorIdIsFnv1aOfTheSegmentNameAsTheGdbScriptsComputeIt") {
   CHECK(simnccl::communicatorId("/simnccl-1-0-ab") == 0x1852e9190e780d2aull);
+}
+
+TEST_CASE("AnIdWhoseMakerIsGoneIsRefusedAfterNcclsConnectRetries") {
+  // A worker that reads the last attempt's id from a store its launcher kept (torchrun's shared
+  // TCPStore across restarts: pytorch#135712) connects to a bootstrap root that died with that
+  // attempt. NCCL retries the refused connect NCCL_SOCKET_RETRY_CNT times, sleeping n x
+  // NCCL_SOCKET_RETRY_SLEEP_MSEC before the n-th, then fails with ncclRemoteError.
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t maker = fork();
+  if (maker == 0) {
+    ncclUniqueId made;
+    ncclGetUniqueId(&made);
+    _exit(write(fds[1], &made, sizeof(made)) == sizeof(made) ? 0 : 1);
+  }
+  ncclUniqueId stale;
+  REQUIRE(read(fds[0], &stale, sizeof(stale)) == sizeof(stale));
+  close(fds[0]);
+  close(fds[1]);
+  int status = 0;
+  REQUIRE(waitpid(maker, &status, 0) == maker);
+
+  testing::MultiRankJob job(2);
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm = nullptr;
+        const auto start = std::chrono::steady_clock::now();
+        if (ncclCommInitRank(&comm, 2, stale, rank) != ncclRemoteError) return 1;
+        if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(20 + 40)) return 2;
+        const std::string why = ncclGetLastError(nullptr);
+        if (why.find("Connection refused") == std::string::npos) return 3;
+        if (why.find("after 3 attempts") == std::string::npos) return 4;
+        return comm == nullptr ? 0 : 5;
+      },
+      {{"NCCL_SOCKET_RETRY_CNT", "2"}, {"NCCL_SOCKET_RETRY_SLEEP_MSEC", "20"}});
+  CHECK(testing::allZero(job.wait(std::chrono::seconds(20))));
 }

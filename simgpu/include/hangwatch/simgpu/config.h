@@ -22,4 +22,7 @@ struct SimConfig {
 // Parsed on first use; a malformed value is reported once on stderr and the default kept.
 const SimConfig& simConfig();
 
+// An NCCL_* integer parameter as NCCL's own NCCL_PARAM reads it (strtoll, any base), or fallback.
+int64_t ncclParam(const char* name, int64_t fallback);
+
 }  // namespace simgpu
