@@ -46,6 +46,19 @@ HostCallScope::HostCallScope(HostCallSlots* slots, const char* call, uintptr_t c
   slot_ = s;
 }
 
+void HostCallSlots::noteIdMade(uint64_t hash) {
+  const size_t n = ids_made_count_.fetch_add(1, std::memory_order_acq_rel);
+  ids_made_[n % kIdsKept].store(hash, std::memory_order_release);
+}
+
+std::vector<uint64_t> HostCallSlots::idsMade() const {
+  std::vector<uint64_t> out;
+  const size_t n = std::min(ids_made_count_.load(std::memory_order_acquire), kIdsKept);
+  for (size_t i = 0; i < n; ++i)
+    if (uint64_t h = ids_made_[i].load(std::memory_order_acquire); h != 0) out.push_back(h);
+  return out;
+}
+
 HostCallScope::~HostCallScope() {
   if (slot_) slot_->enter_ns.store(0, std::memory_order_release);
 }

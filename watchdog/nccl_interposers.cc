@@ -210,7 +210,11 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   auto real = next_get_unique_id.get();
   if (!real) return missing();
   ncclResult_t rc = real(uniqueId);
-  if (!ReentryGuard::nested()) Watchdog::startFromPassThrough();
+  if (!ReentryGuard::nested()) {
+    Watchdog::startFromPassThrough();
+    if (Watchdog* w = Watchdog::get(); w != nullptr && rc == ncclSuccess && uniqueId != nullptr)
+      w->hostCalls().noteIdMade(CommTable::hashBytes(uniqueId, sizeof *uniqueId));
+  }
   return rc;
 }
 

@@ -178,6 +178,7 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
   for (const CommView& c : in.comms->view()) s.comms.push_back(commOf(c));
   for (const auto& [stream, q] : in.queues->streams()) s.streams.push_back(streamOf(stream, q, in));
   in.host_calls->forEachBusy([&](const BusyHostCall& call) { s.host_calls.push_back(hostCallOf(call, in)); });
+  for (uint64_t made : in.host_calls->idsMade()) s.unique_ids_made.push_back(CommTable::hashHex(made));
   if (in.progress != nullptr && in.nccl_ids != nullptr && in.nccl_ids->initsSeen() > 0)
     s.progress = buildProgress(*in.progress, in.nccl_ids->initsSeen(), in.now_ns);
   return s;

@@ -83,6 +83,7 @@ void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
     for (SnapshotPendingOp& op : st.pending) s.pending.push_back(std::move(op));
   }
   s.host_calls = std::move(snap.host_calls);
+  s.unique_ids_made = std::move(snap.unique_ids_made);
   if (snap.progress) takeProgress(s, *snap.progress);
   s.suspect = snap.suspect;
 }

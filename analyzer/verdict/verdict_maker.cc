@@ -209,6 +209,7 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
     }
   }
   if (forming.empty()) return std::nullopt;
+  if (std::optional<Verdict> v = idsDisagree(forming, comm_ranks_inside)) return v;
   // The one most ranks wait for; of equals, the one they have waited for longest.
   FormingComm c = std::max_element(forming.begin(), forming.end(), [](const auto& a, const auto& b) {
                     return std::make_tuple(a.second.waiting.size(), a.second.oldest_s) <
@@ -256,6 +257,58 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
   }
   wording_.notFormed(v, c);
   return v;
+}
+
+// NCCL's bootstrap joins the ranks that pass the same ncclUniqueId (bootstrap.cc: the id holds the
+// root's address and a random magic): ranks given different ids wait in separate inits, each for
+// members that are in the other. Evidence on any GPU job: the id each rank passed (`joining`,
+// hashed by the init interposer) and the ids each process made (ncclGetUniqueId, interposed
+// too). A communicator whose id a rank of this launch made is this launch's; one whose id none
+// made came from elsewhere: typically the last attempt's id, read from a store the launcher kept
+// across restarts (torchrun's shared TCPStore: pytorch#135712). Without a snapshot of every rank
+// the maker may be a silent one: then only suspects.
+std::optional<Verdict> VerdictMaker::idsDisagree(const std::map<std::string, FormingComm>& forming,
+                                                 const std::map<std::string, std::set<int>>& positions_inside) const {
+  std::set<std::string> made;
+  std::map<std::string, std::vector<int>> makers;
+  for (const RankSummary& s : job_.ranks)
+    for (const std::string& id : s.unique_ids_made) {
+      made.insert(id);
+      makers[id].push_back(s.rank);
+    }
+  if (made.empty()) return std::nullopt;
+  for (const auto& [id, own] : forming) {
+    if (!made.count(id)) continue;
+    const std::set<int>& own_inside = positions_inside.at(id);
+    std::vector<FormingComm> foreign;
+    for (const auto& [other_id, other] : forming) {
+      if (made.count(other_id) || other.size != own.size) continue;
+      const std::set<int>& held = positions_inside.at(other_id);
+      // Every position the foreign init holds is one the own init waits for.
+      if (std::none_of(held.begin(), held.end(), [&](int r) { return own_inside.count(r) > 0; }))
+        foreign.push_back(other);
+    }
+    if (foreign.empty()) continue;
+    Verdict v;
+    v.kind = VerdictKind::kNonCommunicationHang;
+    v.communicator = own.comm;
+    v.op = OpRef{own.call, std::nullopt};
+    for (const FormingComm& f : foreign) v.culprit_ranks.insert(v.culprit_ranks.end(), f.waiting.begin(), f.waiting.end());
+    std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
+    if (!job_.ranks_missing.empty()) {
+      v.confident = false;
+      for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
+      for (int r : job_.ranks_missing) {
+        v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
+        v.lacking_data.push_back(gapOf(r, ""));
+      }
+      sortSuspects(v.suspects);
+    }
+    wording_.idsDisagree(v, own, foreign, makers[id]);
+    if (!v.confident) v.culprit_ranks.clear();
+    return v;
+  }
+  return std::nullopt;
 }
 
 // Fewer than half the ranks answered: whatever the rules named is only a suspect.

@@ -217,21 +217,35 @@ class HungJob(TorchCase):
 
 class RealTorchrunRestarts(TorchCase):
     """The real torchrun with --max-restarts (issue 44): attempt 0 hangs on a dead link, is
-    dumped and aborted (HANGWATCH_ON_HANG=abort); torchrun restarts every worker with
-    TORCHELASTIC_RESTART_COUNT=1 and the fault gone, as after a bad link is drained, and attempt 1
-    runs clean. Each attempt keeps its own folder and verdict."""
+    dumped and aborted (HANGWATCH_ON_HANG=abort), and torchrun restarts every worker with
+    TORCHELASTIC_RESTART_COUNT=1 and the fault gone, as after a bad link is drained.
+
+    torchrun's agent keeps one TCPStore for every attempt (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=0,
+    the default since 2.5), and PyTorch's key for a communicator's ncclUniqueId is the same in
+    each: a restarted worker that reads it before the new rank 0 writes it gets the last
+    attempt's id, whose bootstrap root died with that attempt (pytorch#135712, #167288). NCCL
+    retries the refused connect for about a minute, the other ranks wait in their init."""
+
+    def restart_job(self, max_restarts, first_attempt, extra_env, timeout_s):
+        env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(self.dumps),
+               "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_FORENSICS": forensics(),
+               "HANGWATCH_ON_HANG": "abort", "NCCL_ALGO": "Ring", "SIMGPU_FAULTS": "", "OMP_NUM_THREADS": "1",
+               "PYTHONWARNINGS": "ignore", **extra_env}
+        launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
+                    "2", "--max-restarts", str(max_restarts), "--no-python"]
+        wrapper = ["/bin/sh", "-c", first_attempt + '; exec "$0" "$@"', str(torch_venv() / "bin" / "python"),
+                   str(TRAIN), "--steps", "30"]
+        return MpiJob(2, wrapper, env=env, program=PROGRAM, launcher=launcher)
+
+    def attempt_report(self, attempt):
+        out = run_forensics("report", self.job_dir, "--format", "json", "--attempt", attempt)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)
 
     def test_attempt_0_hangs_and_is_aborted_attempt_1_runs_clean_and_nothing_of_0_is_lost(self):
-        env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(self.dumps),
-               "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": "5", "HANGWATCH_FORENSICS": forensics(),
-               "HANGWATCH_ON_HANG": "abort", "NCCL_ALGO": "Ring", "SIMGPU_FAULTS": "", "OMP_NUM_THREADS": "1",
-               "PYTHONWARNINGS": "ignore"}
-        launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
-                    "2", "--max-restarts", "2", "--no-python"]
-        wrapper = ["/bin/sh", "-c",
-                   'case "$TORCHELASTIC_RESTART_COUNT" in 0) export SIMGPU_FAULTS="dead-link=0->1@op=20";; esac; '
-                   'exec "$0" "$@"', str(torch_venv() / "bin" / "python"), str(TRAIN), "--steps", "30"]
-        with MpiJob(2, wrapper, env=env, program=PROGRAM, launcher=launcher) as job:
+        # Each attempt's own store, as an operator of a restarting job is told to set.
+        dead_link_first = 'case "$TORCHELASTIC_RESTART_COUNT" in 0) export SIMGPU_FAULTS="dead-link=0->1@op=20";; esac'
+        with self.restart_job(2, dead_link_first, {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}, 5) as job:
             code = job.wait_exit(300)
             out = job.output()
         self.assertEqual(code, 0, out[-4000:])
@@ -241,9 +255,7 @@ class RealTorchrunRestarts(TorchCase):
         self.assertEqual((newest["attempt"]["number"], newest["attempt"]["count"]), (2, 2), newest["attempt"])
         self.assertEqual(newest["attempt"]["restart"], 1)
         self.assertEqual(newest["verdict"]["kind"], "no-hang", json.dumps(newest["verdict"], indent=1))
-        first = run_forensics("report", self.job_dir, "--format", "json", "--attempt", "restart-0")
-        self.assertEqual(first.returncode, 0, first.stderr)
-        first = json.loads(first.stdout)
+        first = self.attempt_report("restart-0")
         self.assertEqual(first["ranks_missing"], [])
         self.assertEqual(first["verdict"]["culprit_link"], {"from": 0, "to": 1}, json.dumps(first["verdict"], indent=1))
         self.assertTrue(first["verdict"]["confident"], json.dumps(first["verdict"], indent=1))
@@ -251,8 +263,26 @@ class RealTorchrunRestarts(TorchCase):
             state = json.loads((Path(first["job_dir"]) / "ranks" / f"r{rank:05d}.state.json").read_text())
             self.assertEqual((state["state"], state["forensics"]), ("done", "written"), state)
 
-if __name__ == "__main__":
-    unittest.main()
+    def test_a_restarted_worker_that_reads_the_last_attempts_unique_id_is_named(self):
+        # torchrun's default shared store; attempt 1's rank 0 starts late, so rank 1 reads the id
+        # attempt 0 left there, as a slow rank 0 makes it do on a real restart. HANGWATCH_TIMEOUT
+        # fires while rank 1 still retries its connect (about a minute) and rank 0 waits in init.
+        first_attempt = ('case "$TORCHELASTIC_RESTART_COUNT:$LOCAL_RANK" in '
+                         '0:*) export SIMGPU_FAULTS="dead-link=0->1@op=20";; 1:0) sleep 4;; esac')
+        with self.restart_job(1, first_attempt, {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}, 15) as job:
+            code = job.wait_exit(300)
+            out = job.output()
+        self.assertNotEqual(code, 0, out[-4000:])
+        second = self.attempt_report("restart-1")
+        verdict = json.dumps(second["verdict"], indent=1)
+        self.assertEqual(second["ranks_missing"], [], verdict)
+        self.assertEqual(second["verdict"]["kind"], "non-communication-hang", verdict)
+        self.assertEqual(second["verdict"]["culprit_ranks"], [1], verdict)
+        self.assertTrue(second["verdict"]["confident"], verdict)
+        self.assertIn("no rank of this launch made that id", verdict)
+        self.assertIn("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", verdict)
+        first = self.attempt_report("restart-0")
+        self.assertEqual(first["verdict"]["culprit_link"], {"from": 0, "to": 1}, json.dumps(first["verdict"], indent=1))
 
 
 class PyTorchsOwnTimeout(TorchCase):
@@ -323,3 +353,7 @@ class PyTorchsOwnTimeout(TorchCase):
         # the collector reads the rank waits for it.
         reason, _ = self.run_until_pytorch_ends_it(1, 5)
         self.assertIn(reason, ("timeout", "framework-abort"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -149,6 +149,7 @@ NodeSummary fullSummary() {
   r.comms.push_back(c);
   r.pending.push_back(fullPendingOp(c.hash));
   r.host_calls.push_back(fullHostCall());
+  r.unique_ids_made = {"cd"};
   fullProgress(r);
   r.threads = {{4242, "python3", 0}, {4250, "pt_autograd_0", 2}};
   r.ring_progress.push_back(fullRing(c));
@@ -188,6 +189,7 @@ TEST_CASE("NodeSummaryRoundTripsEveryField") {
   CHECK(r.proxy_ends.at(0).steps[3] == 4);
   CHECK(r.kernel_channels.at(0).started_s_ago == 300.2f);
   CHECK(r.host_calls.at(0).joining->comm == "cd");
+  CHECK(r.unique_ids_made == std::vector<std::string>{"cd"});
   CHECK(r.ring_progress.at(0).recv->proxy->done == 6);
   CHECK_FALSE(r.ring_progress.at(0).send->target_known);
   REQUIRE(r.ring_progress.at(0).connections.size() == 2);

@@ -43,6 +43,13 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->host_calls[1].joining->rank == 3);
   CHECK(back->host_calls[1].joining->size == 8);
   CHECK_FALSE(watchdogSnapshotFromJson(nlohmann::json{{"host_calls", {{{"joining", {{"size", "8"}}}}}}}).ok());
+  // The ids this process made; none made is no field, and a dump from before reads as none.
+  CHECK(back->unique_ids_made == std::vector<std::string>{"00000000cafef00d", "00000000feedface"});
+  WatchdogSnapshot none = s;
+  none.unique_ids_made.clear();
+  CHECK_FALSE(toJson(none).contains("unique_ids_made"));
+  CHECK(watchdogSnapshotFromJson(toJson(none))->unique_ids_made.empty());
+  CHECK_FALSE(watchdogSnapshotFromJson(nlohmann::json{{"unique_ids_made", "00000000cafef00d"}}).ok());
 }
 
 TEST_CASE("ASuspectSnapshotRoundTripsWithItsWarningAndWhenItResumed") {

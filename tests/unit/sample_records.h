@@ -160,6 +160,7 @@ inline WatchdogSnapshot richSnapshot() {
   s.host_calls.push_back({"ncclGroupEnd", 4243, "python", 4.0, "00000000deadbeef", 11, std::nullopt});
   s.host_calls.push_back({"ncclCommInitRank", 4244, "python", 5.0, "", std::nullopt,
                           SnapshotJoining{"00000000cafef00d", 3, 8}});
+  s.unique_ids_made = {"00000000cafef00d", "00000000feedface"};
   s.health = {1, 100, 98, 2, 5};
   SnapshotProgress p;
   p.plugin_inits = 2;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -543,6 +544,56 @@ TEST_CASE("ASubCommunicatorThatNeverFormsNamesTheRankOutsideEverything") {
   INFO(r.verdict.headline);
   CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
   CHECK(r.verdict.culprit_ranks == std::vector<int>{5});
+}
+
+TEST_CASE("ARankThatJoinedWithAnIdNoRankMadeIsNamedNotTheRankWaitingForIt") {
+  // A restarted torchrun job: rank 0 made this attempt's id and waits in it; rank 1 read the last
+  // attempt's id from the agent's store and waits in that one. Rank 1 is the older in init.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 2; ++r) ranks.emplace_back(r, 2, 1);
+  ranks[0].insideInit("00000000000a77e1", 0, 2);
+  ranks[0].snap.unique_ids_made = {"00000000000a77e1"};
+  ranks[1].insideInit("0000000000057a1e", 1, 2);
+  ranks[1].snap.host_calls[0].age_s = 9;
+  writeAll(ranks, dir.path);
+  Report r = reportOfDir(dir.path);
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{1});
+  CHECK(r.verdict.communicator == "00000000000a77e1");
+  CHECK(mentions(r.verdict, "no rank of this launch made that id"));
+  CHECK(std::any_of(r.verdict.next_steps.begin(), r.verdict.next_steps.end(), [](const std::string& s) {
+    return s.find("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1") != std::string::npos;
+  }));
+
+  // Without rank 0's snapshot the other id's maker may be the silent rank: suspects only.
+  std::filesystem::remove(watchdogSnapshotPath(dir.path, 0));
+  std::filesystem::remove(forensicsDumpPath(dir.path, 0));
+  Report unsure = reportOfDir(dir.path);
+  CHECK_FALSE(unsure.verdict.confident);
+  CHECK(unsure.verdict.culprit_ranks.empty());
+}
+
+TEST_CASE("TwoPairsFormingAtOnceAreNotTakenForRanksWithAnotherId") {
+  // Tensor-parallel pairs {0,1} and {2,3}, each with an id its first rank made: rank 0 waits for
+  // 1 in the first, rank 3 for 2 in the second. Same size, disjoint positions, both ids made here:
+  // no stray id, and ranks 1 and 2 are the ones outside.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 1);
+  ranks[0].insideInit("00000000000000a1", 0, 2);
+  ranks[0].snap.unique_ids_made = {"00000000000000a1"};
+  ranks[3].insideInit("00000000000000b2", 1, 2);
+  ranks[2].snap.unique_ids_made = {"00000000000000b2"};
+  ranks[1].notInCollective(1, {"stall_in_host_loop", "main"});
+  ranks[2].notInCollective(1, {"stall_in_host_loop", "main"});
+  writeAll(ranks, dir.path);
+  Report r = reportOfDir(dir.path);
+  INFO(r.verdict.headline);
+  CHECK_FALSE(mentions(r.verdict, "no rank of this launch made"));
+  for (int stray : r.verdict.culprit_ranks) CHECK((stray == 1 || stray == 2));
 }
 
 TEST_CASE("EveryMemberInsideInitIsInconclusiveWithoutACulprit") {

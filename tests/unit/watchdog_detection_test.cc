@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +100,24 @@ TEST_CASE("AThreadStuckInAnNcclHostCallPastTheTimeoutIsAHang") {
   CHECK(finding->stuck.comm == CommTable::hashHex(0xfeed));
   // Once the call returned, nothing is stuck.
   CHECK_FALSE(detector.check(queues, slots, comms, 3 * kSecond));
+}
+
+TEST_CASE("TheSnapshotListsTheUniqueIdsThisProcessMadeTheLastSixteen") {
+  StreamQueues queues;
+  HostCallSlots slots;
+  CommTable comms;
+  SnapshotInputs in;
+  in.queues = &queues;
+  in.comms = &comms;
+  in.host_calls = &slots;
+  CHECK(buildSnapshot(in).unique_ids_made.empty());
+  slots.noteIdMade(0xcafe);
+  CHECK(buildSnapshot(in).unique_ids_made == std::vector<std::string>{CommTable::hashHex(0xcafe)});
+  for (uint64_t h = 1; h <= 20; ++h) slots.noteIdMade(h);
+  const auto made = buildSnapshot(in).unique_ids_made;
+  REQUIRE(made.size() == HostCallSlots::kIdsKept);
+  CHECK(std::count(made.begin(), made.end(), CommTable::hashHex(20)) == 1);
+  CHECK(std::count(made.begin(), made.end(), CommTable::hashHex(0xcafe)) == 0);
 }
 
 TEST_CASE("AnEarlyWarningNeedsAStalledOperationWhoseCommunicatorStoppedMoving") {

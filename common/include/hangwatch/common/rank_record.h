@@ -76,6 +76,7 @@ struct RankRecord {
   std::vector<SnapshotComm> comms;
   std::vector<SnapshotPendingOp> pending;  // every stream's pending ops, oldest first per stream
   std::vector<SnapshotHostCall> host_calls;
+  std::vector<std::string> unique_ids_made;  // by ncclGetUniqueId in this process
   // NCCL's profiler, for the communicators with a pending collective here (the others are
   // not kept: 131,072 ranks must fit). has_progress: the plugin ran in this process.
   bool has_progress = false;
@@ -169,6 +170,7 @@ struct Schema<RankRecord> {
       field("comms", &RankRecord::comms, "comms", Empty::kOmit),
       field("pending", &RankRecord::pending, "pending", Empty::kOmit),
       field("host_calls", &RankRecord::host_calls, "host_calls", Empty::kOmit),
+      field("unique_ids_made", &RankRecord::unique_ids_made, "unique_ids_made", Empty::kOmit),
       field("has_progress", &RankRecord::has_progress, "has_progress"),
       field("proxy_ends", &RankRecord::proxy_ends, "proxy_ends", Empty::kOmit),
       field("kernel_channels", &RankRecord::kernel_channels, "kernel_channels", Empty::kOmit),

@@ -160,6 +160,8 @@ struct WatchdogSnapshot {
   std::vector<SnapshotComm> comms;
   std::vector<SnapshotStream> streams;
   std::vector<SnapshotHostCall> host_calls;
+  // The unique ids this process made with ncclGetUniqueId (the hash `joining.comm` holds).
+  std::vector<std::string> unique_ids_made;
   WatchdogHealth health;
   std::optional<SnapshotProgress> progress;  // none when the profiler plugin never ran here
   std::optional<SuspectState> suspect;       // only in a suspect snapshot
@@ -357,6 +359,7 @@ struct Schema<WatchdogSnapshot> {
       field("comms", &WatchdogSnapshot::comms, "comms"),
       field("streams", &WatchdogSnapshot::streams, "streams"),
       field("host_calls", &WatchdogSnapshot::host_calls, "host_calls"),
+      field("unique_ids_made", &WatchdogSnapshot::unique_ids_made, "unique_ids_made", Empty::kOmit),
       field("health", &WatchdogSnapshot::health, "health"),
       field("progress", &WatchdogSnapshot::progress, "progress"),
       field("suspect", &WatchdogSnapshot::suspect, "suspect", Empty::kOmit),

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace hangwatch::watchdog {
 
@@ -46,9 +47,18 @@ class HostCallSlots {
   HostCallSlot* forThisThread();
   void forEachBusy(const std::function<void(const BusyHostCall&)>& fn) const;
 
+  // The unique ids this process made (ncclGetUniqueId), by the hash JoiningComm holds: of ranks
+  // inside init with different ids, the one a rank of this launch made is this launch's own.
+  // The last kIdsKept are kept; lock-free.
+  static constexpr size_t kIdsKept = 16;
+  void noteIdMade(uint64_t hash);
+  std::vector<uint64_t> idsMade() const;
+
  private:
   std::atomic<size_t> claimed_{0};
   HostCallSlot slots_[kCapacity];
+  std::atomic<uint64_t> ids_made_[kIdsKept] = {};
+  std::atomic<size_t> ids_made_count_{0};
 };
 
 // Marks the calling thread as inside `call` for the scope's lifetime. Nests: only

@@ -1,4 +1,6 @@
 #pragma once
+#include <map>
+#include <set>
 // Decides what hung and who is at fault (rules in analyzer/verdict/README.md), in this
 // order: no hang, collective mismatch, non-communication hang (a rank never issued the
 // collective the others wait in), communication hang (least ring progress), else inconclusive.
@@ -33,6 +35,10 @@ class VerdictMaker {
   Verdict outsideCollectives() const;
   // Ranks inside ncclCommInitRank* for a communicator some members never joined.
   std::optional<Verdict> notFormed() const;
+  // Ranks inside init with a unique id no rank of this launch made, while a communicator of the
+  // same size made here waits for the positions they hold: they were given another id.
+  std::optional<Verdict> idsDisagree(const std::map<std::string, FormingComm>& forming,
+                                     const std::map<std::string, std::set<int>>& positions_inside) const;
   bool insideInit(int rank) const;
   // A member of the focus communicator whose process is gone is the culprit.
   void blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const;

@@ -116,6 +116,9 @@ class VerdictWording {
   // Work pending outside any collective: the ranks whose operation outlived the timeout, if any.
   void outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const;
   void notFormed(Verdict& v, const FormingComm& c) const;
+  // `foreign`: communicators whose id no rank of this launch made, holding positions `own` waits for.
+  void idsDisagree(Verdict& v, const FormingComm& own, const std::vector<FormingComm>& foreign,
+                   const std::vector<int>& makers) const;
   // Ranks that never called the collective because they wait inside another communicator's init.
   void heldInInit(Verdict& v, const std::vector<int>& ranks) const;
   void exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const;
