@@ -18,11 +18,15 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
     hangwatch_e2e_test(torch.pytorch_timeout.${case} test_torch.PyTorchsOwnTimeout.test_${case} 240)
     list(APPEND pytorch_timeout_tests e2e.torch.pytorch_timeout.${case})
   endforeach()
-  # The real torchrun restarting its workers (issue 44), test_torch.RealTorchrunRestarts, is
-  # not registered yet: in one whole-suite run of two its restarted workers hung inside
-  # ncclCommInitRankConfig (both, every restart), which is not understood yet.
+  # The real torchrun restarting its workers (issue 44): a clean restart with each attempt's
+  # own store, and a restarted worker that reads the last attempt's id from the shared one.
+  hangwatch_e2e_test(torch.restarts.clean_second_attempt
+                     test_torch.RealTorchrunRestarts.test_attempt_0_hangs_and_is_aborted_attempt_1_runs_clean_and_nothing_of_0_is_lost 300)
+  hangwatch_e2e_test(torch.restarts.stale_unique_id
+                     test_torch.RealTorchrunRestarts.test_a_restarted_worker_that_reads_the_last_attempts_unique_id_is_named 300)
   set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes e2e.torch.python_stall
-               e2e.torch.gpu_stops ${pytorch_timeout_tests}
+               e2e.torch.gpu_stops ${pytorch_timeout_tests} e2e.torch.restarts.clean_second_attempt
+               e2e.torch.restarts.stale_unique_id
                APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics> SIMGPU_DROPIN_DIR=${SIMGPU_DROPIN_DIR}
                HANGWATCH_TORCH_VENV=${HANGWATCH_TORCH_VENV})
 endif()
