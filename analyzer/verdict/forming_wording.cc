@@ -75,35 +75,48 @@ void VerdictWording::notFormed(Verdict& v, const FormingComm& c) const {
                          "the member that never called init is in host code.");
 }
 
-void VerdictWording::idsDisagree(Verdict& v, const FormingComm& own, const std::vector<FormingComm>& foreign,
+void VerdictWording::idsDisagree(Verdict& v, const std::vector<StrayInit>& strays, const FormingComm* own,
                                  const std::vector<int>& makers) const {
-  std::vector<int> strays;
-  for (const FormingComm& f : foreign) {
-    strays.insert(strays.end(), f.waiting.begin(), f.waiting.end());
+  std::vector<int> stray_ranks;
+  bool from_earlier = false;
+  for (const StrayInit& s : strays) {
+    const FormingComm& f = s.comm;
+    stray_ranks.insert(stray_ranks.end(), f.waiting.begin(), f.waiting.end());
+    std::string whose = "no rank of this launch made that id with ncclGetUniqueId";
+    if (s.earlier) {
+      from_earlier = true;
+      whose += fmt::format(": rank {} of attempt {}, an earlier launch of this job, made it, and that id's bootstrap "
+                           "root (a thread of its maker) ended with that launch",
+                           s.earlier->rank, s.earlier->attempt);
+    }
     v.evidence.push_back(fmt::format("Rank(s) {} are inside {} for the {}-rank communicator {} (their unique id's hash), "
-                                     "the oldest for {}: no rank of this launch made that id with ncclGetUniqueId.",
-                                     ranksText(f.waiting), f.call, f.size, f.comm, seconds(f.oldest_s)));
+                                     "the oldest for {}: {}.",
+                                     ranksText(f.waiting), f.call, f.size, f.comm, seconds(f.oldest_s), whose));
   }
-  std::sort(strays.begin(), strays.end());
-  v.evidence.push_back(fmt::format("Rank(s) {} are inside {} for the {}-rank communicator {}, the oldest for {}; its "
-                                   "id was made here by rank(s) {}. It waits for the positions the rank(s) above "
-                                   "hold in the other id's communicator.",
-                                   ranksText(own.waiting), own.call, own.size, own.comm, seconds(own.oldest_s),
-                                   ranksText(makers)));
-  v.evidence.push_back("NCCL joins only ranks that pass the same ncclUniqueId: the two inits can never complete.");
-  v.reason = fmt::format("rank(s) {} passed ncclCommInitRank a unique id that no rank of this launch made, while "
-                         "rank(s) {} wait with the one rank(s) {} made",
-                         ranksText(strays), ranksText(own.waiting), ranksText(makers));
-  v.headline = v.confident
-                   ? fmt::format("Non-communication hang: rank(s) {} joined with another unique id than rank(s) {} "
-                                 "(an id from an earlier launch?): neither communicator can form.",
-                                 ranksText(strays), ranksText(own.waiting))
-                   : fmt::format("Non-communication hang, not confident: rank(s) {} joined with a unique id no rank "
-                                 "that dumped made; a rank without a snapshot may have made it.",
-                                 ranksText(strays));
+  std::sort(stray_ranks.begin(), stray_ranks.end());
+  if (own)
+    v.evidence.push_back(fmt::format("Rank(s) {} are inside {} for the {}-rank communicator {}, the oldest for {}; its "
+                                     "id was made here by rank(s) {}. It waits for the positions the rank(s) above "
+                                     "hold in the other id's communicator.",
+                                     ranksText(own->waiting), own->call, own->size, own->comm,
+                                     seconds(own->oldest_s), ranksText(makers)));
+  v.evidence.push_back("NCCL joins only ranks that pass the same ncclUniqueId: an init with an id whose maker is gone, "
+                       "or that the other members do not hold, can never complete.");
+  v.reason = fmt::format("rank(s) {} passed ncclCommInitRank a unique id that no rank of this launch made{}",
+                         ranksText(stray_ranks), from_earlier ? ", one an earlier launch made" : "");
+  if (v.confident)
+    v.headline = fmt::format("Non-communication hang: rank(s) {} joined with {}: {} can form.", ranksText(stray_ranks),
+                             from_earlier ? "the unique id of an earlier launch of this job"
+                                          : "another unique id than rank(s) " + ranksText(own->waiting) +
+                                                " (an id from an earlier launch?)",
+                             own ? "neither communicator" : "its communicator never");
+  else
+    v.headline = fmt::format("Non-communication hang, not confident: rank(s) {} joined with a unique id no rank "
+                             "that dumped made; a rank without a snapshot may have made it.",
+                             ranksText(stray_ranks));
   if (!v.confident) v.hinges_on = "whether a rank without a snapshot made the other id";
   v.next_steps.push_back(
-      "Not a network or GPU fault: find how rank(s) " + ranksText(strays) +
+      "Not a network or GPU fault: find how rank(s) " + ranksText(stray_ranks) +
       " got their ncclUniqueId. A restarted job that reads it from a store kept across restarts gets the last "
       "attempt's id when it reads before the new one is written: torchrun's agent store (pytorch#135712; "
       "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives each attempt its own store). Otherwise the id's broadcast mixed "

@@ -269,46 +269,51 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
 // the maker may be a silent one: then only suspects.
 std::optional<Verdict> VerdictMaker::idsDisagree(const std::map<std::string, FormingComm>& forming,
                                                  const std::map<std::string, std::set<int>>& positions_inside) const {
-  std::set<std::string> made;
   std::map<std::string, std::vector<int>> makers;
   for (const RankSummary& s : job_.ranks)
-    for (const std::string& id : s.unique_ids_made) {
-      made.insert(id);
-      makers[id].push_back(s.rank);
+    for (const std::string& id : s.unique_ids_made) makers[id].push_back(s.rank);
+  // This launch's communicator (an id made here) that the strays' positions are missing from.
+  auto ownFor = [&](const FormingComm& stray) -> const FormingComm* {
+    const std::set<int>& held = positions_inside.at(stray.comm);
+    for (const auto& [id, own] : forming) {
+      if (!makers.count(id) || own.size != stray.size) continue;
+      const std::set<int>& own_inside = positions_inside.at(id);
+      if (std::none_of(held.begin(), held.end(), [&](int r) { return own_inside.count(r) > 0; })) return &own;
     }
-  if (made.empty()) return std::nullopt;
-  for (const auto& [id, own] : forming) {
-    if (!made.count(id)) continue;
-    const std::set<int>& own_inside = positions_inside.at(id);
-    std::vector<FormingComm> foreign;
-    for (const auto& [other_id, other] : forming) {
-      if (made.count(other_id) || other.size != own.size) continue;
-      const std::set<int>& held = positions_inside.at(other_id);
-      // Every position the foreign init holds is one the own init waits for.
-      if (std::none_of(held.begin(), held.end(), [&](int r) { return own_inside.count(r) > 0; }))
-        foreign.push_back(other);
-    }
-    if (foreign.empty()) continue;
-    Verdict v;
-    v.kind = VerdictKind::kNonCommunicationHang;
-    v.communicator = own.comm;
-    v.op = OpRef{own.call, std::nullopt};
-    for (const FormingComm& f : foreign) v.culprit_ranks.insert(v.culprit_ranks.end(), f.waiting.begin(), f.waiting.end());
-    std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
-    if (!job_.ranks_missing.empty()) {
-      v.confident = false;
-      for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
-      for (int r : job_.ranks_missing) {
-        v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
-        v.lacking_data.push_back(gapOf(r, ""));
-      }
-      sortSuspects(v.suspects);
-    }
-    wording_.idsDisagree(v, own, foreign, makers[id]);
-    if (!v.confident) v.culprit_ranks.clear();
-    return v;
+    return nullptr;
+  };
+  std::vector<StrayInit> strays;
+  const FormingComm* own = nullptr;
+  for (const auto& [id, f] : forming) {
+    if (makers.count(id)) continue;
+    auto earlier = job_.ids_made_earlier.find(id);
+    const FormingComm* waits = ownFor(f);
+    if (earlier == job_.ids_made_earlier.end() && waits == nullptr) continue;
+    strays.push_back({f, earlier == job_.ids_made_earlier.end() ? std::nullopt : std::optional(earlier->second)});
+    if (own == nullptr) own = waits;
   }
-  return std::nullopt;
+  if (strays.empty()) return std::nullopt;
+  Verdict v;
+  v.kind = VerdictKind::kNonCommunicationHang;
+  v.communicator = own ? own->comm : strays.front().comm.comm;
+  v.op = OpRef{strays.front().comm.call, std::nullopt};
+  for (const StrayInit& s : strays)
+    v.culprit_ranks.insert(v.culprit_ranks.end(), s.comm.waiting.begin(), s.comm.waiting.end());
+  std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
+  // An id an earlier launch made is certain; one no rank that dumped made may be a silent rank's.
+  const bool certain = std::all_of(strays.begin(), strays.end(), [](const StrayInit& s) { return s.earlier.has_value(); });
+  if (!certain && !job_.ranks_missing.empty()) {
+    v.confident = false;
+    for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
+    for (int r : job_.ranks_missing) {
+      v.suspects.push_back(rankSuspect(r, SuspectNote::kNoSnapshot));
+      v.lacking_data.push_back(gapOf(r, ""));
+    }
+    sortSuspects(v.suspects);
+  }
+  wording_.idsDisagree(v, strays, own, own ? makers[own->comm] : std::vector<int>{});
+  if (!v.confident) v.culprit_ranks.clear();
+  return v;
 }
 
 // Fewer than half the ranks answered: whatever the rules named is only a suspect.

@@ -16,6 +16,7 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/attempt.h"
+#include "hangwatch/verdict/earlier_attempts.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
@@ -249,6 +250,14 @@ int ReportCommand::run(const std::vector<std::string>& args) {
   }
   for (const std::string& note : job->read_notes) std::cerr << "forensics report: " << note << "\n";
   job->attempt = attemptInfo(*which);
+  // A restarted rank may join with an id an earlier launch made: those launches' snapshots say.
+  std::vector<verdict::EarlierAttempt> earlier;
+  const std::filesystem::path chosen(which->entry.dir);
+  const bool later = chosen.parent_path().filename() == "attempts";
+  const std::vector<AttemptEntry> attempts = listAttempts(later ? chosen.parent_path().parent_path().string() : chosen.string());
+  for (size_t i = 0; i + 1 < static_cast<size_t>(which->number) && i < attempts.size(); ++i)
+    earlier.push_back({attempts[i].name(), attempts[i].dir});
+  verdict::noteIdsMadeEarlier(*job, earlier);
   return writeReport(verdict::ReportBuilder::build(std::move(*job)), job_dir, format, out_file, save);
 }
 

@@ -10,6 +10,7 @@
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/metrics_window.h"
+#include "hangwatch/verdict/earlier_attempts.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
@@ -574,6 +575,40 @@ TEST_CASE("ARankThatJoinedWithAnIdNoRankMadeIsNamedNotTheRankWaitingForIt") {
   Report unsure = reportOfDir(dir.path);
   CHECK_FALSE(unsure.verdict.confident);
   CHECK(unsure.verdict.culprit_ranks.empty());
+}
+
+TEST_CASE("ARankThatJoinedWithAnEarlierLaunchsIdIsNamedWhileItsPeerIsStillInPython") {
+  // The restarted rank 1 read attempt restart-0's id; rank 0 has not reached init yet (still in
+  // PyTorch's process-group setup), so no communicator of this launch is forming. Only the
+  // earlier launch's snapshots tie rank 1's id to a launch that is gone.
+  verdict_test::TempDir dir;
+  const std::string earlier = dir.path + "/earlier", now = dir.path + "/now";
+  FakeRank maker(0, 2, 1);
+  maker.snap.unique_ids_made = {"0000000000057a1e"};
+  maker.write(earlier);
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 2; ++r) ranks.emplace_back(r, 2, 1);
+  ranks[0].notInCollective(1, {"clock_nanosleep", "_create_nccl2_process_group", "init_process_group", "main"});
+  ranks[0].snap.comms.clear();
+  ranks[1].insideInit("0000000000057a1e", 1, 2);
+  writeAll(ranks, now);
+
+  Expected<JobData> job = JobLoader(2).load(now);
+  REQUIRE(job.ok());
+  CHECK(idsJoinedButNotMade(*job) == std::vector<std::string>{"0000000000057a1e"});
+  // Without the earlier launch's word, rank 0 is the one outside the forming communicator.
+  Report plain = ReportBuilder::build(JobData(*job));
+  CHECK(plain.verdict.culprit_ranks == std::vector<int>{0});
+  noteIdsMadeEarlier(*job, {{"restart-0", earlier}});
+  REQUIRE(job->ids_made_earlier.count("0000000000057a1e"));
+  CHECK(job->ids_made_earlier.at("0000000000057a1e").rank == 0);
+  Report r = ReportBuilder::build(std::move(*job));
+  INFO(r.verdict.headline);
+  CHECK(r.verdict.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks == std::vector<int>{1});
+  CHECK(mentions(r.verdict, "rank 0 of attempt restart-0, an earlier launch of this job, made it"));
+  CHECK(mentions(r.verdict, "joined with the unique id of an earlier launch of this job"));
 }
 
 TEST_CASE("TwoPairsFormingAtOnceAreNotTakenForRanksWithAnotherId") {

@@ -61,6 +61,12 @@ struct RankPlace {
   int64_t pid = 0;
 };
 
+// A unique id a rank of an earlier launch of the job made (earlier_attempts.h).
+struct IdMadeEarlier {
+  std::string attempt;  // its folder's name, e.g. "restart-0"
+  int rank = -1;
+};
+
 struct JobData {
   std::string job_dir;         // the attempt's folder
   AttemptInfo attempt;
@@ -80,6 +86,8 @@ struct JobData {
   std::map<int, RankPlace> ranks_placed;  // of the others, the ones whose metrics say where they ran
   std::vector<PartialRank> ranks_partial;
   std::vector<int> ranks_collecting;  // collectors still at work when the report was made
+  // Ids this launch's ranks join with that a rank of an earlier launch made, by hash.
+  std::map<std::string, IdMadeEarlier> ids_made_earlier;
   std::vector<std::string> problems;  // mixed jobs, clock skew, unreadable files: sentences
   // Said on stderr, never in the report (one made from node summaries equals one made from the
   // rank files): node summaries not used, and why.

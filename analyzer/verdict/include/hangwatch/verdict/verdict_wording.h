@@ -76,6 +76,12 @@ struct FormingComm {
   bool whole_job = false;      // size == the job's world size: every process is a member
 };
 
+// Ranks inside init with a unique id no rank of this launch made.
+struct StrayInit {
+  FormingComm comm;
+  std::optional<IdMadeEarlier> earlier;  // the earlier launch's rank that made it, when known
+};
+
 // How NCCL's profiler events stand to the culprit the debugger's records name.
 enum class ProfilerView {
   kSame,               // they name the same culprit
@@ -116,8 +122,9 @@ class VerdictWording {
   // Work pending outside any collective: the ranks whose operation outlived the timeout, if any.
   void outsideCollectives(Verdict& v, const std::vector<OverdueOp>& stuck) const;
   void notFormed(Verdict& v, const FormingComm& c) const;
-  // `foreign`: communicators whose id no rank of this launch made, holding positions `own` waits for.
-  void idsDisagree(Verdict& v, const FormingComm& own, const std::vector<FormingComm>& foreign,
+  // Ranks inside init with ids no rank of this launch made; `own`, if any, the communicator made
+  // here (by `makers`) that waits for the positions they hold.
+  void idsDisagree(Verdict& v, const std::vector<StrayInit>& strays, const FormingComm* own,
                    const std::vector<int>& makers) const;
   // Ranks that never called the collective because they wait inside another communicator's init.
   void heldInInit(Verdict& v, const std::vector<int>& ranks) const;
