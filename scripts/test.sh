@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds, and runs every test suite:
-#   1. the whole suite (unit + end-to-end) on a RelWithDebInfo build,
-#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   1. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   2. the end-to-end suite on a RelWithDebInfo build (the builds of 3 and 4 compile beside it),
 #   3. the concurrent parts (streams, events, ring collectives, the watchdog's poller)
 #      under ThreadSanitizer,
 #   4. the build against the real CUDA 13 / cuBLAS / NCCL in /usr/local/cuda
 #      (HANGWATCH_REAL_CUDA=ON) and the CPU-only part of the GPU suite (tests/gpu/run.sh):
 #      that ring_train, healthy and hung, through simgpu's drop-in libraries.
-# --quick runs only step 1.
+# --quick runs only the whole suite (unit + end-to-end) on the RelWithDebInfo build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,28 +52,53 @@ configure_and_build() {  # dir, extra cmake args..., then targets after --
 # unit_tests builds every area's test program (tests/unit/CMakeLists.txt).
 unit_targets=(unit_tests forensics)
 
-if [ "$quick" -eq 0 ]; then
-  echo "== unit tests under AddressSanitizer + UBSan"
-  configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan -LE e2e -j "$jobs" --output-on-failure
-
-  echo "== streams, events, ring collectives and the watchdog's poller under ThreadSanitizer"
-  configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests
-  # Left to the other two passes: TSan cannot start threads in the child of a forked
-  # multi-threaded process nor run a signal handler there as the kernel does, and its
-  # instrumented memcpy is slower than the modeled copy and link times.
+tsan_tests() {
+  # Left to the ASan pass: TSan cannot start threads in the child of a forked multi-threaded
+  # process nor run a signal handler there as the kernel does, and its instrumented memcpy is
+  # slower than the modeled copy and link times.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan -R '^(simcuda|simnccl|watchdog)\.' \
       -E 'ForkChildCanUseTheRuntime|AForkedChildOfAnArmedProcess|CopyTakesModeledTime|SlowRankMakesCopiesSlower|SlowLinkStretches' -j "$jobs" --output-on-failure
+}
+
+if [ "$quick" -eq 1 ]; then
+  echo "== full suite"
+  configure_and_build build
+  wait_for_torch
+  ctest --test-dir build -j "$jobs" --output-on-failure
+  exit 0
 fi
 
-echo "== full suite"
-configure_and_build build
+echo "== unit tests under AddressSanitizer + UBSan"
+configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -LE e2e -j "$jobs" --output-on-failure
+
+# Every unit test ran above: this build is the end-to-end suite's (and the checks that need
+# its drop-in folder), without the unit-test programs.
+echo "== end-to-end suite, with the ThreadSanitizer and real-CUDA builds compiling beside it"
+configure_and_build build -DHANGWATCH_UNIT_TESTS=OFF
+# The end-to-end jobs mostly wait (timeouts, hung ranks): about one core of two is busy. The
+# two other builds use the idle one at the lowest priority, so the jobs' timing is left alone.
+side_log=$(mktemp)
+(
+  set -e
+  renice -n 19 -p "$BASHPID" >/dev/null  # inherited by every compiler it starts
+  configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests
+  tests/gpu/run.sh --cpu-only --only build --build-dir build-realcuda --out build-realcuda/gpu-suite-build
+) >"$side_log" 2>&1 &
+side_builds=$!
+trap 'rm -f "$torch_log" "$side_log"; kill "$side_builds" 2>/dev/null || true' EXIT
 wait_for_torch
 ctest --test-dir build -j "$jobs" --output-on-failure
-
-if [ "$quick" -eq 0 ]; then
-  echo "== real-CUDA build and the GPU suite's CPU-only checks"
-  tests/gpu/run.sh --cpu-only --build-dir build-realcuda --simgpu-build build --out build-realcuda/gpu-suite
+if ! wait "$side_builds"; then
+  cat "$side_log" >&2
+  echo "test.sh: the ThreadSanitizer or real-CUDA build failed (see above)" >&2
+  exit 1
 fi
+
+echo "== streams, events, ring collectives and the watchdog's poller under ThreadSanitizer"
+tsan_tests
+
+echo "== real-CUDA build and the GPU suite's CPU-only checks"
+tests/gpu/run.sh --cpu-only --build-dir build-realcuda --simgpu-build build --out build-realcuda/gpu-suite

@@ -10,10 +10,12 @@ file(GLOB pystacks_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/pystacks*_
 if(NOT pystacks_srcs)
   return()
 endif()
-add_executable(pystacks_tests ${pystacks_srcs})
+add_executable(pystacks_tests ${unit_tests_in_all} ${pystacks_srcs})
 add_dependencies(unit_tests pystacks_tests)
 target_link_libraries(pystacks_tests PRIVATE catch_main forensics_python)
 target_compile_definitions(pystacks_tests PRIVATE
   PYSTACKS_TARGETS_DIR="${CMAKE_CURRENT_SOURCE_DIR}/pystacks_targets"
   PYSTACKS_C_COMPILER="${CMAKE_C_COMPILER}")
-catch_discover_tests(pystacks_tests TEST_PREFIX "pystacks." PROPERTIES TIMEOUT 120 SKIP_REGULAR_EXPRESSION "SKIPPED:")
+if(HANGWATCH_UNIT_TESTS)
+  catch_discover_tests(pystacks_tests TEST_PREFIX "pystacks." PROPERTIES TIMEOUT 120 SKIP_REGULAR_EXPRESSION "SKIPPED:")
+endif()
