@@ -112,9 +112,11 @@ void VerdictWording::idsDisagree(Verdict& v, const std::vector<StrayInit>& stray
                              own ? "neither communicator" : "its communicator never");
   else
     v.headline = fmt::format("Non-communication hang, not confident: rank(s) {} joined with a unique id no rank "
-                             "that dumped made; a rank without a snapshot may have made it.",
+                             "that dumped lists as made; a rank without a snapshot, or one that made more ids than "
+                             "its snapshot keeps, may have made it.",
                              ranksText(stray_ranks));
-  if (!v.confident) v.hinges_on = "whether a rank without a snapshot made the other id";
+  if (!v.confident)
+    v.hinges_on = "whether another rank made the other id (one without a snapshot, or an id older than a snapshot keeps)";
   v.next_steps.push_back(
       "Not a network or GPU fault: find how rank(s) " + ranksText(stray_ranks) +
       " got their ncclUniqueId. A restarted job that reads it from a store kept across restarts gets the last "

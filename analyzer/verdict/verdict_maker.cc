@@ -270,8 +270,11 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
 std::optional<Verdict> VerdictMaker::idsDisagree(const std::map<std::string, FormingComm>& forming,
                                                  const std::map<std::string, std::set<int>>& positions_inside) const {
   std::map<std::string, std::vector<int>> makers;
-  for (const RankSummary& s : job_.ranks)
+  bool lists_full = false;  // a process made more ids than its snapshot keeps: older ones are not listed
+  for (const RankSummary& s : job_.ranks) {
     for (const std::string& id : s.unique_ids_made) makers[id].push_back(s.rank);
+    lists_full = lists_full || s.unique_ids_made.size() >= WatchdogSnapshot::kUniqueIdsKept;
+  }
   // This launch's communicator (an id made here) that the strays' positions are missing from.
   auto ownFor = [&](const FormingComm& stray) -> const FormingComm* {
     const std::set<int>& held = positions_inside.at(stray.comm);
@@ -302,7 +305,7 @@ std::optional<Verdict> VerdictMaker::idsDisagree(const std::map<std::string, For
   std::sort(v.culprit_ranks.begin(), v.culprit_ranks.end());
   // An id an earlier launch made is certain; one no rank that dumped made may be a silent rank's.
   const bool certain = std::all_of(strays.begin(), strays.end(), [](const StrayInit& s) { return s.earlier.has_value(); });
-  if (!certain && !job_.ranks_missing.empty()) {
+  if (!certain && (!job_.ranks_missing.empty() || lists_full)) {
     v.confident = false;
     for (int r : v.culprit_ranks) v.suspects.push_back(rankSuspect(r));
     for (int r : job_.ranks_missing) {

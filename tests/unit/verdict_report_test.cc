@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -568,6 +569,12 @@ TEST_CASE("ARankThatJoinedWithAnIdNoRankMadeIsNamedNotTheRankWaitingForIt") {
   CHECK(std::any_of(r.verdict.next_steps.begin(), r.verdict.next_steps.end(), [](const std::string& s) {
     return s.find("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1") != std::string::npos;
   }));
+
+  // A process that made more ids than its snapshot keeps may have made the other one too.
+  for (size_t i = 0; i < WatchdogSnapshot::kUniqueIdsKept; ++i)
+    ranks[0].snap.unique_ids_made.push_back(fmt::format("{:016x}", 0xf000 + i));
+  ranks[0].write(dir.path);
+  CHECK_FALSE(reportOfDir(dir.path).verdict.confident);
 
   // Without rank 0's snapshot the other id's maker may be the silent rank: suspects only.
   std::filesystem::remove(watchdogSnapshotPath(dir.path, 0));

@@ -102,7 +102,7 @@ TEST_CASE("AThreadStuckInAnNcclHostCallPastTheTimeoutIsAHang") {
   CHECK_FALSE(detector.check(queues, slots, comms, 3 * kSecond));
 }
 
-TEST_CASE("TheSnapshotListsTheUniqueIdsThisProcessMadeTheLastSixteen") {
+TEST_CASE("TheSnapshotListsTheUniqueIdsThisProcessMadeTheLastOnesKept") {
   StreamQueues queues;
   HostCallSlots slots;
   CommTable comms;
@@ -113,10 +113,10 @@ TEST_CASE("TheSnapshotListsTheUniqueIdsThisProcessMadeTheLastSixteen") {
   CHECK(buildSnapshot(in).unique_ids_made.empty());
   slots.noteIdMade(0xcafe);
   CHECK(buildSnapshot(in).unique_ids_made == std::vector<std::string>{CommTable::hashHex(0xcafe)});
-  for (uint64_t h = 1; h <= 20; ++h) slots.noteIdMade(h);
+  for (uint64_t h = 1; h <= HostCallSlots::kIdsKept + 4; ++h) slots.noteIdMade(h);
   const auto made = buildSnapshot(in).unique_ids_made;
   REQUIRE(made.size() == HostCallSlots::kIdsKept);
-  CHECK(std::count(made.begin(), made.end(), CommTable::hashHex(20)) == 1);
+  CHECK(std::count(made.begin(), made.end(), CommTable::hashHex(HostCallSlots::kIdsKept + 4)) == 1);
   CHECK(std::count(made.begin(), made.end(), CommTable::hashHex(0xcafe)) == 0);
 }
 

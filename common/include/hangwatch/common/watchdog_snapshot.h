@@ -160,7 +160,9 @@ struct WatchdogSnapshot {
   std::vector<SnapshotComm> comms;
   std::vector<SnapshotStream> streams;
   std::vector<SnapshotHostCall> host_calls;
-  // The unique ids this process made with ncclGetUniqueId (the hash `joining.comm` holds).
+  // The unique ids this process made with ncclGetUniqueId (the hash `joining.comm` holds), the
+  // last kUniqueIdsKept: a full list may have lost older ones.
+  static constexpr size_t kUniqueIdsKept = 64;
   std::vector<std::string> unique_ids_made;
   WatchdogHealth health;
   std::optional<SnapshotProgress> progress;  // none when the profiler plugin never ran here

@@ -9,6 +9,8 @@
 #include <functional>
 #include <vector>
 
+#include "hangwatch/common/watchdog_snapshot.h"
+
 namespace hangwatch::watchdog {
 
 // The communicator an init call is forming (hash 0: the call forms none). Its hash is the one
@@ -50,7 +52,7 @@ class HostCallSlots {
   // The unique ids this process made (ncclGetUniqueId), by the hash JoiningComm holds: of ranks
   // inside init with different ids, the one a rank of this launch made is this launch's own.
   // The last kIdsKept are kept; lock-free.
-  static constexpr size_t kIdsKept = 16;
+  static constexpr size_t kIdsKept = WatchdogSnapshot::kUniqueIdsKept;
   void noteIdMade(uint64_t hash);
   std::vector<uint64_t> idsMade() const;
 
