@@ -30,15 +30,16 @@ std::string collectorResult(const Expected<CollectorOutcome>& outcome) {
   }
 }
 
-void writeStateFile(const std::string& path, const RankState& state) {
-  if (auto w = writeFileAtomically(path, toJson(state).dump(1) + "\n"); !w)
-    WatchdogLog::instance().failureOnce("state-write", "rank state not written: " + w.error());
+void writeStateFile(const HangResponse& r, const RankState& state) {
+  std::string text = toJson(state).dump(1) + "\n";
+  auto w = r.write_file ? r.write_file(r.state_path, std::move(text)) : writeFileAtomically(r.state_path, text);
+  if (!w) WatchdogLog::instance().failureOnce("state-write", "rank state not written: " + w.error());
 }
 
 void writeState(const HangResponse& r, RankState state) {
   if (r.state_path.empty()) return;
   state.time_unix_s = wallClockSeconds();
-  writeStateFile(r.state_path, state);
+  writeStateFile(r, state);
 }
 
 CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump) {
@@ -74,7 +75,7 @@ DumpPaths dumpPaths(const std::string& job_dir, std::optional<int> rank, pid_t p
 }
 
 HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump,
-                          std::function<bool()> job_complete) {
+                          std::function<bool()> job_complete, const std::optional<RankState>& before) {
   HangResponse response;
   response.on_hang = config.on_hang;
   response.collect = config.collect;
@@ -93,7 +94,7 @@ HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, 
     st.snapshot = dump.snapshot;
     st.forensics = config.collect ? "pending" : "off";
     response.state_path = paths.state;
-    if (Expected<RankState> before = readRankState(paths.state)) keepPeerObservation(st, *before);
+    if (before) keepPeerObservation(st, *before);
   }
   if (config.collect) response.collector = collectorRequest(config, paths, dump);
   return response;
@@ -111,7 +112,7 @@ void HangResponder::start(const HangResponse& response) {
   if (started_) return;
   started_ = true;
   // Before the thread exists: from here on the job waits for this rank's dumps.
-  if (!response.state_path.empty()) writeStateFile(response.state_path, response.state);
+  if (!response.state_path.empty()) writeStateFile(response, response.state);
   std::thread(&HangResponder::respond, response, abort_comms_, exit_process_, term_).detach();
 }
 

@@ -17,6 +17,7 @@
 #include "hangwatch/watchdog/collector_launcher.h"
 #include "hangwatch/watchdog/hang_responder.h"
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/fallback_record.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/common/timeline_window.h"
@@ -201,6 +202,9 @@ Watchdog::Watchdog(WatchdogConfig config)
                                                    ::_exit(code);
                                                  })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
+  storage_ = std::make_unique<DumpStorage>(
+      DumpStorageConfig{config_.job_dir, config_.fallbackJobDir(), config_.storage_deadline_s});
+  storage_->onFallback([this](const std::string& why, const std::string& where) { tellFallback(why, where); });
   const double collector_s = config_.collect ? std::min(config_.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0;
   declared_hold_ns_ = static_cast<int64_t>((collector_s + kDeclaredHoldMarginS) * 1e9);
   timers_.on_fill_failure = [](int device, const std::string& why) {
@@ -351,6 +355,7 @@ struct Watchdog::PollState {
   explicit PollState(Watchdog& w)
       : started_unix_s(processStartUnixS()),
         attempt(w.claimAttemptFolder(started_unix_s)),
+        attempt_local(attempt.dir.rfind(w.config_.fallbackJobDir(), 0) == 0),
         poller(w.event_api_, w.timers_, w.comms_, [this, &w](const CompletedOp& op) { w.recordCompleted(*this, op); },
                &kernelName),
         detector(w.config_.timeoutNs()),
@@ -362,7 +367,10 @@ struct Watchdog::PollState {
   WatchdogLog& log = WatchdogLog::instance();
   double started_unix_s;
   // Every file of this launch goes here: the job folder, or attempts/<name>/ after an earlier launch.
+  // Under the fallback folder when the dump folder could not be used at start.
   ClaimedAttempt attempt;
+  bool attempt_local = false;  // `attempt` is under the node-local fallback: no storage thread needed
+  bool fallback_marked = false;  // the metrics' Prometheus textfile was told of the fallback
   std::unique_ptr<MetricsWindows> metrics;  // once this rank is known
   // What completed before this rank was known (no launcher rank: until its first communicator
   // is made), replayed into its first window; bounded, the rest counted as dropped.
@@ -392,6 +400,41 @@ struct Watchdog::PollState {
   int noted_device = -1;
   int64_t next_identity_ns = 0;
 };
+
+template <typename T>
+Expected<T> Watchdog::onDumps(PollState& p, const std::string& what, std::function<Expected<T>()> op) {
+  if (p.attempt_local) return op();
+  return storage_->call<T>(what, std::move(op));
+}
+
+// TRIGGER.json, first writer wins. With the dump folder given up, this node's board still
+// tells its peers, and the record goes to the fallback for the report.
+Expected<bool> Watchdog::fireTrigger(PollState& p, const TriggerRecord& record) {
+  Expected<bool> won = onDumps<bool>(p, "writing TRIGGER.json", [t = &p.trigger, record] { return t->fire(record); });
+  if (won) return won;
+  // A write that failed is a folder that cannot be written: given up like any other.
+  storage_->giveUp(won.error());
+  p.trigger.node().markTriggered();
+  Expected<Written> w = storage_->write(p.trigger.path(), toJson(record).dump(2) + "\n");
+  if (!w) return Error{w.error()};
+  return true;
+}
+
+void Watchdog::tellFallback(const std::string& why, const std::string& fallback) {
+  {
+    std::lock_guard lock(fallback_mutex_);
+    if (!fallback_told_.empty()) return;
+    fallback_told_ = fallback;
+  }
+  WatchdogLog::instance().info(fmt::format(
+      "dump folder {} given up ({}); this rank's dumps go to {} from now on (`forensics report {} --fallback {}` "
+      "reads both)",
+      config_.job_dir, why, fallback, config_.job_dir, fallback));
+  // Whoever finds the fallback folder learns whose dumps these are (node-local: written here).
+  FallbackRecord record{1, config_.job_dir, hostName(), ::getpid(), why, wallClockSeconds()};
+  if (auto w = writeFileAtomically(fallbackRecordPath(fallback), toJson(record).dump(1) + "\n"); !w)
+    WatchdogLog::instance().failureOnce("fallback-record", "the fallback folder cannot be written either: " + w.error());
+}
 
 void Watchdog::pollLoop() {
   DeclaredHang::markOwnThread();
@@ -433,6 +476,10 @@ void Watchdog::pollOnce(PollState& p) {
     watchForStall(p, now);
   else if (!p.completion_announced && now >= p.next_completion_poll_ns)
     followCompletion(p, now);
+  if (p.metrics && !p.fallback_marked && storage_->fellBack()) {
+    p.fallback_marked = true;
+    p.metrics->markDumpFallback(storage_->fallbackRoot());
+  }
   if (p.metrics) p.metrics->maybeFlush(now);
 }
 
@@ -448,6 +495,9 @@ void Watchdog::finishPolling(PollState& p) {
     p.log.failureOnce(fmt::format("poller:{}", e.what()), fmt::format("last poller pass failed: {}", e.what()));
   }
   if (p.metrics) p.metrics->flush(monotonicNs());
+  // The last window is queued for the storage thread: written before the process goes, unless
+  // the dump folder is that slow (onExit waits 2 s for the poller in all).
+  storage_->drain(std::min(config_.storage_deadline_s, 1.5));
   // Before onExit stops waiting: the Prometheus textfile of a finished rank goes away here.
   p.metrics.reset();
   // Nobody answers a held SIGTERM from here on: it goes to the job's own action.
@@ -457,13 +507,22 @@ void Watchdog::finishPolling(PollState& p) {
 ClaimedAttempt Watchdog::claimAttemptFolder(double started_unix_s) {
   AttemptClaim claim{config_.job_dir, jobIdFromEnv(), launchKeyFromEnv(), started_unix_s, hostName(), ::getpid(),
                      launcher_.rank};
-  Expected<ClaimedAttempt> attempt = claimAttempt(claim);
+  Expected<ClaimedAttempt> attempt = storage_->call<ClaimedAttempt>(
+      "claiming this launch's folder in " + config_.job_dir, [claim] { return claimAttempt(claim); });
+  if (!attempt) {
+    // Full, read-only, gone or stalled from the start: the launch's folder is claimed under
+    // the fallback, and every file of this rank goes there (said once, by tellFallback).
+    storage_->giveUp(attempt.error());
+    AttemptClaim local = claim;
+    local.job_dir = config_.fallbackJobDir();
+    attempt = claimAttempt(local);
+  }
   if (!attempt) {
     // Still safe: the trigger watcher ignores a TRIGGER.json older than this process.
-    WatchdogLog::instance().failureOnce("attempt", "dumps go to " + config_.job_dir + ": " + attempt.error());
-    return ClaimedAttempt{config_.job_dir, AttemptRecord{}};
+    WatchdogLog::instance().failureOnce("attempt", "dumps go to " + config_.fallbackJobDir() + ": " + attempt.error());
+    return ClaimedAttempt{config_.fallbackJobDir(), AttemptRecord{}};
   }
-  if (attempt->dir != config_.job_dir)
+  if (attempt->dir != config_.job_dir && attempt->dir != config_.fallbackJobDir())
     WatchdogLog::instance().info(fmt::format("the job folder holds an earlier launch: this one's files go to {}",
                                              attempt->dir));
   return std::move(*attempt);
@@ -509,6 +568,10 @@ void Watchdog::startMetrics(PollState& p) {
   mc.links = &linkMeter();
   if (!config_.prometheus_dir.empty()) mc.prometheus_path = PrometheusTextfile::pathFor(config_.prometheus_dir, *rank);
   mc.log_failure = [&log = p.log](const std::string& m) { log.failureOnce("metrics-write", m); };
+  if (!p.attempt_local) {
+    mc.append_line = [s = storage_.get()](const std::string& path, std::string line) { s->appendLater(path, std::move(line)); };
+    mc.replace_file = [s = storage_.get()](const std::string& path, std::string text) { s->writeLater(path, std::move(text)); };
+  }
   // The first window starts when the first op kept before the rank was known did.
   for (const CompletedOp& op : p.ops_before_rank)
     if (op.gpu_start_ns > 0 && (mc.start_ns == 0 || op.gpu_start_ns < mc.start_ns)) mc.start_ns = op.gpu_start_ns;
@@ -540,13 +603,16 @@ void Watchdog::recordCompleted(PollState& p, const CompletedOp& op) {
 
 void Watchdog::watchForHang(PollState& p, int64_t now_ns) {
   if (auto finding = p.detector.check(p.poller.queues(), host_calls_, comms_, now_ns)) {
-    auto won = p.trigger.fire(triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
+    auto won = fireTrigger(p, triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
     if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
     p.log.info(fmt::format("hang: {}{}", describeHang(*finding),
                            won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
     dump(p, true, now_ns);
-  } else if (p.trigger.triggered(now_ns)) {
-    dump(p, false, now_ns);
+  } else {
+    // The node's board still says so when the folder cannot: a peer that dumped marked it.
+    Expected<bool> seen = onDumps<bool>(p, "looking for TRIGGER.json",
+                                        [t = &p.trigger, now_ns] { return Expected<bool>(t->triggered(now_ns)); });
+    if (seen ? *seen : p.trigger.node().triggered()) dump(p, false, now_ns);
   }
 }
 
@@ -560,7 +626,7 @@ void Watchdog::answerDeclaration(PollState& p, int64_t now_ns, DeclaredHang::How
                            kDeclaredMinAgeNs / 1'000'000'000));
     return;
   }
-  auto won = p.trigger.fire(triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
+  auto won = fireTrigger(p, triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
   if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
   p.log.info(fmt::format("the framework declared a hang ({}): {}{}; dumping before it goes on", who,
                          describeHang(*finding),
@@ -586,7 +652,7 @@ void Watchdog::answerTerm(PollState& p, int64_t now_ns) {
     TermDeferral::release();
     return;
   }
-  auto won = p.trigger.fire(triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
+  auto won = fireTrigger(p, triggerRecordFor(*finding, snapshotRank(launcher_, comms_)));
   if (!won) p.log.failureOnce("trigger-write", "TRIGGER.json not written: " + won.error());
   p.log.info(fmt::format("SIGTERM from the launcher while {}{}; dumping before it goes on", describeHang(*finding),
                          won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
@@ -602,7 +668,8 @@ void Watchdog::watchForStall(PollState& p, int64_t now_ns) {
     if (auto finding = p.stall->check(p.poller.queues(), now_ns)) {
       const int episode = p.suspect_episode + 1;
       TriggerRecord record = triggerRecordFor(*finding, snapshotRank(launcher_, comms_));
-      auto won = p.trigger.fireSuspect(record, episode);
+      auto won = onDumps<bool>(p, "writing SUSPECT.json",
+                               [t = &p.trigger, record, episode] { return t->fireSuspect(record, episode); });
       if (!won) p.log.failureOnce("suspect-write", "SUSPECT.json not written: " + won.error());
       p.log.info(fmt::format("early warning: {}{}", describeHang(*finding),
                              won.ok() && *won ? "; SUSPECT.json written, the job runs on" : ""));
@@ -620,14 +687,16 @@ void Watchdog::takeSuspectSnapshot(PollState& p, int episode, int64_t now_ns) {
   p.suspected_at_ns = now_ns;
   p.completed_at_suspect = p.poller.completed();
   WatchdogSnapshot snapshot = takeSnapshot(p, false, now_ns);
-  if (Expected<TriggerRecord> warning = readTriggerFile(suspectPath(p.attempt.dir, episode))) snapshot.trigger = *warning;
+  if (Expected<TriggerRecord> warning = onDumps<TriggerRecord>(
+          p, "reading SUSPECT.json", [path = suspectPath(p.attempt.dir, episode)] { return readTriggerFile(path); }))
+    snapshot.trigger = *warning;
   snapshot.suspect = SuspectState{episode, std::nullopt};
   if (!snapshot.identity.rank) return;  // nobody can place a rank without a number
   const std::string path = suspectSnapshotPath(p.attempt.dir, *snapshot.identity.rank);
-  if (auto w = writeFileAtomically(path, toJson(snapshot).dump(1) + "\n"); !w)
+  if (auto w = storage_->write(path, toJson(snapshot).dump(1) + "\n"); !w)
     p.log.failureOnce("suspect-snapshot", "suspect snapshot not written: " + w.error());
   else
-    p.log.info(fmt::format("early warning {} seen; snapshot {}", episode, path));
+    p.log.info(fmt::format("early warning {} seen; snapshot {}", episode, w->path));
   p.suspect_snapshot = std::move(snapshot);
   startMetrics(p);
   if (p.metrics) p.metrics->markSuspected(true);
@@ -639,7 +708,7 @@ void Watchdog::recordResumed(PollState& p, int64_t now_ns) {
   if (p.suspect_snapshot.suspect && p.suspect_snapshot.identity.rank) {
     p.suspect_snapshot.suspect->resumed_after_s = after_s;
     const std::string path = suspectSnapshotPath(p.attempt.dir, *p.suspect_snapshot.identity.rank);
-    if (auto w = writeFileAtomically(path, toJson(p.suspect_snapshot).dump(1) + "\n"); !w)
+    if (auto w = storage_->write(path, toJson(p.suspect_snapshot).dump(1) + "\n"); !w)
       p.log.failureOnce("suspect-snapshot", "suspect snapshot not updated: " + w.error());
   }
   p.log.info(fmt::format("moved again {:.1f} s after early warning {}", after_s, p.suspect_episode));
@@ -676,7 +745,9 @@ WatchdogSnapshot Watchdog::takeSnapshot(PollState& p, bool detected_here, int64_
   in.now_ns = now_ns;
   in.kernel_namer = &kernelName;
   in.health = {p.log.failures(), ops_timed_.load(), p.poller.completed(), timers_.exhausted(), ops_dropped_.load()};
-  in.trigger = p.trigger.read();
+  Expected<std::optional<TriggerRecord>> trigger = onDumps<std::optional<TriggerRecord>>(
+      p, "reading TRIGGER.json", [t = &p.trigger] { return Expected<std::optional<TriggerRecord>>(t->read()); });
+  if (trigger) in.trigger = *trigger;
   in.progress = &proxyProgress();
   in.nccl_ids = &ncclCommIds();
   return buildSnapshot(in);
@@ -693,12 +764,15 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   start.rank = snapshot.identity.rank;
   start.host = snapshot.identity.host;
   start.pid = ::getpid();
-  DumpPaths paths = dumpPaths(p.attempt.dir, start.rank, start.pid);
-  auto written = writeFileAtomically(paths.snapshot, toJson(snapshot).dump(2) + "\n");
+  DumpPaths paths = dumpPaths(storage_->place(p.attempt.dir), start.rank, start.pid);
+  auto written = storage_->write(paths.snapshot, toJson(snapshot).dump(2) + "\n");
   if (!written)
     p.log.failureOnce("snapshot-write", "snapshot not written: " + written.error());
   else
-    p.log.info(fmt::format("{}; snapshot {}", detected_here ? "hang detected" : "TRIGGER.json seen", paths.snapshot));
+    p.log.info(fmt::format("{}; snapshot {}", detected_here ? "hang detected" : "TRIGGER.json seen", written->path));
+  // The snapshot may have been the write that gave the dump folder up: the state file and the
+  // collector's files then go to the fallback too, beside it.
+  paths = dumpPaths(storage_->place(p.attempt.dir), start.rank, start.pid);
   start.snapshot = written ? "written" : "failed: " + written.error();
   if (start.rank) recordGoneMembers(p, *start.rank, start.host);
   startMetrics(p);
@@ -706,7 +780,16 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
     p.metrics->markHang();
     p.metrics->flush(now_ns);
   }
-  HangResponse response = planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); });
+  std::optional<RankState> before;
+  if (!paths.state.empty())
+    if (Expected<RankState> in_place = onDumps<RankState>(p, "reading " + paths.state,
+                                                          [path = paths.state] { return readRankState(path); }))
+      before = std::move(*in_place);
+  HangResponse response =
+      planResponse(config_, paths, start, [node = node_.get()] { return node->complete(); }, before);
+  response.write_file = [s = storage_.get()](const std::string& path, std::string text) {
+    return s->write(path, std::move(text));
+  };
   response.on_done = [declared = &declared_] { declared->dumpsDone(); };  // the watchdog is never freed
   response.declared = p.declared;
   // Only with a board the node's ranks share: alone, each rank would write its node's file.
@@ -723,8 +806,10 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
 void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host) {
   auto record = [&](int rank, pid_t pid, int device, RankState s, const std::string& what) {
     if (rank == self) return;
-    const std::string path = rankStatePath(p.attempt.dir, rank);
-    if (::access(path.c_str(), F_OK) == 0) return;
+    const std::string path = rankStatePath(storage_->place(p.attempt.dir), rank);
+    Expected<bool> exists = onDumps<bool>(p, "looking for " + path,
+                                          [path] { return Expected<bool>(::access(path.c_str(), F_OK) == 0); });
+    if (!exists || *exists) return;
     s.rank = rank;
     s.phase = DumpPhase::kDone;
     s.pid = pid;
@@ -732,7 +817,7 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
     if (device >= 0) s.device = device;
     s.time_unix_s = wallClockSeconds();
     s.forensics = "off";
-    if (auto w = writeFileAtomically(path, toJson(s).dump(2) + "\n"); !w)
+    if (auto w = storage_->write(path, toJson(s).dump(2) + "\n"); !w)
       p.log.failureOnce("gone-state", "state of a rank of this node not written: " + w.error());
     else
       p.log.info(fmt::format("rank {} (pid {}) of this node {}; noted in {}", rank, pid, what, path));
@@ -774,10 +859,20 @@ void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
       for (const CommView& c : comms_.view()) world = std::max(world, c.size);
     if (world > 0) p.completion.emplace(p.attempt.dir, world);
   }
-  if (p.completion && p.completion->poll(wallClockSeconds())) {
+  auto completion_polled = [&] {
+    Expected<bool> done = onDumps<bool>(p, "reading the ranks' state files", [c = &*p.completion] {
+      return Expected<bool>(c->poll(wallClockSeconds()));
+    });
+    return done && *done;
+  };
+  if (p.completion && completion_polled()) {
     p.completion_announced = true;
     const JobCompletion& c = *p.completion;
-    if (auto said = p.trigger.announceComplete(c.ranksDone(), c.ranksGivenUp(), wallClockSeconds()); !said)
+    auto said = onDumps<bool>(p, "announcing completion in TRIGGER.beacon",
+                              [t = &p.trigger, done = c.ranksDone(), given_up = c.ranksGivenUp()] {
+                                return t->announceComplete(done, given_up, wallClockSeconds());
+                              });
+    if (!said)
       p.log.failureOnce("beacon-complete", "every rank is done but the beacon does not say so: " + said.error());
     else
       p.log.info(fmt::format("every rank's dumps are done ({} done, {} past their deadline, {} silent: no state "
@@ -785,7 +880,9 @@ void Watchdog::followCompletion(PollState& p, int64_t now_ns) {
                              c.ranksDone(), c.ranksGivenUp() - c.ranksSilent(), c.ranksSilent(),
                              static_cast<int>(JobCompletion::kAnswerWindowS)));
   } else if (!p.completion && config_.on_hang == OnHang::kAbort) {
-    p.completion_announced = p.trigger.jobComplete(now_ns);
+    Expected<bool> complete = onDumps<bool>(p, "reading TRIGGER.beacon",
+                                            [t = &p.trigger, now_ns] { return Expected<bool>(t->jobComplete(now_ns)); });
+    p.completion_announced = complete ? *complete : p.trigger.node().complete();
   }
 }
 

@@ -1,10 +1,12 @@
 #include "hangwatch/watchdog/watchdog_config.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/watchdog/dump_storage.h"
 
 namespace hangwatch::watchdog {
 namespace {
@@ -61,11 +63,20 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
   if (const char* v = env("HANGWATCH_ABORT_GRACE"); v && !parsePositive(v, &c.abort_grace_s))
     warn(std::string("HANGWATCH_ABORT_GRACE=") + v + " is not a positive number of seconds");
   if (const char* v = env("HANGWATCH_PROMETHEUS_DIR")) c.prometheus_dir = v;
+  if (const char* v = env("HANGWATCH_STORAGE_DEADLINE"); v && !parsePositive(v, &c.storage_deadline_s))
+    warn(std::string("HANGWATCH_STORAGE_DEADLINE=") + v + " is not a positive number of seconds");
+  c.fallback_root = fallbackRootFromEnv(env);
   std::string mode_warning;
   setDumpModeFromEnv(env, &mode_warning);
   if (!mode_warning.empty()) warn(mode_warning);
   c.job_dir = jobDirFromEnv(env);
   return c;
+}
+
+std::string WatchdogConfig::fallbackJobDir() const {
+  std::filesystem::path job = std::filesystem::path(job_dir).lexically_normal();
+  if (job.filename().empty()) job = job.parent_path();
+  return fallback_root + "/" + job.filename().string();
 }
 
 }  // namespace hangwatch::watchdog

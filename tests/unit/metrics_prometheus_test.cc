@@ -112,6 +112,10 @@ TEST_CASE("PrometheusTextOfAWindowIsTheseExactLines") {
             "# HELP hangwatch_suspected 1 from an early warning until this rank's GPU work moved again.",
             "# TYPE hangwatch_suspected gauge",
             "hangwatch_suspected{rank=\"3\",host=\"node-7\"} 0",
+            "# HELP hangwatch_dump_fallback 1 once the dump folder failed or stalled and this rank's dumps go to "
+            "the node-local folder named.",
+            "# TYPE hangwatch_dump_fallback gauge",
+            "hangwatch_dump_fallback{rank=\"3\",host=\"node-7\"} 0",
             "# HELP hangwatch_steps_total Steps completed.",
             "# TYPE hangwatch_steps_total counter",
             "hangwatch_steps_total{rank=\"3\",host=\"node-7\"} 5",
@@ -165,6 +169,19 @@ TEST_CASE("PrometheusHangGaugeTurnsOneOnceTheTriggerFired") {
   later.start_mono_ns += 10 * kS;
   later.end_mono_ns += 10 * kS;
   CHECK(file.text(later).find("hangwatch_hang{rank=\"3\",host=\"node-7\"} 1\n") != std::string::npos);
+}
+
+TEST_CASE("PrometheusDumpFallbackGaugeNamesTheFolderTheDumpsGoTo") {
+  TempDir dir;
+  PrometheusTextfile file(dir.path + "/hangwatch_r00003.prom", nullptr);
+  MetricsWindow w = window();
+  file.write(w);
+  file.markDumpFallback("/var/tmp/hangwatch-fallback/job-7", w);
+  // Rewritten at once, not at the next window: an alert on it need not wait.
+  std::ifstream in(dir.path + "/hangwatch_r00003.prom");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("hangwatch_dump_fallback{rank=\"3\",host=\"node-7\",dir=\"/var/tmp/hangwatch-fallback/job-7\"} 1\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("PrometheusCountersKeepCountingAcrossWindows") {

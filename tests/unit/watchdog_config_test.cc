@@ -54,3 +54,20 @@ TEST_CASE("MalformedWatchdogVariablesKeepTheDefaultsAndSayWhich") {
   CHECK(warnings.find("HANGWATCH_ON_HANG=explode") != std::string::npos);
   CHECK(warnings.find("HANGWATCH_METRICS_INTERVAL=-1") != std::string::npos);
 }
+
+TEST_CASE("WatchdogConfigReadsTheStorageDeadlineAndTheFallbackFolderOfTheJob") {
+  std::string warnings;
+  WatchdogConfig c = watchdogConfigFromEnv(envOf({{"HANGWATCH_DUMP_DIR", "/lustre/dumps/"},
+                                                  {"HANGWATCH_JOB_ID", "j7"},
+                                                  {"HANGWATCH_STORAGE_DEADLINE", "2.5"},
+                                                  {"HANGWATCH_FALLBACK_DIR", "/scratch/hw"}}),
+                                           &warnings);
+  CHECK(warnings.empty());
+  CHECK(c.storage_deadline_s == 2.5);
+  CHECK(c.fallback_root == "/scratch/hw");
+  CHECK(c.fallbackJobDir() == "/scratch/hw/j7");
+  WatchdogConfig d = watchdogConfigFromEnv(envOf({{"HANGWATCH_STORAGE_DEADLINE", "0"}}), &warnings);
+  CHECK(d.storage_deadline_s == 10);
+  CHECK(warnings.find("HANGWATCH_STORAGE_DEADLINE=0") != std::string::npos);
+  CHECK(d.fallback_root == "/var/tmp/hangwatch-fallback");
+}

@@ -408,7 +408,7 @@ TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsk
   config.collect_wait_s = 600;
   config.debugger = "cuda-gdb";
   DumpStart start{3, "node1", 4242, "written", std::chrono::steady_clock::now()};
-  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr);
+  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr, std::nullopt);
   CHECK(r.state_path == "/d/job/ranks/r00003.state.json");
   CHECK(r.state.phase == DumpPhase::kCollecting);
   CHECK(r.state.forensics == "pending");
@@ -423,7 +423,7 @@ TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsk
 
   config.collect = false;
   start.rank.reset();
-  HangResponse unranked = planResponse(config, dumpPaths(config.job_dir, std::nullopt, 4242), start, nullptr);
+  HangResponse unranked = planResponse(config, dumpPaths(config.job_dir, std::nullopt, 4242), start, nullptr, std::nullopt);
   CHECK(unranked.state_path.empty());
   CHECK_FALSE(unranked.collect);
 }
@@ -441,7 +441,10 @@ TEST_CASE("ARankContinuedAfterItsNodePeerFoundItStoppedKeepsWhatThePeerSawInItsO
   peer_said.stopped_seen_by = 3;
   REQUIRE(writeFileAtomically(rankStatePath(config.job_dir, 2), toJson(peer_said).dump()).ok());
   DumpStart start{2, "node1", 4242, "written", std::chrono::steady_clock::now()};
-  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 2, 4242), start, nullptr);
+  Expected<RankState> in_place = readRankState(rankStatePath(config.job_dir, 2));
+  REQUIRE(in_place);
+  const std::optional<RankState> before = *in_place;
+  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 2, 4242), start, nullptr, before);
   CHECK(r.state.phase == DumpPhase::kCollecting);
   CHECK(r.state.snapshot == "written");
   CHECK(r.state.stopped_seen_by == std::optional<int>(3));
@@ -449,7 +452,7 @@ TEST_CASE("ARankContinuedAfterItsNodePeerFoundItStoppedKeepsWhatThePeerSawInItsO
 
   // Another process of the same rank (a restart in the same folder) is not the one seen stopped.
   HangResponse other = planResponse(config, dumpPaths(config.job_dir, 2, 5151),
-                                    DumpStart{2, "node1", 5151, "written", std::chrono::steady_clock::now()}, nullptr);
+                                    DumpStart{2, "node1", 5151, "written", std::chrono::steady_clock::now()}, nullptr, before);
   CHECK_FALSE(other.state.stopped_seen_by);
   CHECK(other.state.note.empty());
 }

@@ -107,7 +107,8 @@ void MetricsWindows::flush(int64_t now_ns) {
     std::string line =
         toJson(last_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';
-    writer_.append(line);
+    if (config_.append_line) config_.append_line(config_.path, std::move(line));
+    else writer_.append(line);
     prometheus_.write(last_);
   } catch (const std::exception& e) {
     // Out of memory while formatting: lose this window, never the job.
@@ -127,8 +128,12 @@ void MetricsWindows::writeTimeline(int64_t now_ns) {
     if (config_.device >= 0) w.device = config_.device;
     w.clock_mono_ns = clockNs(CLOCK_MONOTONIC);
     w.clock_unix_s = static_cast<double>(clockNs(CLOCK_REALTIME)) * 1e-9;
-    auto written = writeFileAtomically(config_.timeline_path,
-                                       toJson(w).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    std::string text = toJson(w).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (config_.replace_file) {
+      config_.replace_file(config_.timeline_path, std::move(text));
+      return;
+    }
+    auto written = writeFileAtomically(config_.timeline_path, text);
     if (!written) {
       timeline_failed_ = true;
       config_.log_failure("timeline not written (no more tries): " + written.error());

@@ -183,6 +183,11 @@ std::string PrometheusTextfile::render(const MetricsWindow& w, const OpGroups& g
   e.sample("hangwatch_hang", "", hang_ ? 1 : 0);
   e.family("hangwatch_suspected", "gauge", "1 from an early warning until this rank's GPU work moved again.");
   e.sample("hangwatch_suspected", "", suspected_ ? 1 : 0);
+  e.family("hangwatch_dump_fallback", "gauge",
+           "1 once the dump folder failed or stalled and this rank's dumps go to the node-local folder named.");
+  e.sample("hangwatch_dump_fallback",
+           dump_fallback_.empty() ? "" : fmt::format("dir=\"{}\"", escapePrometheusLabelValue(dump_fallback_)),
+           dump_fallback_.empty() ? 0 : 1);
   e.family("hangwatch_steps_total", "counter", "Steps completed.");
   e.sample("hangwatch_steps_total", "", static_cast<double>(steps_total_), "{:.0f}");
   if (int64_t length = w.end_mono_ns - w.start_mono_ns; length > 0) {
@@ -233,6 +238,11 @@ void PrometheusTextfile::write(const MetricsWindow& w) {
 
 void PrometheusTextfile::markSuspected(bool suspected, const MetricsWindow& last) {
   suspected_ = suspected;
+  if (written_) rewrite(last);
+}
+
+void PrometheusTextfile::markDumpFallback(const std::string& fallback_dir, const MetricsWindow& last) {
+  dump_fallback_ = fallback_dir;
   if (written_) rewrite(last);
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "hangwatch/common/atomic_file.h"
 #include "hangwatch/watchdog/collector_launcher.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/watchdog/watchdog_config.h"
@@ -33,6 +34,8 @@ struct HangResponse {
   // The framework declared the hang and is ending the job itself (declared_hang.h): no abort
   // of hangwatch's own, its exit status stays the framework's.
   bool declared = false;
+  // Writes a file of the dump folder, bounded in time (DumpStorage::write); unset: here.
+  std::function<Expected<Written>(const std::string& path, std::string contents)> write_file;
 };
 
 // Where one rank's dump goes (job_layout): named by rank, or by pid while no rank is known.
@@ -60,8 +63,9 @@ void keepPeerObservation(RankState& own, const RankState& before);
 
 // The response HANGWATCH_ON_HANG / _COLLECT ask for: this rank's state record ("collecting",
 // with the deadline readers wait until) and the collector's request.
+// `before`: the state file already in place (a node peer's observation), if any.
 HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump,
-                          std::function<bool()> job_complete);
+                          std::function<bool()> job_complete, const std::optional<RankState>& before);
 
 // What the responder does about a SIGTERM held back while dumping (TermDeferral by default).
 struct TermHandling {

@@ -22,6 +22,8 @@
 #include "hangwatch/watchdog/graph_registry.h"
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/watchdog/host_call_slots.h"
+#include "hangwatch/common/trigger_record.h"
+#include "hangwatch/watchdog/dump_storage.h"
 #include "hangwatch/watchdog/pending_op.h"
 #include "hangwatch/watchdog/watchdog_config.h"
 
@@ -132,6 +134,12 @@ class Watchdog {
   void dump(PollState& p, bool detected_here, int64_t now_ns);
   void followCompletion(PollState& p, int64_t now_ns);
   void recordGoneMembers(PollState& p, int self, const std::string& host);
+  // Runs `op` on this launch's folder: on the storage thread, bounded, while that folder is on
+  // shared storage; here once it is the node-local fallback (given up at start).
+  template <typename T>
+  Expected<T> onDumps(PollState& p, const std::string& what, std::function<Expected<T>()> op);
+  Expected<bool> fireTrigger(PollState& p, const TriggerRecord& record);
+  void tellFallback(const std::string& why, const std::string& fallback);
   int snapshotDevice();
   void abortCommunicators();
 
@@ -155,6 +163,10 @@ class Watchdog {
   HostCallSlots host_calls_;
   std::unique_ptr<HangResponder> responder_;
   std::unique_ptr<NodeShare> node_;  // this node's shared trigger board, made by the poller
+  std::unique_ptr<DumpStorage> storage_;  // every file operation on the dump folder
+  // The fallback folder the dumps go to, once the dump folder was given up; read by the poller.
+  std::mutex fallback_mutex_;
+  std::string fallback_told_;
   std::thread poller_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> poller_done_{false};

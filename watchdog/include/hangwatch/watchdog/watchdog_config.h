@@ -27,9 +27,17 @@ struct WatchdogConfig {
   // its own collector, so a slow collection elsewhere is never cut shorter than one's own.
   double abort_grace_s = 120;
   std::string prometheus_dir;     // HANGWATCH_PROMETHEUS_DIR: node_exporter textfile directory, empty: none
+  // HANGWATCH_FALLBACK_DIR: node-local root the dumps go to when the dump folder fails or
+  // stalls (dump_storage.h); the job's files go to <root>/<job-id>/.
+  std::string fallback_root;
+  // HANGWATCH_STORAGE_DEADLINE: the longest one operation on the dump folder may take before
+  // the folder is taken for stalled and given up.
+  double storage_deadline_s = 10;
 
   int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
   int64_t warnAfterNs() const { return static_cast<int64_t>(warn_after_s * 1e9); }
+  // The job's folder under fallback_root.
+  std::string fallbackJobDir() const;
 };
 
 // Malformed values keep the default; `warnings` says which (the caller logs them).

@@ -45,6 +45,11 @@ struct MetricsConfig {
   std::string attempt;  // this launch's name (attempt.h), a label of every Prometheus series
   // Called once when writing fails (then metrics stop); default: a line on stderr.
   std::function<void(const std::string&)> log_failure;
+  // Where the window lines and the timeline go instead of being written here, on this thread:
+  // the watchdog queues them for its storage thread (dump_storage.h), which never makes the
+  // poller wait on the dump folder. Unset: written here.
+  std::function<void(const std::string& path, std::string line)> append_line;
+  std::function<void(const std::string& path, std::string contents)> replace_file;
 };
 
 class MetricsWindows {
@@ -69,6 +74,8 @@ class MetricsWindows {
   // The early warning: suspected until this rank's GPU work moved again. Rewrites the
   // Prometheus textfile at once, so an alert does not wait for the next window.
   void markSuspected(bool suspected) { prometheus_.markSuspected(suspected, last_); }
+  // The dump folder was given up for `fallback_dir`: the Prometheus textfile says so at once.
+  void markDumpFallback(const std::string& fallback_dir) { prometheus_.markDumpFallback(fallback_dir, last_); }
 
   // The window the last flush wrote (or tried to write).
   const MetricsWindow& lastWindow() const { return last_; }

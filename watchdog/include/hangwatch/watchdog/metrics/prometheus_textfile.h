@@ -44,6 +44,8 @@ class PrometheusTextfile {
   // hangwatch_suspected: 1 from an early warning until this rank moved again. Rewrites the
   // file from `last` (the latest window) when one was written before.
   void markSuspected(bool suspected, const MetricsWindow& last);
+  // hangwatch_dump_fallback 1, with the node-local folder the dumps go to instead.
+  void markDumpFallback(const std::string& fallback_dir, const MetricsWindow& last);
 
   // Adds the window to the counters and rewrites the file.
   void write(const MetricsWindow& w);
@@ -72,6 +74,7 @@ class PrometheusTextfile {
   std::string path_;
   FailureLog log_;
   bool hang_ = false;
+  std::string dump_fallback_;  // the fallback folder once the dump folder was given up
   bool suspected_ = false;
   bool failure_logged_ = false;
   bool written_ = false;

@@ -1,0 +1,177 @@
+// The dump folder on storage that stalls or fails (dump_storage.h): no caller waits past the
+// deadline, and what cannot go to the dump folder goes to the same place under the fallback.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hangwatch/watchdog/dump_storage.h"
+#include "test_env.h"
+
+using hangwatch::Expected;
+using hangwatch::Written;
+using hangwatch::watchdog::DumpStorage;
+using hangwatch::watchdog::DumpStorageConfig;
+using hangwatch::watchdog::fallbackRootFromEnv;
+using test_support::envOf;
+using test_support::TempDir;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Folders {
+  TempDir dir{"hangwatch-storage"};
+  std::string primary = dir.path + "/shared/job";
+  std::string fallback = dir.path + "/local/job";
+  DumpStorageConfig config(double deadline_s) const { return {primary, fallback, deadline_s}; }
+};
+
+// A call the test holds on the storage thread until it lets it go, as a stalled mount would.
+struct HeldCall {
+  std::shared_ptr<std::promise<void>> release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  std::function<Expected<bool>()> op() const {
+    return [f = released] {
+      f.wait();
+      return Expected<bool>(true);
+    };
+  }
+  ~HeldCall() { release->set_value(); }
+};
+
+}  // namespace
+
+TEST_CASE("TheFallbackFolderIsTheEnvironmentsElseTmpdirsElseVarTmp") {
+  CHECK(fallbackRootFromEnv(envOf({{"HANGWATCH_FALLBACK_DIR", "/scratch/hw"}, {"TMPDIR", "/t"}})) == "/scratch/hw");
+  CHECK(fallbackRootFromEnv(envOf({{"TMPDIR", "/t"}})) == "/t/hangwatch-fallback");
+  CHECK(fallbackRootFromEnv(envOf({})) == "/var/tmp/hangwatch-fallback");
+}
+
+TEST_CASE("OnHealthyStorageFilesGoToTheDumpFolderInOrder") {
+  Folders f;
+  DumpStorage storage(f.config(5));
+  Expected<Written> w = storage.write(f.primary + "/ranks/r00000.watchdog.json", "{}\n");
+  REQUIRE(w);
+  CHECK(w->path == f.primary + "/ranks/r00000.watchdog.json");
+  for (int i = 0; i < 5; ++i) storage.appendLater(f.primary + "/metrics/r00000.jsonl", std::to_string(i) + "\n");
+  storage.writeLater(f.primary + "/metrics/r00000.timeline.json", "one");
+  storage.writeLater(f.primary + "/metrics/r00000.timeline.json", "two");
+  REQUIRE(storage.drain(5));
+  CHECK(slurp(f.primary + "/metrics/r00000.jsonl") == "0\n1\n2\n3\n4\n");
+  CHECK(slurp(f.primary + "/metrics/r00000.timeline.json") == "two");
+  CHECK_FALSE(storage.fellBack());
+  CHECK_FALSE(std::filesystem::exists(f.fallback));
+}
+
+TEST_CASE("ACallPastTheDeadlineReturnsThenAndTheRanksFilesGoToTheFallback") {
+  Folders f;
+  DumpStorage storage(f.config(0.3));
+  std::vector<std::string> told;
+  storage.onFallback([&](const std::string& why, const std::string& where) { told.push_back(why + " -> " + where); });
+  HeldCall held;
+  const auto start = Clock::now();
+  Expected<bool> r = storage.call<bool>("reading TRIGGER.beacon", held.op());
+  const double waited = secondsSince(start);
+  REQUIRE_FALSE(r);
+  CHECK(waited >= 0.29);
+  CHECK(waited < 2);
+  CHECK(r.error().find("stalled: reading TRIGGER.beacon took more than 0.3 s") != std::string::npos);
+  CHECK(storage.fellBack());
+  REQUIRE(told.size() == 1);
+  CHECK(told[0] == "stalled: reading TRIGGER.beacon took more than 0.3 s -> " + f.fallback);
+
+  // From now on nothing waits: a call is refused at once, a write goes to the fallback.
+  const auto again = Clock::now();
+  CHECK_FALSE(storage.call<bool>("reading TRIGGER.beacon", [] { return Expected<bool>(true); }));
+  Expected<Written> w = storage.write(f.primary + "/attempts/b/ranks/r00003.watchdog.json", "{\"rank\":3}\n");
+  CHECK(secondsSince(again) < 0.2);
+  REQUIRE(w);
+  CHECK(w->path == f.fallback + "/attempts/b/ranks/r00003.watchdog.json");
+  CHECK(slurp(w->path) == "{\"rank\":3}\n");
+  CHECK(storage.place(f.primary + "/ranks") == f.fallback + "/ranks");
+  CHECK(storage.place("/elsewhere/x") == "/elsewhere/x");
+  CHECK(told.size() == 1);
+}
+
+TEST_CASE("AnAppendStalledOnTheMountNeverBlocksTheCallerAndTheLinesAfterItGoToTheFallback") {
+  Folders f;
+  std::filesystem::create_directories(f.primary + "/metrics");
+  // A FIFO nobody reads: opening it for writing blocks, as a write to a stalled mount does.
+  const std::string stalled = f.primary + "/metrics/r00001.jsonl";
+  REQUIRE(::mkfifo(stalled.c_str(), 0600) == 0);
+  DumpStorage storage(f.config(0.2));
+  const auto start = Clock::now();
+  storage.appendLater(stalled, "window 1\n");
+  storage.appendLater(stalled, "window 2\n");
+  CHECK(secondsSince(start) < 0.1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The next one notices the stall: the queued line and this one go to the fallback, in order.
+  storage.appendLater(stalled, "window 3\n");
+  CHECK(secondsSince(start) < 1);
+  CHECK(storage.fellBack());
+  CHECK(storage.why().find("stalled: appending to " + stalled) != std::string::npos);
+  CHECK(slurp(f.fallback + "/metrics/r00001.jsonl") == "window 2\nwindow 3\n");
+  CHECK(storage.linesLost() == 1);
+  // Let the stuck open go (a reader) so the thread ends its line where nobody looks.
+  const int reader = ::open(stalled.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(reader >= 0);
+  CHECK(storage.drain(5));
+  ::close(reader);
+}
+
+TEST_CASE("AFolderThatFailsAWriteIsGivenUpAndTheFileGoesToTheFallback") {
+  Folders f;
+  std::filesystem::create_directories(std::filesystem::path(f.primary).parent_path());
+  std::ofstream(f.primary) << "a file where the job's folder should be\n";  // ENOTDIR, as EROFS or EIO would
+  DumpStorage storage(f.config(5));
+  Expected<Written> w = storage.write(f.primary + "/ranks/r00002.watchdog.json", "{}\n");
+  REQUIRE(w);
+  CHECK(w->path == f.fallback + "/ranks/r00002.watchdog.json");
+  CHECK(storage.fellBack());
+  CHECK(storage.why().find(f.primary + "/ranks") != std::string::npos);
+  storage.appendLater(f.primary + "/metrics/r00002.jsonl", "w\n");
+  REQUIRE(storage.drain(5));
+  CHECK(slurp(f.fallback + "/metrics/r00002.jsonl") == "w\n");
+}
+
+TEST_CASE("AFileOutsideTheDumpFolderThatCannotBeWrittenHasNoFallback") {
+  Folders f;
+  DumpStorage storage(f.config(5));
+  std::ofstream(f.dir.path + "/plain") << "x";
+  Expected<Written> w = storage.write(f.dir.path + "/plain/node.prom", "x");
+  CHECK_FALSE(w);
+  CHECK_FALSE(storage.fellBack());
+}
+
+TEST_CASE("GivenUpAtStartTheFolderSaysWhyOnce") {
+  Folders f;
+  DumpStorage storage(f.config(5));
+  int told = 0;
+  storage.onFallback([&](const std::string&, const std::string&) { ++told; });
+  storage.giveUp("cannot create " + f.primary + ": Read-only file system");
+  storage.giveUp("again");
+  CHECK(told == 1);
+  CHECK(storage.why() == "cannot create " + f.primary + ": Read-only file system");
+  Expected<Written> w = storage.write(f.primary + "/TRIGGER.json", "{}\n");
+  REQUIRE(w);
+  CHECK(w->path == f.fallback + "/TRIGGER.json");
+}

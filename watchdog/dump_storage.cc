@@ -1,0 +1,380 @@
+#include "hangwatch/watchdog/dump_storage.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "hangwatch/common/dump_mode.h"
+#include "hangwatch/common/scoped_fd.h"
+
+namespace hangwatch::watchdog {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Opens `path` for appending, making its folder when missing.
+ScopedFd openForAppend(const std::string& path, std::string* error) {
+  ScopedFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, dumpFileMode()));
+  if (!fd.valid() && errno == ENOENT) {
+    if (Expected<bool> made = makeDumpDirs(std::filesystem::path(path).parent_path().string()); !made) {
+      *error = made.error();
+      return fd;
+    }
+    fd = ScopedFd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, dumpFileMode()));
+  }
+  if (!fd.valid()) *error = fmt::format("cannot open {}: {}", path, std::strerror(errno));
+  else applyDumpMode(fd.get());
+  return fd;
+}
+
+}  // namespace
+
+std::string fallbackRootFromEnv(const EnvLookup& env_in) {
+  EnvLookup env = env_in ? env_in : EnvLookup([](const char* n) { return std::getenv(n); });
+  if (const char* v = env("HANGWATCH_FALLBACK_DIR"); v && *v) return v;
+  if (const char* v = env("TMPDIR"); v && *v) return std::string(v) + "/hangwatch-fallback";
+  return "/var/tmp/hangwatch-fallback";
+}
+
+// Queued work beyond this is dropped (and counted): a storage thread that cannot keep up
+// must not grow without bound inside someone else's training job.
+constexpr size_t kMaxQueued = 256;
+
+struct DumpStorage::Task {
+  std::string what;
+  std::string replaces;  // a whole-file write: a newer one for the same path takes its place while queued
+  std::shared_ptr<std::string> text;
+  std::function<void()> run;      // against the primary folder, on the storage thread
+  std::function<void()> instead;  // queued work only: against the fallback, when the folder was given up first
+  bool append = false;
+  bool done = false;  // under Shared::mutex
+};
+
+struct DumpStorage::Shared {
+  explicit Shared(DumpStorageConfig c) : config(std::move(c)) {}
+  const DumpStorageConfig config;
+  std::mutex mutex;
+  std::condition_variable wake;      // the storage thread waits for work
+  std::condition_variable finished;  // callers wait for theirs
+  std::deque<std::shared_ptr<Task>> queue;
+  std::shared_ptr<Task> running;
+  Clock::time_point running_since;
+  bool stop = false;
+  std::atomic<bool> given_up{false};
+  std::string why;
+  uint64_t lines_lost = 0;
+  std::function<void(const std::string&, const std::string&)> on_fallback;
+  std::map<std::string, ScopedFd> append_fds;  // the storage thread's alone
+  uint64_t temporaries = 0;                     // the storage thread's alone
+
+  std::chrono::nanoseconds deadline() const {
+    return std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.001, config.deadline_s) * 1e9));
+  }
+
+  std::string place(const std::string& path) const {
+    if (!given_up.load(std::memory_order_acquire)) return path;
+    const std::string& root = config.primary;
+    if (path == root) return config.fallback;
+    if (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/')
+      return config.fallback + path.substr(root.size());
+    return path;
+  }
+
+  // Gives the folder up: what was queued goes to the fallback, on this thread.
+  void fallBack(const std::string& reason) {
+    std::deque<std::shared_ptr<Task>> moved;
+    std::function<void(const std::string&, const std::string&)> tell;
+    {
+      std::lock_guard lock(mutex);
+      if (given_up.load(std::memory_order_relaxed)) return;
+      why = reason;
+      given_up.store(true, std::memory_order_release);
+      if (running && running->append) ++lines_lost;
+      for (auto& t : queue)
+        if (t->instead) moved.push_back(t);
+      queue.clear();
+      tell = on_fallback;
+      finished.notify_all();
+    }
+    for (auto& t : moved) t->instead();
+    if (tell) tell(reason, config.fallback);
+  }
+
+  // The storage thread moved on (one system call done): the deadline counts from here. A
+  // slow mount that keeps moving is not a stalled one.
+  void touch() {
+    std::lock_guard lock(mutex);
+    running_since = Clock::now();
+  }
+
+  // writeFileAtomically's steps (atomic_file.h), each one progress.
+  Expected<Written> writeWhole(const std::string& path, const std::string& text, mode_t mode) {
+    const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), ++temporaries);
+    ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    if (!fd.valid() && errno == ENOENT) {
+      if (Expected<bool> made = makeDumpDirs(std::filesystem::path(path).parent_path().string()); !made)
+        return Error{made.error()};
+      touch();
+      fd = ScopedFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+    }
+    if (!fd.valid()) return Error{fmt::format("cannot create {}: {}", tmp, std::strerror(errno))};
+    touch();
+    ::fchmod(fd.get(), mode);
+    bool ok = writeAll(fd.get(), text);
+    if (ok) touch();
+    ok = ok && ::fsync(fd.get()) == 0;
+    const int saved = errno;
+    fd.close();
+    if (!ok) {
+      ::unlink(tmp.c_str());
+      return Error{fmt::format("cannot write {}: {}", tmp, std::strerror(saved))};
+    }
+    touch();
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const std::string error = fmt::format("cannot rename into {}: {}", path, std::strerror(errno));
+      ::unlink(tmp.c_str());
+      return Error{error};
+    }
+    return Written{path};
+  }
+
+  void checkStalled() {
+    std::string what;
+    {
+      std::lock_guard lock(mutex);
+      if (!running || given_up.load(std::memory_order_relaxed) || Clock::now() - running_since <= deadline()) return;
+      what = running->what;
+    }
+    fallBack(fmt::format("stalled: {} took more than {:g} s", what, config.deadline_s));
+  }
+
+  Expected<Written> writeFallback(const std::string& path, const std::string& contents, mode_t mode) {
+    return writeFileAtomically(place(path), contents, mode);
+  }
+
+  void appendFallback(const std::string& path, const std::string& line) {
+    std::string error;
+    ScopedFd fd = openForAppend(place(path), &error);
+    if (!fd.valid() || !writeAll(fd.get(), line)) {
+      std::lock_guard lock(mutex);
+      ++lines_lost;
+    }
+  }
+
+  static void serve(const std::shared_ptr<Shared>& self) {
+    for (;;) {
+      std::shared_ptr<Task> task;
+      {
+        std::unique_lock lock(self->mutex);
+        self->wake.wait(lock, [&] { return self->stop || !self->queue.empty(); });
+        if (self->queue.empty()) return;
+        task = self->queue.front();
+        self->queue.pop_front();
+        self->running = task;
+        self->running_since = Clock::now();
+      }
+      task->run();
+      std::lock_guard lock(self->mutex);
+      self->running.reset();
+      task->done = true;
+      self->finished.notify_all();
+    }
+  }
+};
+
+DumpStorage::DumpStorage(DumpStorageConfig config) : shared_(std::make_shared<Shared>(std::move(config))) {
+  // Detached: a thread blocked in the kernel on a stalled mount cannot be joined, and owns
+  // what it uses (the shared state) should this object go first.
+  std::thread worker(&Shared::serve, shared_);
+  pthread_setname_np(worker.native_handle(), "hangwatch-io");
+  worker.detach();
+}
+
+DumpStorage::~DumpStorage() {
+  std::lock_guard lock(shared_->mutex);
+  shared_->stop = true;
+  shared_->wake.notify_all();
+}
+
+void DumpStorage::onFallback(std::function<void(const std::string&, const std::string&)> fn) {
+  std::lock_guard lock(shared_->mutex);
+  shared_->on_fallback = std::move(fn);
+}
+
+void DumpStorage::enqueue(std::shared_ptr<Task> task) {
+  {
+    std::lock_guard lock(shared_->mutex);
+    if (!shared_->given_up.load(std::memory_order_relaxed) && !task->instead) {
+      // Waited for (a snapshot, a state file): ahead of the queued metrics, behind other waited ones.
+      auto first_queued = std::find_if(shared_->queue.begin(), shared_->queue.end(),
+                                       [](const std::shared_ptr<Task>& t) { return bool(t->instead); });
+      shared_->queue.insert(first_queued, std::move(task));
+      shared_->wake.notify_one();
+      return;
+    }
+    if (!shared_->given_up.load(std::memory_order_relaxed)) {
+      if (!task->replaces.empty())
+        for (auto& queued : shared_->queue)
+          if (queued->replaces == task->replaces) {
+            *queued->text = std::move(*task->text);
+            return;
+          }
+      if (task->instead && shared_->queue.size() >= kMaxQueued) {
+        if (task->append) ++shared_->lines_lost;
+        return;
+      }
+      shared_->queue.push_back(std::move(task));
+      shared_->wake.notify_one();
+      return;
+    }
+  }
+  if (task->instead) task->instead();
+}
+
+void DumpStorage::checkStalled() { shared_->checkStalled(); }
+
+void DumpStorage::fallBack(const std::string& why) { shared_->fallBack(why); }
+
+std::string DumpStorage::runBounded(const std::string& what, std::function<void()> op) {
+  checkStalled();
+  if (shared_->given_up.load(std::memory_order_acquire)) return "the dump folder was given up (" + why() + ")";
+  auto task = std::make_shared<Task>();
+  task->what = what;
+  task->run = std::move(op);
+  enqueue(task);
+  // Waits while the storage thread makes progress (on this task or those before it); once
+  // the operation it is in has made none for the deadline, the folder is given up.
+  std::unique_lock lock(shared_->mutex);
+  while (!task->done) {
+    if (shared_->given_up.load(std::memory_order_relaxed) && shared_->running != task)
+      return "the dump folder was given up (" + shared_->why + ")";
+    shared_->finished.wait_for(lock, std::min<std::chrono::nanoseconds>(shared_->deadline(), std::chrono::milliseconds(50)));
+    if (task->done || !shared_->running || Clock::now() - shared_->running_since <= shared_->deadline()) continue;
+    const std::string stuck = shared_->running->what;
+    lock.unlock();
+    const std::string why = fmt::format("stalled: {} took more than {:g} s", stuck, shared_->config.deadline_s);
+    fallBack(why);
+    return "the dump folder " + why;
+  }
+  return "";
+}
+
+Expected<Written> DumpStorage::write(const std::string& path, std::string contents) {
+  return write(path, std::move(contents), dumpFileMode());
+}
+
+Expected<Written> DumpStorage::write(const std::string& path, std::string contents, mode_t mode) {
+  auto text = std::make_shared<const std::string>(std::move(contents));
+  const std::string& root = shared_->config.primary;
+  const bool under_primary =
+      path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/';
+  // Elsewhere (the fallback itself, when the folder was given up at start): node-local, here.
+  if (!under_primary) return writeFileAtomically(path, *text, mode);
+  if (!fellBack()) {
+    Expected<Written> w = call<Written>("writing " + path, [sp = shared_, path, text, mode] {
+      return sp->writeWhole(path, *text, mode);
+    });
+    if (w) return w;
+    fallBack(w.error());
+  }
+  return shared_->writeFallback(path, *text, mode);
+}
+
+void DumpStorage::writeLater(const std::string& path, std::string contents) {
+  checkStalled();
+  auto sp = shared_;
+  auto text = std::make_shared<std::string>(std::move(contents));
+  auto task = std::make_shared<Task>();
+  task->what = "writing " + path;
+  task->replaces = path;
+  task->text = text;
+  task->run = [sp, path, text] {
+    if (Expected<Written> w = sp->writeWhole(path, *text, dumpFileMode()); !w) {
+      sp->fallBack(w.error());
+      (void)sp->writeFallback(path, *text, dumpFileMode());
+    }
+  };
+  task->instead = [sp, path, text] { (void)sp->writeFallback(path, *text, dumpFileMode()); };
+  enqueue(std::move(task));
+}
+
+void DumpStorage::appendLater(const std::string& path, std::string line) {
+  checkStalled();
+  auto sp = shared_;
+  auto text = std::make_shared<const std::string>(std::move(line));
+  auto task = std::make_shared<Task>();
+  task->what = "appending to " + path;
+  task->append = true;
+  task->run = [sp, path, text] {
+    std::string error;
+    ScopedFd& fd = sp->append_fds[path];
+    if (!fd.valid()) {
+      fd = openForAppend(path, &error);
+      sp->touch();
+    }
+    if (fd.valid() && writeAll(fd.get(), *text)) return;
+    if (error.empty()) error = fmt::format("cannot append to {}: {}", path, std::strerror(errno));
+    fd.close();
+    sp->fallBack(error);
+    sp->appendFallback(path, *text);
+  };
+  task->instead = [sp, path, text] { sp->appendFallback(path, *text); };
+  enqueue(std::move(task));
+}
+
+std::string DumpStorage::place(const std::string& path) const {
+  shared_->checkStalled();
+  return shared_->place(path);
+}
+
+void DumpStorage::giveUp(const std::string& why) { fallBack(why); }
+
+bool DumpStorage::fellBack() const {
+  shared_->checkStalled();
+  return shared_->given_up.load(std::memory_order_acquire);
+}
+
+std::string DumpStorage::fallbackRoot() const { return shared_->config.fallback; }
+
+std::string DumpStorage::why() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->why;
+}
+
+uint64_t DumpStorage::linesLost() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->lines_lost;
+}
+
+bool DumpStorage::drain(double seconds) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::unique_lock lock(shared_->mutex);
+  return shared_->finished.wait_until(lock, until, [&] { return shared_->queue.empty() && !shared_->running; });
+}
+
+}  // namespace hangwatch::watchdog
