@@ -16,6 +16,8 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/attempt.h"
+#include "hangwatch/common/fallback_record.h"
+#include "hangwatch/forensics/cli/split_dumps.h"
 #include "hangwatch/verdict/earlier_attempts.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/stackmerge/rank_set.h"
@@ -121,7 +123,7 @@ verdict::AttemptInfo attemptInfo(const ChosenAttempt& c) {
 
 std::string ReportCommand::usage() const {
   return std::string("usage: forensics report <job-dir> [--format text|json|html] [-o FILE] [--wait S] [--attempt A]\n"
-         "                        [--no-save] [--threads N] [--flat]\n"
+         "                        [--no-save] [--threads N] [--flat] [--fallback DIR]...\n"
          "\n"
          "Reads every rank's dumps under <job-dir> (TRIGGER.json, ranks/*.watchdog.json,\n"
          "ranks/*.forensics.json) and says what hung and who is at fault: communication-hang\n"
@@ -144,6 +146,11 @@ std::string ReportCommand::usage() const {
          kAttemptOptionHelp +
          "  --threads N  ranks read in parallel (default: one per core)\n"
          "  --flat       read every rank's own files, not the node summaries\n"
+         "  --fallback DIR  also read a node-local fallback folder (HANGWATCH_FALLBACK_DIR, or the\n"
+         "               job's folder in it), where ranks wrote when the dump folder was full,\n"
+         "               read-only, gone or stalled; repeat for each node's. Of a file in both,\n"
+         "               the newest is read; metrics lines of both are read in order. The report\n"
+         "               says which ranks' files came from where\n"
          "\n"
          "Unless --no-save is given, all three formats are also written to <job-dir>/report/\n"
          "when <job-dir> holds any job file (a failure to write there is a warning).\n"
@@ -193,7 +200,8 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     std::cout << usage();
     return 0;
   }
-  std::string job_dir, format = "text", out_file, threads_text, wait_text, attempt;
+  std::string job_dir, format = "text", out_file, threads_text, wait_text, attempt, fallback;
+  std::vector<std::string> fallbacks;
   bool save = true, flat = false;
   OptionCursor cur{args};
   while (!cur.done()) {
@@ -202,6 +210,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     if (took && !*took) took = cur.take("--threads", threads_text);
     if (took && !*took) took = cur.take("--wait", wait_text);
     if (took && !*took) took = cur.take("--attempt", attempt);
+    if (took && !*took && (took = cur.take("--fallback", fallback)) && *took) fallbacks.push_back(fallback);
     if (!took) return usageError(took.error());
     if (*took) continue;
     const std::string& a = args[cur.i++];
@@ -233,6 +242,25 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     if (*end != '\0' || !(wait_s >= 0) || wait_s > 86400) return usageError("--wait wants seconds >= 0, got '" + wait_text + "'");
   }
   job_dir = jobOfDumpRoot(job_dir);
+  // Split dumps: read through a merged view of the job folder and the fallbacks.
+  std::optional<MergedDumps> merged;
+  std::vector<std::string> split_notes;
+  if (!fallbacks.empty()) {
+    for (std::string& f : fallbacks) f = fallbackJobFolder(f, job_dir);
+    Expected<MergedDumps> m = MergedDumps::make(job_dir, fallbacks);
+    if (!m) {
+      std::cerr << "forensics report: " << m.error() << "\n";
+      return 1;
+    }
+    merged.emplace(std::move(*m));
+    split_notes = merged->notes();
+    job_dir = merged->dir();
+  } else if (Expected<FallbackRecord> rec = readFallbackRecord(job_dir)) {
+    split_notes.push_back(fmt::format("{} is the node-local fallback folder of {} (host {}: {}); the other ranks' dumps "
+                                      "are there: `forensics report {} --fallback {}` reads both",
+                                      job_dir, rec->primary, rec->host, rec->why, rec->primary, job_dir));
+  }
+  for (const std::string& note : split_notes) std::cerr << "forensics report: " << note << "\n";
   Expected<ChosenAttempt> which = chooseAttemptFor(name(), job_dir, attempt);
   if (!which) {
     std::cerr << "forensics report: " << which.error() << "\n";
@@ -250,6 +278,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
   }
   for (const std::string& note : job->read_notes) std::cerr << "forensics report: " << note << "\n";
   job->attempt = attemptInfo(*which);
+  for (const std::string& note : split_notes) job->problems.push_back(note);
   // A restarted rank may join with an id an earlier launch made: those launches' snapshots say.
   std::vector<verdict::EarlierAttempt> earlier;
   const std::filesystem::path chosen(which->entry.dir);
@@ -258,7 +287,15 @@ int ReportCommand::run(const std::vector<std::string>& args) {
   for (size_t i = 0; i + 1 < static_cast<size_t>(which->number) && i < attempts.size(); ++i)
     earlier.push_back({attempts[i].name(), attempts[i].dir});
   verdict::noteIdsMadeEarlier(*job, earlier);
-  return writeReport(verdict::ReportBuilder::build(std::move(*job)), job_dir, format, out_file, save);
+  verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
+  if (merged) {
+    // Named and saved as the job's own folder, never the merged view's temporary one.
+    job_dir = merged->original(job_dir);
+    report.job.job_dir = job_dir;
+    std::error_code ec;
+    if (save && !std::filesystem::is_directory(job_dir, ec)) save = false;
+  }
+  return writeReport(report, job_dir, format, out_file, save);
 }
 
 }  // namespace hangwatch::forensics

@@ -9,11 +9,13 @@
 #include <sstream>
 #include <thread>
 
+#include "hangwatch/common/fallback_record.h"
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/collection_status.h"
 
 #include "hangwatch/forensics/cli/report_command.h"
+#include "hangwatch/forensics/cli/split_dumps.h"
 #include "verdict_test_fixture.h"
 
 using hangwatch::forensics::ReportCommand;
@@ -139,4 +141,91 @@ TEST_CASE("ReportNoSaveAndNonJobDirectoriesLeaveTheDirectoryAlone") {
   CHECK(c.run({plain.path, "-o", plain.path + "/r.txt"}) == 0);
   CHECK_FALSE(std::filesystem::exists(plain.path + "/report"));
   CHECK(slurp(plain.path + "/r.txt").rfind("VERDICT: INCONCLUSIVE", 0) == 0);
+}
+
+namespace {
+
+nlohmann::json reportJson(const std::vector<std::string>& args, const std::string& out) {
+  std::vector<std::string> all = args;
+  all.insert(all.end(), {"--format", "json", "--wait", "0", "-o", out});
+  ReportCommand c;
+  REQUIRE(c.run(all) == 0);
+  return nlohmann::json::parse(slurp(out));
+}
+
+// A job whose ranks 2 and 3 gave the shared folder up: their files are in the node's fallback.
+struct SplitJob {
+  verdict_test::TempDir shared, local;
+  std::string job = shared.path + "/job1";
+  std::string fallback = local.path + "/job1";
+  SplitJob() {
+    std::filesystem::create_directories(job);
+    std::filesystem::create_directories(fallback);
+    verdict_test::writeTrigger(job, 0, 3);
+    for (int r = 0; r < 2; ++r) verdict_test::FakeRank(r, 4, 3).write(job);
+    for (int r = 2; r < 4; ++r) verdict_test::FakeRank(r, 4, 3).write(fallback);
+    hangwatch::FallbackRecord rec{1, job, "node1", 4242, "stalled: writing x took more than 10 s", 1000};
+    REQUIRE(hangwatch::writeFileAtomically(hangwatch::fallbackRecordPath(fallback), toJson(rec).dump()).ok());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ReportWithAFallbackFolderReadsTheRanksThatWentThereAndSaysWhere") {
+  SplitJob s;
+  nlohmann::json alone = reportJson({s.job, "--no-save"}, s.shared.path + "/alone.json");
+  CHECK(alone.at("ranks_missing") == nlohmann::json::array({2, 3}));
+
+  // The fallback root or the job's folder in it: the same.
+  for (const std::string& given : {s.local.path, s.fallback}) {
+    nlohmann::json both = reportJson({s.job, "--fallback", given}, s.shared.path + "/both.json");
+    CHECK(both.at("ranks_missing") == nlohmann::json::array());
+    CHECK(both.at("job_dir") == s.job);
+    std::string notes = both.at("problems").dump();
+    CHECK(notes.find("of rank(s) 2-3 come from the fallback folder " + s.fallback +
+                     " (host node1: the dump folder was given up: stalled: writing x took more than 10 s)") !=
+          std::string::npos);
+  }
+  // Saved in the job's own folder, and nothing left in the fallback or behind in /tmp.
+  CHECK(std::filesystem::exists(s.job + "/report/report.json"));
+  CHECK_FALSE(std::filesystem::exists(s.fallback + "/report"));
+
+  // The fallback folder alone says whose it is and how to read both.
+  nlohmann::json local = reportJson({s.fallback, "--no-save"}, s.local.path + "/local.json");
+  CHECK(local.at("problems").dump().find("is the node-local fallback folder of " + s.job) != std::string::npos);
+  CHECK(local.at("ranks_missing") == nlohmann::json::array({0, 1}));
+}
+
+TEST_CASE("MergedDumpsReadTheNewestCopyOfAFileAndTheMetricsLinesOfBoth") {
+  SplitJob s;
+  // Rank 1 began dumping on shared storage, which then stalled: its "done" is in the fallback.
+  writeState(s.job, 1, hangwatch::DumpPhase::kCollecting, 11, 0, 60);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  writeState(s.fallback, 1, hangwatch::DumpPhase::kDone, 11, 0, 60);
+  std::filesystem::create_directories(s.job + "/metrics");
+  std::filesystem::create_directories(s.fallback + "/metrics");
+  std::ofstream(s.job + "/metrics/r00001.jsonl") << "{\"w\":1}\n";
+  std::ofstream(s.fallback + "/metrics/r00001.jsonl") << "{\"w\":2}\n";
+  std::ofstream(s.fallback + "/ranks/r00003.watchdog.json.tmp.77.1") << "{\"half";
+
+  std::string merged_dir;
+  {
+    auto m = hangwatch::forensics::MergedDumps::make(s.job, {s.fallback});
+    REQUIRE(m.ok());
+    merged_dir = m->dir();
+    CHECK(std::filesystem::path(merged_dir).filename() == "job1");
+    CHECK(m->original(merged_dir + "/ranks/r00001.state.json") == s.job + "/ranks/r00001.state.json");
+    auto state = hangwatch::readRankState(merged_dir + "/ranks/r00001.state.json");
+    REQUIRE(state.ok());
+    CHECK(state->done());
+    CHECK(slurp(merged_dir + "/metrics/r00001.jsonl") == "{\"w\":1}\n{\"w\":2}\n");
+    CHECK_FALSE(std::filesystem::exists(merged_dir + "/ranks/r00003.watchdog.json.tmp.77.1"));
+    CHECK(std::filesystem::exists(merged_dir + "/ranks/r00003.watchdog.json"));
+  }
+  // Gone with the object; what the links pointed to is untouched.
+  CHECK_FALSE(std::filesystem::exists(merged_dir));
+  CHECK(std::filesystem::exists(s.fallback + "/ranks/r00003.watchdog.json"));
+  CHECK(hangwatch::forensics::fallbackJobFolder(s.local.path, s.job) == s.fallback);
+  CHECK(hangwatch::forensics::fallbackJobFolder(s.fallback, s.job) == s.fallback);
+  CHECK_FALSE(hangwatch::forensics::MergedDumps::make(s.job, {s.local.path + "/nowhere"}).ok());
 }
