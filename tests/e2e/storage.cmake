@@ -1,0 +1,27 @@
+# A dump folder on storage that stalls, fills up, turns read-only or errors (issue #44):
+# tests/programs/faultyfs.c is a FUSE file system (libfuse3, installed by
+# scripts/install-deps.sh --tests) whose changes a control file holds, slows or fails; tmpfs
+# and read-only bind mounts are made in the test's own mount namespace.
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(FUSE3 IMPORTED_TARGET fuse3)
+endif()
+if(NOT FUSE3_FOUND)
+  message(WARNING "libfuse3 not found (scripts/install-deps.sh --tests installs it): the failing-storage tests are left out")
+  return()
+endif()
+add_executable(faultyfs ${PROJECT_SOURCE_DIR}/tests/programs/faultyfs.c)
+target_link_libraries(faultyfs PRIVATE PkgConfig::FUSE3)
+if(TARGET forensics)
+  set(storage_cases
+    stalled_forever test_storage.StalledForever 150
+    read_only_at_start test_storage.ReadOnlyAtStart 90
+    full_mid_dump test_storage.FullMidDump 90
+    slow_writes test_storage.SlowWrites 150)
+  while(storage_cases)
+    list(POP_FRONT storage_cases name id timeout)
+    hangwatch_e2e_test(storage.${name} ${id} ${timeout})
+    set_property(TEST e2e.storage.${name} APPEND PROPERTY ENVIRONMENT
+                 FORENSICS=$<TARGET_FILE:forensics> FAULTYFS=$<TARGET_FILE:faultyfs>)
+  endwhile()
+endif()
