@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <system_error>
@@ -51,12 +52,20 @@ bool CollectorLauncher::allowTracer(pid_t tracer) {
   return ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(tracer), 0, 0, 0) == 0;
 }
 
+double CollectorLauncher::debuggerBoundFor(double wait_s) {
+  return std::clamp(wait_s - kFastPhaseBoundS - 5, 5.0, kDebuggerBoundS);
+}
+
 Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   if (r.binary.empty()) return Error{"no forensics binary found (set HANGWATCH_FORENSICS)"};
   // The collector ptrace-attaches to us from a child process: under Yama's ptrace_scope 1,
   // allowed for our descendants until it exists, then for it alone (allowTracer).
   allowTracer(::getpid());
   std::vector<std::string> args = {"collect", "--pid", fmt::format("{}", r.pid), "--out", r.job_dir, "--backend", "auto"};
+  if (const double bound = debuggerBoundFor(r.wait_s); bound < kDebuggerBoundS) {
+    args.push_back("--timeout-debugger");
+    args.push_back(fmt::format("{:g}", bound));
+  }
   if (r.rank >= 0) {
     args.push_back("--rank");
     args.push_back(fmt::format("{}", r.rank));

@@ -239,7 +239,9 @@ class StalledForever(StorageCase):
     def test_a_hang_on_stalled_storage_is_dumped_whole_to_the_fallback_and_reported(self):
         mount = self.faulty_mount()
         dumps = mount.mount / "dumps"
-        with self.job(self.env(dumps, faults="dead-link=1->2@op=30"), steps=200) as job:
+        env = self.env(dumps, faults="dead-link=1->2@op=30")
+        env["HANGWATCH_COLLECT_WAIT"] = "25"  # the debugger phase bounded to 10 s (it cannot attach, below)
+        with self.job(env, steps=200) as job:
             self.assertTrue(job.wait_for(lambda _: min(job.steps_done().values()) >= 3, 60), job.output()[-3000:])
             mount.set("stall")
             done = self.wait_for_states([self.fallback_job()])
@@ -268,7 +270,7 @@ class StalledForever(StorageCase):
             # its hard bound, then the collector continues the rank (the debugger phase is lost
             # while the storage thread is in the kernel: the I/O moves to a helper process next).
             for log in sorted((self.fallback_job() / "ranks").glob("*.collect.log")):
-                self.assertRegex(log.read_text(), r"debugger killed after \d+ s \(hard time bound\); target continued")
+                self.assertRegex(log.read_text(), r"debugger killed after 10 s \(hard time bound\); target continued")
             rep, err = self.report(primary, "--fallback", str(self.fallback_root))
             self.assertEqual(rep["ranks_missing"], [], err)
             self.assertEqual(rep["verdict"]["op"]["seq"], 30, json.dumps(rep["verdict"])[:2000])

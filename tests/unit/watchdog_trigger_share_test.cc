@@ -428,6 +428,14 @@ TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsk
   CHECK_FALSE(unranked.collect);
 }
 
+TEST_CASE("ALoweredCollectWaitShortensTheCollectorsDebuggerPhaseToFit") {
+  CHECK(CollectorLauncher::debuggerBoundFor(120) == 60);  // the default: the collector's own bound
+  CHECK(CollectorLauncher::debuggerBoundFor(75) == 60);
+  CHECK(CollectorLauncher::debuggerBoundFor(60) == 45);
+  CHECK(CollectorLauncher::debuggerBoundFor(25) == 10);
+  CHECK(CollectorLauncher::debuggerBoundFor(3) == 5);
+}
+
 TEST_CASE("ARankContinuedAfterItsNodePeerFoundItStoppedKeepsWhatThePeerSawInItsOwnState") {
   TempDir dir;
   WatchdogConfig config;

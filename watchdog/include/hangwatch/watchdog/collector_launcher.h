@@ -18,6 +18,8 @@ struct CollectorRequest {
   std::string job_dir;
   std::string log_path;
   double wait_s = 120;
+  // The collector's debugger phase is bounded to fit `wait_s` (debuggerBoundFor): a lowered
+  // HANGWATCH_COLLECT_WAIT shortens the collection instead of leaving it running unwatched.
   std::string debugger;   // HANGWATCH_DEBUGGER, kept in the collector's environment
   bool mark_state = false;  // the collector records collecting/done in ranks/rNNNNN.state.json
   std::string node_ranks;   // this node's ranks ("0,1,2"): the last collector merges them; empty: no merge
@@ -35,6 +37,11 @@ class CollectorLauncher {
   // forensics collect's own hard bounds (10 s ptrace pass, 60 s debugger) plus start-up and
   // writing: a collection still running after this is not coming back.
   static constexpr double kCollectorBoundS = 90;
+  static constexpr double kFastPhaseBoundS = 10;
+  static constexpr double kDebuggerBoundS = 60;
+  // The debugger phase's bound for a collector waited for `wait_s`: what is left after the
+  // fast phase and 5 s of start-up and writing, between 5 s and the collector's own 60 s.
+  static double debuggerBoundFor(double wait_s);
 
   // HANGWATCH_FORENSICS if set, else next to libhangwatch.so in the build or install
   // tree, else PATH. Empty when not found.
