@@ -59,11 +59,19 @@ Expected<Written> writeFileAtomically(const std::string& path, std::string_view 
 }
 
 Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode) {
+  return writeFileAtomically(path, contents, mode, [] {});
+}
+
+Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode,
+                                      const std::function<void()>& progress) {
   std::string tmp;
   Expected<int> created = createTemporary(path, tmp, mode);
   if (!created) return Error{created.error()};
+  progress();
   ScopedFd fd(*created);
-  bool ok = writeAll(fd.get(), contents) && ::fsync(fd.get()) == 0;
+  bool ok = writeAll(fd.get(), contents);
+  if (ok) progress();
+  ok = ok && ::fsync(fd.get()) == 0;
   int saved = errno;
   fd.close();
   if (!ok) {
@@ -72,6 +80,7 @@ Expected<Written> writeFileAtomically(const std::string& path, std::string_view 
     ::unlink(tmp.c_str());
     return Error{msg};
   }
+  progress();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string msg = errnoText("cannot rename into", path);
     ::unlink(tmp.c_str());

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,7 +89,6 @@ struct DumpStorage::Shared {
   uint64_t lines_lost = 0;
   std::function<void(const std::string&, const std::string&)> on_fallback;
   std::map<std::string, ScopedFd> append_fds;  // the storage thread's alone
-  uint64_t temporaries = 0;                     // the storage thread's alone
 
   std::chrono::nanoseconds deadline() const {
     return std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.001, config.deadline_s) * 1e9));
@@ -132,35 +130,8 @@ struct DumpStorage::Shared {
     running_since = Clock::now();
   }
 
-  // writeFileAtomically's steps (atomic_file.h), each one progress.
   Expected<Written> writeWhole(const std::string& path, const std::string& text, mode_t mode) {
-    const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), ++temporaries);
-    ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-    if (!fd.valid() && errno == ENOENT) {
-      if (Expected<bool> made = makeDumpDirs(std::filesystem::path(path).parent_path().string()); !made)
-        return Error{made.error()};
-      touch();
-      fd = ScopedFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-    }
-    if (!fd.valid()) return Error{fmt::format("cannot create {}: {}", tmp, std::strerror(errno))};
-    touch();
-    ::fchmod(fd.get(), mode);
-    bool ok = writeAll(fd.get(), text);
-    if (ok) touch();
-    ok = ok && ::fsync(fd.get()) == 0;
-    const int saved = errno;
-    fd.close();
-    if (!ok) {
-      ::unlink(tmp.c_str());
-      return Error{fmt::format("cannot write {}: {}", tmp, std::strerror(saved))};
-    }
-    touch();
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const std::string error = fmt::format("cannot rename into {}: {}", path, std::strerror(errno));
-      ::unlink(tmp.c_str());
-      return Error{error};
-    }
-    return Written{path};
+    return writeFileAtomically(path, text, mode, [this] { touch(); });
   }
 
   void checkStalled() {

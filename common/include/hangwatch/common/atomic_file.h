@@ -3,6 +3,7 @@
 // renamed into place, so a reader never sees half a file (DESIGN.md §4).
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,10 @@ struct Written {
 // unless `mode` says otherwise (a file others must read, e.g. a Prometheus textfile).
 Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents);
 Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode);
+// The same, calling `progress` after each system call that returned (a slow file system that
+// moves is told from one that stalls: watchdog/dump_storage.h).
+Expected<Written> writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode,
+                                      const std::function<void()>& progress);
 
 // Creates `path` only if it does not exist yet (O_EXCL); false when another writer won.
 Expected<bool> createFileExclusively(const std::string& path, std::string_view contents);
