@@ -94,13 +94,16 @@ struct DumpStorage::Shared {
     return std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.001, config.deadline_s) * 1e9));
   }
 
+  // A path inside the primary folder (not the folder itself).
+  bool underPrimary(const std::string& path) const {
+    const std::string& root = config.primary;
+    return path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/';
+  }
+
   std::string place(const std::string& path) const {
     if (!given_up.load(std::memory_order_acquire)) return path;
-    const std::string& root = config.primary;
-    if (path == root) return config.fallback;
-    if (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/')
-      return config.fallback + path.substr(root.size());
-    return path;
+    if (path == config.primary) return config.fallback;
+    return underPrimary(path) ? config.fallback + path.substr(config.primary.size()) : path;
   }
 
   // Gives the folder up: what was queued goes to the fallback, on this thread.
@@ -261,11 +264,8 @@ Expected<Written> DumpStorage::write(const std::string& path, std::string conten
 
 Expected<Written> DumpStorage::write(const std::string& path, std::string contents, mode_t mode) {
   auto text = std::make_shared<const std::string>(std::move(contents));
-  const std::string& root = shared_->config.primary;
-  const bool under_primary =
-      path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/';
   // Elsewhere (the fallback itself, when the folder was given up at start): node-local, here.
-  if (!under_primary) return writeFileAtomically(path, *text, mode);
+  if (!shared_->underPrimary(path)) return writeFileAtomically(path, *text, mode);
   if (!fellBack()) {
     Expected<Written> w = call<Written>("writing " + path, [sp = shared_, path, text, mode] {
       return sp->writeWhole(path, *text, mode);

@@ -49,9 +49,11 @@ std::optional<BeaconState> TriggerWatcher::lookAtBeacon() {
   return *state;
 }
 
-bool TriggerWatcher::triggered(int64_t now_ns) {
-  if (node_->triggered()) return true;
-  if (!node_->claim(NodeShare::Lookup::kTrigger, now_ns, interval_ns_)) return false;
+bool TriggerWatcher::claimLookup(int64_t now_ns) {
+  return node_->claim(NodeShare::Lookup::kTrigger, now_ns, interval_ns_);
+}
+
+bool TriggerWatcher::lookUp() {
   std::optional<BeaconState> state = lookAtBeacon();
   bool seen = state && state->triggered;
   if (!seen && (!state || ++trigger_lookups_ % kStatEvery == 0)) {

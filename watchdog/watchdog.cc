@@ -420,12 +420,8 @@ Expected<bool> Watchdog::fireTrigger(PollState& p, const TriggerRecord& record) 
   return true;
 }
 
+// Called once, by DumpStorage, from whichever thread gave the folder up.
 void Watchdog::tellFallback(const std::string& why, const std::string& fallback) {
-  {
-    std::lock_guard lock(fallback_mutex_);
-    if (!fallback_told_.empty()) return;
-    fallback_told_ = fallback;
-  }
   WatchdogLog::instance().info(fmt::format(
       "dump folder {} given up ({}); this rank's dumps go to {} from now on (`forensics report {} --fallback {}` "
       "reads both)",
@@ -608,10 +604,13 @@ void Watchdog::watchForHang(PollState& p, int64_t now_ns) {
     p.log.info(fmt::format("hang: {}{}", describeHang(*finding),
                            won.ok() && *won ? "; TRIGGER.json written" : "; another rank triggered first"));
     dump(p, true, now_ns);
-  } else {
-    // The node's board still says so when the folder cannot: a peer that dumped marked it.
-    Expected<bool> seen = onDumps<bool>(p, "looking for TRIGGER.json",
-                                        [t = &p.trigger, now_ns] { return Expected<bool>(t->triggered(now_ns)); });
+  } else if (p.trigger.node().triggered()) {
+    dump(p, false, now_ns);
+  } else if (p.trigger.claimLookup(now_ns)) {
+    // This rank's turn to look at shared storage, on the storage thread. When the folder
+    // cannot answer, the node's board still tells: a peer that dumped marked it.
+    Expected<bool> seen =
+        onDumps<bool>(p, "looking for TRIGGER.json", [t = &p.trigger] { return Expected<bool>(t->lookUp()); });
     if (seen ? *seen : p.trigger.node().triggered()) dump(p, false, now_ns);
   }
 }

@@ -29,8 +29,13 @@ class TriggerWatcher {
   TriggerWatcher(std::string job_dir, int64_t check_interval_ns, NodeShare* node = nullptr,
                  double not_before_unix_s = 0);
 
-  // True once the job triggered.
-  bool triggered(int64_t now_ns);
+  // True once the job triggered: the node's board says so, or this rank's turn to look at
+  // shared storage came (claimLookup) and the look found the trigger (lookUp).
+  bool triggered(int64_t now_ns) { return node_->triggered() || (claimLookup(now_ns) && lookUp()); }
+  // Whether this rank is the node's one to look at shared storage now (claims the turn; no I/O).
+  bool claimLookup(int64_t now_ns);
+  // The look itself (file I/O: the watchdog runs it where a stalled folder cannot hold the poller).
+  bool lookUp();
   // True when this call created TRIGGER.json, false when another detector had already won.
   Expected<bool> fire(const TriggerRecord& record);
   // After the trigger: true once the beacon (or this node's board) says every rank's dumps are done.

@@ -164,9 +164,6 @@ class Watchdog {
   std::unique_ptr<HangResponder> responder_;
   std::unique_ptr<NodeShare> node_;  // this node's shared trigger board, made by the poller
   std::unique_ptr<DumpStorage> storage_;  // every file operation on the dump folder
-  // The fallback folder the dumps go to, once the dump folder was given up; read by the poller.
-  std::mutex fallback_mutex_;
-  std::string fallback_told_;
   std::thread poller_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> poller_done_{false};
