@@ -90,6 +90,7 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   const auto deadline = ChildProcess::Clock::now() + std::chrono::duration_cast<ChildProcess::Clock::duration>(
                                                           std::chrono::duration<double>(r.wait_s));
   CollectorOutcome out;
+  out.pid = child->pid();
   if (std::optional<int> code = child->waitUntil(deadline, r.give_up)) {
     out.finished = true;
     out.exit_code = *code;

@@ -42,6 +42,22 @@ void writeState(const HangResponse& r, RankState state) {
   writeStateFile(r, state);
 }
 
+// The launcher's SIGTERM was held as long as it may be and goes on now, with the collector
+// still at work: the launcher's SIGKILL will likely end it too. The rank's state says so
+// before the process dies, so the report tells why its dump is cut short should the
+// collector not finish and mark the rank done itself.
+void noteCutShortByTerm(const HangResponse& r, RankState state, const CollectorOutcome& outcome) {
+  WatchdogLog::instance().info(fmt::format(
+      "SIGTERM held {:.0f} s, the most it may be; the collector (pid {}) still runs and may be cut short", HangResponder::kTermHoldS,
+      outcome.pid));
+  state.collector_pid = outcome.pid;
+  state.note = fmt::format(
+      "the launcher's SIGTERM ended the process {:.0f} s after it came (the most hangwatch holds it) while its "
+      "collector still ran: the forensics dump is complete only if the collector finished",
+      HangResponder::kTermHoldS);
+  writeState(r, std::move(state));
+}
+
 CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump) {
   CollectorRequest c;
   c.binary = CollectorLauncher::findForensicsBinary(config.forensics_binary);
@@ -141,6 +157,8 @@ void HangResponder::respond(HangResponse response, std::function<void()> abort_c
     }
     if (!outcome)
       log.failureOnce("collector-start", "collector not run: " + outcome.error());
+    else if (!outcome->finished && termHeld())
+      noteCutShortByTerm(response, state, *outcome);
     else if (!outcome->finished)
       log.info(fmt::format("collector still running; not waiting any longer (log: {})", request.log_path));
     else if (outcome->exit_code != 0)

@@ -202,6 +202,8 @@ void findMissingAndPartial(JobData& job) {
       std::string why = s.forensics_problem.empty() ? "no file" : s.forensics_problem;
       if (s.collecting) why = "still being collected";
       else if (s.state && !s.state->done() && s.forensics_problem.empty()) why = "its collector did not finish by its deadline";
+      // The rank said why before it died (e.g. the launcher's SIGTERM went on while its collector ran).
+      if (s.state && !s.state->done() && !s.state->note.empty()) why += ": " + s.state->note;
       job.ranks_partial.push_back({s.rank, "forensics dump", why});
     } else if (!s.target_exited_during.empty()) {
       job.ranks_partial.push_back({s.rank, "part of the forensics dump",

@@ -138,7 +138,8 @@ void VerdictWording::ringInconclusive(Verdict& v, const RingFacts& facts) const 
     }
     case RingGap::kNoRecords:
       v.reason = "every rank waits in the same collective and no rank has ring progress records "
-                 "(the collector's debugger phase did not run or failed), so the faulty link or rank cannot be told";
+                 "(the collector's debugger phase did not run, failed or was cut short: the dumps listed as partial say "
+                 "why), so the faulty link or rank cannot be told";
       if (!pf.note.empty()) v.reason += "; NCCL's profiler cannot tell either: " + pf.note;
       if (!pf.members_host.empty())
         v.reason += fmt::format("; all of the communicator's ranks run on host {}, so the fault is a GPU or a link "

@@ -237,3 +237,26 @@ TEST_CASE("ACollectorOffByConfigurationIsOneSentenceNotAMissingDumpPerRank") {
   REQUIRE(job->problems.size() == 1);
   CHECK(job->problems[0].find("the collector was off (HANGWATCH_COLLECT=0) on rank(s) 0-3") != std::string::npos);
 }
+
+TEST_CASE("ARankEndedWhileItsCollectorRanSaysWhyItsForensicsDumpIsMissing") {
+  verdict_test::TempDir dir;
+  for (int r = 0; r < 2; ++r) {
+    FakeRank rank(r, 2, 5);
+    REQUIRE(writeFileAtomically(watchdogSnapshotPath(dir.path, r), toJson(rank.snap).dump()).ok());
+    RankState s;
+    s.rank = r;
+    s.phase = DumpPhase::kCollecting;
+    s.forensics = "pending";
+    s.deadline_unix_s = 1.0;  // long past: nobody waits for it
+    if (r == 1) s.note = "the launcher's SIGTERM ended the process 20 s after it came while its collector still ran";
+    REQUIRE(writeFileAtomically(rankStatePath(dir.path, r), toJson(s).dump()).ok());
+  }
+  verdict_test::writeTrigger(dir.path, 0, 5);
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  REQUIRE(job->ranks_partial.size() == 2);
+  CHECK(job->ranks_partial[0].reason == "its collector did not finish by its deadline");
+  CHECK(job->ranks_partial[1].reason ==
+        "its collector did not finish by its deadline: the launcher's SIGTERM ended the process 20 s after it came "
+        "while its collector still ran");
+}

@@ -522,6 +522,45 @@ TEST_CASE("AHeldBackSigtermCutsTheJobWaitShortAndIsPassedOn") {
   CHECK(exit_code == HangResponder::kAbortExitCode);
 }
 
+TEST_CASE("ASigtermHeldToItsBoundWhileTheCollectorRunsIsWrittenIntoTheRanksState") {
+  // A collector too slow for the launcher (a debugger attaching to a large process): the
+  // SIGTERM goes on, and the state says why the dump may be cut short, with the collector's pid.
+  TempDir dir;
+  const std::string job = dir.path + "/job";
+  fs::create_directories(job + "/ranks");
+  const std::string slow = dir.path + "/slow-collector";
+  std::ofstream(slow) << "#!/bin/sh\nexec sleep 30\n";
+  fs::permissions(slow, fs::perms::owner_all);
+  HangResponse r;
+  r.on_hang = OnHang::kWait;
+  r.collect = true;
+  r.state.rank = 1;
+  r.state.phase = DumpPhase::kCollecting;
+  r.state.forensics = "pending";
+  r.state_path = rankStatePath(job, 1);
+  r.collector.binary = slow;
+  r.collector.pid = ::getpid();
+  r.collector.job_dir = job;
+  r.collector.log_path = job + "/collect.log";
+  r.collector.wait_s = 60;
+  int released = 0;
+  HangResponder responder(nullptr, nullptr,
+                          TermHandling{[] { return true; }, [] { return HangResponder::kTermHoldS + 1; },
+                                       [&] { ++released; }});
+  responder.respondHere(r);
+  CHECK(released == 1);
+  Expected<RankState> s = readRankState(rankStatePath(job, 1));
+  REQUIRE(s);
+  CHECK(s->phase == DumpPhase::kCollecting);
+  CHECK(s->forensics == "pending");
+  CHECK(s->note.find("the launcher's SIGTERM ended the process") != std::string::npos);
+  REQUIRE(s->collector_pid > 0);
+  CHECK(::kill(static_cast<pid_t>(s->collector_pid), 0) == 0);  // still running: the launcher's SIGKILL ends it
+  ::kill(static_cast<pid_t>(s->collector_pid), SIGKILL);
+  int status = 0;
+  CHECK(::waitpid(static_cast<pid_t>(s->collector_pid), &status, 0) == s->collector_pid);
+}
+
 namespace {
 std::atomic<int> job_handler_calls{0};
 void jobTermHandler(int) { job_handler_calls.fetch_add(1); }

@@ -30,6 +30,7 @@ struct CollectorRequest {
 struct CollectorOutcome {
   bool finished = false;  // false: still running when the wait expired (left running)
   int exit_code = -1;
+  pid_t pid = 0;          // the collector's process
 };
 
 class CollectorLauncher {
