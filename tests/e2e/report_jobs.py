@@ -30,6 +30,19 @@ def forensics_binary():
     return os.environ.get("FORENSICS", str(build_dir() / "forensics" / "forensics"))
 
 
+def every_json_whole(folder):
+    """The dump files under `folder` a reader would take as written that do not parse whole."""
+    torn = []
+    for f in Path(folder).rglob("*.json"):
+        if ".tmp." in f.name:
+            continue
+        try:
+            json.loads(f.read_text())
+        except ValueError:
+            torn.append(str(f))
+    return torn
+
+
 def watchdog_env(dump_root, timeout_s=3, faults=""):
     return {"LD_PRELOAD": hangwatch_lib(), "HANGWATCH_DUMP_DIR": str(dump_root), "HANGWATCH_JOB_ID": JOB_ID,
             "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_COLLECT": "1", "HANGWATCH_COLLECT_WAIT": "60",

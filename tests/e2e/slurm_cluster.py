@@ -1,7 +1,8 @@
 """A one-machine Slurm cluster for the tests (Debian's slurmctld, slurmd, slurm-client and munge,
 installed by scripts/install-deps.sh --tests): its own munge key and socket, state, spool, ports
-and logs under a temporary folder, proctrack/linuxproc and task/none (no cgroups), eight CPUs
-declared whatever the machine has (SlurmdParameters=config_overrides), a short KillWait, and a
+and logs under a temporary folder, proctrack/linuxproc and task/none (no cgroups), twelve CPUs
+declared whatever the machine has (SlurmdParameters=config_overrides), KillWait 25 s (Slurm's
+default is 30: either way longer than the 20 s a rank holds a SIGTERM while it dumps), and a
 requeued job eligible again after 11 s, not 121 (cred_expire) and scheduled within a second. Started
 once for a test class, stopped at its end; clients find it through SLURM_CONF (`env`)."""
 import os
@@ -20,9 +21,9 @@ def free_port():
 
 
 class SlurmCluster:
-    CPUS = 8
+    CPUS = 12
 
-    def __init__(self, kill_wait_s=15):
+    def __init__(self, kill_wait_s=25):
         self.kill_wait_s = kill_wait_s
         self.root = None
         self.procs = []
@@ -118,10 +119,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
             out.append(f"== {f.name}\n" + f.read_text(errors="replace")[-3000:])
         return "\n".join(out)
 
-    def cancel_all(self):
-        subprocess.run(["scancel", "--full", "--user", "root"], env=self.env, capture_output=True)
-        self.wait_for(lambda: not subprocess.run(["squeue", "-h"], env=self.env, capture_output=True,
-                                                 text=True).stdout.strip(), "every job to end", timeout=60)
+    def jobs(self, but=()):
+        """The ids of the jobs queued or running, but those named in `but`."""
+        out = subprocess.run(["squeue", "-h", "-o", "%i %j"], env=self.env, capture_output=True, text=True).stdout
+        fields = [line.split(maxsplit=1) for line in out.splitlines() if line.strip()]
+        return [f[0] for f in fields if (f[1] if len(f) > 1 else "") not in but]
+
+    def cancel_all(self, but=()):
+        """Cancels every job but those named in `but`, and waits for them to end."""
+        for job in self.jobs(but):
+            subprocess.run(["scancel", "--full", job], env=self.env, capture_output=True)
+        self.wait_for(lambda: not self.jobs(but), "every job to end", timeout=60)
 
     def stop(self):
         for p in reversed(self.procs):

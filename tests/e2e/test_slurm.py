@@ -10,7 +10,12 @@ started once for every case here), with the watchdog preloaded into the tasks on
 - `scancel` while the collectors run: every rank's dumps are complete (the SIGTERM waits for
   them) and the job still ends by the signal, as Slurm meant it to.
 - `scontrol requeue` of a hung batch job in abort mode: the second run (same job id,
-  SLURM_RESTART_COUNT=1) is not touched by the first; each attempt has its own folder and verdict."""
+  SLURM_RESTART_COUNT=1) is not touched by the first; each attempt has its own folder and verdict.
+- A hung job that reaches its time limit (`--time=1`) while its collectors still run: Slurm's
+  SIGTERM is held 20 s, then goes on; what the collectors could not finish is marked so in each
+  rank's state, the report says why, and no file is torn. Slurm ends a job at its limit only when
+  slurmctld next checks (every 30 s), 60-90 s after it started: the job starts with the cluster
+  and runs beside the other cases, and its case is the last to be checked."""
 import json
 import os
 import re
@@ -26,6 +31,13 @@ from harness import MpiJob
 from slurm_cluster import SlurmCluster, free_port
 
 NRANKS = 4
+TIME_LIMIT_JOB = "hangwatch-time-limit"
+# A collector slower than any launcher waits (cuda-gdb attaching to a large process can take
+# minutes): it only sleeps. It inherits the blocked SIGTERM, so Slurm's SIGKILL ends it.
+SLOW_COLLECTOR = """#!/usr/bin/env python3
+import time
+time.sleep(600)
+"""
 
 
 class RealSlurm(unittest.TestCase):
@@ -37,10 +49,42 @@ class RealSlurm(unittest.TestCase):
                 raise AssertionError(f"Slurm is required here (HANGWATCH_REQUIRE_SLURM) but {why}")
             raise unittest.SkipTest(why)
         cls.cluster = SlurmCluster().start()
+        cls.time_limit_root = Path(tempfile.mkdtemp(prefix="hangwatch-slurm-time-limit-"))
+        try:
+            cls.time_limit_job = cls.submit_time_limit_job(cls.time_limit_root)
+        except BaseException:
+            cls.tearDownClass()
+            raise
 
     @classmethod
     def tearDownClass(cls):
         cls.cluster.stop()
+        shutil.rmtree(getattr(cls, "time_limit_root", ""), True)
+
+    @classmethod
+    def submit_time_limit_job(cls, root):
+        """A batch job of one minute whose ring hangs on a dead link after a few steps (wait mode),
+        with collectors that never finish in time."""
+        for binary in (report_jobs.hangwatch_lib(), report_jobs.forensics_binary()):
+            if not Path(binary).exists():
+                raise unittest.SkipTest(f"{binary} is not built")
+        slow = root / "slow-collector"
+        slow.write_text(SLOW_COLLECTOR)
+        slow.chmod(0o755)
+        env = report_jobs.watchdog_env(root, timeout_s=3, faults="dead-link=1->2@op=10")
+        env.update({"HANGWATCH_JOB_ID": "", "HANGWATCH_FORENSICS": str(slow), "HANGWATCH_COLLECT_WAIT": "120"})
+        preload = env.pop("LD_PRELOAD")
+        env.update(cls.cluster.env)
+        argv = " ".join(report_jobs.job_argv("ring_train", [], 100000))
+        script = root / "job.sh"
+        script.write_text(f"""#!/bin/bash
+export MASTER_ADDR=127.0.0.1 MASTER_PORT={free_port()}
+srun --export=ALL,LD_PRELOAD={preload} {argv}
+""")
+        sub = subprocess.run(["sbatch", "--parsable", "--time=1", "-J", TIME_LIMIT_JOB, "-n", str(NRANKS),
+                              "-o", str(root / "slurm.out"), str(script)], env={**os.environ, **env},
+                             capture_output=True, text=True, check=True)
+        return sub.stdout.strip().split(";")[0]
 
     def setUp(self):
         for binary in (report_jobs.hangwatch_lib(), report_jobs.forensics_binary()):
@@ -48,7 +92,7 @@ class RealSlurm(unittest.TestCase):
                 self.skipTest(f"{binary} is not built")
         self.root = Path(tempfile.mkdtemp(prefix="hangwatch-slurm-job-"))
         self.addCleanup(shutil.rmtree, self.root, True)
-        self.addCleanup(self.cluster.cancel_all)
+        self.addCleanup(self.cluster.cancel_all, but=(TIME_LIMIT_JOB,))
 
     def start(self, args, steps, timeout_s, srun_opts=(), extra_env=None, faults=""):
         env = report_jobs.watchdog_env(self.root, timeout_s=timeout_s, faults=faults)
@@ -143,8 +187,7 @@ class RealSlurm(unittest.TestCase):
             while time.monotonic() < deadline and not collecting() and job.proc.poll() is None:
                 time.sleep(0.05)
             self.assertTrue(collecting(), f"the collectors were never seen at work\n{job.output()[-3000:]}")
-            jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.cluster.env, capture_output=True,
-                                  text=True).stdout.split()
+            jobs = self.cluster.jobs(but=(TIME_LIMIT_JOB,))
             self.assertEqual(len(jobs), 1, jobs)
             subprocess.run(["scancel", jobs[0]], env=self.cluster.env, check=True)
             code = job.wait_exit(120)
@@ -213,6 +256,51 @@ srun --export=ALL,LD_PRELOAD={preload} {argv}
         first = json.loads(out)
         self.assertEqual(first["verdict"]["culprit_link"], {"from": 1, "to": 2}, json.dumps(first["verdict"], indent=1))
         self.assertEqual(first["ranks_missing"], [])
+
+    def test_time_limit_reached_while_the_collectors_run_marks_what_was_cut_short(self):
+        # Named to run last: the job started with the cluster and has been hanging since.
+        job_id = self.time_limit_job
+        log = self.time_limit_root / "slurm.out"
+        output = lambda: log.read_text(errors="replace")[-4000:] if log.exists() else ""
+        self.assertTrue(self.wait_job(job_id, ("TIMEOUT",), 150), f"{self.job_state(job_id)}\n{output()}")
+        out = log.read_text(errors="replace")
+        self.assertIn("DUE TO TIME LIMIT", out)
+        job_dir = self.time_limit_root / job_id
+        trigger = json.loads((job_dir / "TRIGGER.json").read_text())
+        self.assertEqual(trigger["stuck_op"]["op"], "ncclAllReduce", trigger)
+        self.assertEqual(report_jobs.every_json_whole(job_dir), [])
+        self.assertEqual(list(job_dir.rglob("*.tmp.*")), [])
+        for rank in range(NRANKS):
+            snapshot = json.loads((job_dir / "ranks" / f"r{rank:05d}.watchdog.json").read_text())
+            self.assertEqual(snapshot["identity"]["rank"], rank)
+            state = json.loads((job_dir / "ranks" / f"r{rank:05d}.state.json").read_text())
+            # Cut short, and marked so: the rank wrote why before Slurm's SIGTERM went on.
+            self.assertEqual(state["state"], "collecting", f"rank {rank}: {state}\n{out[-3000:]}")
+            self.assertIn("the launcher's SIGTERM ended the process 20 s after it came", state["note"])
+            self.assertGreater(state["collector_pid"], 0)
+        self.assertEqual(len(re.findall(r"SIGTERM held 20 s, the most it may be; the collector \(pid \d+\)", out)),
+                         NRANKS, out[-3000:])
+        code, text, err = report_jobs.report(job_dir, "json", ("--wait", "0"))
+        self.assertEqual(code, 0, err)
+        rep = json.loads(text)
+        self.assertEqual(rep["ranks_missing"], [])
+        partial = {p["rank"]: p for p in rep["ranks_partial"]}
+        self.assertEqual(sorted(partial), list(range(NRANKS)), rep["ranks_partial"])
+        for p in partial.values():
+            self.assertEqual(p["missing"], "forensics dump", p)
+            self.assertIn("the launcher's SIGTERM ended the process", p["reason"])
+        # One node, no debugger's ring progress: NCCL's profiler sees no network connection, so the
+        # honest verdict may be unsure; never a confident wrong culprit.
+        v = rep["verdict"]
+        self.assertIn(v["kind"], ("communication-hang", "inconclusive"), json.dumps(v, indent=1))
+        if v["confident"]:
+            self.assertEqual(v.get("culprit_link"), {"from": 1, "to": 2}, json.dumps(v, indent=1))
+        else:
+            suspected = {r for s in v["suspects"] for r in (s.get("ranks") or [])}
+            self.assertTrue({1, 2} <= suspected, json.dumps(v, indent=1))
+        code, text, err = report_jobs.report(job_dir, "text", ("--wait", "0"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("the launcher's SIGTERM ended the process", text)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 import report_jobs
 from e2e_case import E2ECase
 from harness import MpiJob, ring_train_binary
-from report_jobs import JOB_ID, SMALL_MODEL, build_dir, forensics_binary
+from report_jobs import JOB_ID, SMALL_MODEL, build_dir, every_json_whole, forensics_binary
 
 NRANKS = 4
 CLONE_NEWNS = 0x00020000
@@ -105,19 +105,6 @@ def traced_ranks(pids):
         if int(re.search(r"TracerPid:\s+(\d+)", status)[1]) != 0:
             traced.append(pid)
     return traced
-
-
-def every_json_whole(folder):
-    """Every dump file under `folder` that a reader would take as written parses whole."""
-    torn = []
-    for f in Path(folder).rglob("*.json"):
-        if ".tmp." in f.name:
-            continue
-        try:
-            json.loads(f.read_text())
-        except ValueError:
-            torn.append(str(f))
-    return torn
 
 
 def states_done(job_dir):
