@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds, and runs every test suite:
-#   1. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer,
-#   2. the end-to-end suite on a RelWithDebInfo build (the builds of 3 and 4 compile beside it),
+#   1. the end-to-end suite on a RelWithDebInfo build (the builds of 2, 3 and 4 compile beside it),
+#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer,
 #   3. the concurrent parts (streams, events, ring collectives, the watchdog's poller)
 #      under ThreadSanitizer,
 #   4. the build against the real CUDA 13 / cuBLAS / NCCL in /usr/local/cuda
@@ -69,21 +69,18 @@ if [ "$quick" -eq 1 ]; then
   exit 0
 fi
 
-echo "== unit tests under AddressSanitizer + UBSan"
-configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan -LE e2e -j "$jobs" --output-on-failure
-
-# Every unit test ran above: this build is the end-to-end suite's (and the checks that need
-# its drop-in folder), without the unit-test programs.
-echo "== end-to-end suite, with the ThreadSanitizer and real-CUDA builds compiling beside it"
+# The end-to-end suite's build first (without the unit-test programs: the unit tests run once,
+# under ASan/UBSan). The end-to-end jobs mostly wait (timeouts, hung ranks): about one core of
+# two is busy. The three other builds (ASan/UBSan, ThreadSanitizer, real CUDA) use the idle one
+# at the lowest priority, so the jobs' timing is left alone, and their tests run after the suite.
+echo "== end-to-end suite, with the sanitizer and real-CUDA builds compiling beside it"
 configure_and_build build -DHANGWATCH_UNIT_TESTS=OFF
-# The end-to-end jobs mostly wait (timeouts, hung ranks): about one core of two is busy. The
-# two other builds use the idle one at the lowest priority, so the jobs' timing is left alone.
 side_log=$(mktemp)
 (
   set -e
   renice -n 19 -p "$BASHPID" >/dev/null  # inherited by every compiler it starts
+  ninja() { command ninja -j "$jobs" "$@"; }  # not ninja's nproc+2: the jobs keep their memory
+  configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
   configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests
   tests/gpu/run.sh --cpu-only --only build --build-dir build-realcuda --out build-realcuda/gpu-suite-build
 ) >"$side_log" 2>&1 &
@@ -93,9 +90,13 @@ wait_for_torch
 ctest --test-dir build -j "$jobs" --output-on-failure
 if ! wait "$side_builds"; then
   cat "$side_log" >&2
-  echo "test.sh: the ThreadSanitizer or real-CUDA build failed (see above)" >&2
+  echo "test.sh: the sanitizer or real-CUDA builds failed (see above)" >&2
   exit 1
 fi
+
+echo "== unit tests under AddressSanitizer + UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -LE e2e -j "$jobs" --output-on-failure
 
 echo "== streams, events, ring collectives and the watchdog's poller under ThreadSanitizer"
 tsan_tests
