@@ -237,6 +237,8 @@ void forEachJudgeableMember(NodeShare::Layout* l, F&& f) {
 
 }  // namespace
 
+uint64_t processStartTicks(pid_t pid) { return startTicks(pid); }
+
 std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir, const std::string& attempt) {
   std::error_code ec;
   std::string absolute = std::filesystem::absolute(job_dir, ec).lexically_normal().string();

@@ -25,6 +25,7 @@
 #include "hangwatch/watchdog/job_completion.h"
 #include "hangwatch/watchdog/last_error_guard.h"
 #include "hangwatch/watchdog/monotonic_clock.h"
+#include "hangwatch/watchdog/launch_claim.h"
 #include "hangwatch/watchdog/node_share.h"
 #include "hangwatch/watchdog/op_poller.h"
 #include "hangwatch/watchdog/real_api.h"
@@ -503,12 +504,28 @@ void Watchdog::finishPolling(PollState& p) {
 ClaimedAttempt Watchdog::claimAttemptFolder(double started_unix_s) {
   AttemptClaim claim{config_.job_dir, jobIdFromEnv(), launchKeyFromEnv(), started_unix_s, hostName(), ::getpid(),
                      launcher_.rank};
+  // The node's first rank of this launch claims for all of them (launch_claim.h).
+  auto claim_here = [&] { return claimHere(claim); };
+  const std::string board = LaunchClaim::boardPath("/dev/shm", config_.job_dir, claim.launch.key, claim.host, ::getppid());
+  LaunchClaim::Outcome got = LaunchClaim::claimOnce(board, claim_here, config_.storage_deadline_s + 5);
+  // The claimer found the dump folder unusable: this rank's files go to the fallback too.
+  if (got.from_board && !got.claim.gave_up.empty()) storage_->giveUp(got.claim.gave_up);
+  ClaimedAttempt& attempt = got.claim.attempt;
+  if (attempt.dir != config_.job_dir && attempt.dir != config_.fallbackJobDir())
+    WatchdogLog::instance().info(fmt::format("the job folder holds an earlier launch: this one's files go to {}",
+                                             attempt.dir));
+  return std::move(attempt);
+}
+
+NodeClaim Watchdog::claimHere(const AttemptClaim& claim) {
   Expected<ClaimedAttempt> attempt = storage_->call<ClaimedAttempt>(
       "claiming this launch's folder in " + config_.job_dir, [claim] { return claimAttempt(claim); });
+  std::string gave_up;
   if (!attempt) {
     // Full, read-only, gone or stalled from the start: the launch's folder is claimed under
     // the fallback, and every file of this rank goes there (said once, by tellFallback).
-    storage_->giveUp(attempt.error());
+    gave_up = attempt.error();
+    storage_->giveUp(gave_up);
     AttemptClaim local = claim;
     local.job_dir = config_.fallbackJobDir();
     attempt = claimAttempt(local);
@@ -516,12 +533,9 @@ ClaimedAttempt Watchdog::claimAttemptFolder(double started_unix_s) {
   if (!attempt) {
     // Still safe: the trigger watcher ignores a TRIGGER.json older than this process.
     WatchdogLog::instance().failureOnce("attempt", "dumps go to " + config_.fallbackJobDir() + ": " + attempt.error());
-    return ClaimedAttempt{config_.fallbackJobDir(), AttemptRecord{}};
+    return {ClaimedAttempt{config_.fallbackJobDir(), AttemptRecord{}}, gave_up};
   }
-  if (attempt->dir != config_.job_dir && attempt->dir != config_.fallbackJobDir())
-    WatchdogLog::instance().info(fmt::format("the job folder holds an earlier launch: this one's files go to {}",
-                                             attempt->dir));
-  return std::move(*attempt);
+  return {std::move(*attempt), gave_up};
 }
 
 NodeShare* Watchdog::attachNodeShare(const ClaimedAttempt& attempt) {

@@ -98,6 +98,11 @@ class NodeShare {
   bool left_ = false;
 };
 
+// When process `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat): with the
+// pid, it names the process for good (pids are reused). 0 when it is gone, a zombie, or /proc
+// cannot tell.
+uint64_t processStartTicks(pid_t pid);
+
 // "/dev/shm/hangwatch-<uid>-<hash of the absolute job dir, the attempt and the host name>".
 std::string nodeSharePath(const std::string& job_dir, const std::string& shm_dir = "/dev/shm",
                           const std::string& attempt = "");

@@ -20,6 +20,7 @@
 #include "hangwatch/watchdog/device_timers.h"
 #include "hangwatch/watchdog/deferred_ops.h"
 #include "hangwatch/watchdog/graph_registry.h"
+#include "hangwatch/watchdog/launch_claim.h"
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/watchdog/host_call_slots.h"
 #include "hangwatch/common/trigger_record.h"
@@ -117,6 +118,7 @@ class Watchdog {
   void finishPolling(PollState& p);
   // This launch's folder in the job folder (attempt.h), claimed when this rank is its first.
   ClaimedAttempt claimAttemptFolder(double started_unix_s);
+  NodeClaim claimHere(const AttemptClaim& claim);
   NodeShare* attachNodeShare(const ClaimedAttempt& attempt);
   void noteIdentity(PollState& p, int64_t now_ns);
   void startMetrics(PollState& p);
