@@ -37,6 +37,7 @@ if [ "$tests" -eq 1 ]; then
     prometheus prometheus-node-exporter  # promtool and the live scrape in tests/e2e/test_prometheus.py
     slurmctld slurmd slurm-client munge  # a one-machine Slurm cluster: tests/e2e/slurm_cluster.py
     fuse3 libfuse3-dev pkg-config  # tests/programs/faultyfs.c: a dump folder that stalls or fails
+    strace                       # tests/e2e/test_lookups.py counts the look-ups on the dump folder
   )
 fi
 if [ "$torch" -eq 1 ] && ! python3.11 -c 'import venv, ensurepip' 2>/dev/null; then

@@ -1,3 +1,7 @@
+# Look-ups on the shared dump folder per node, at start and in the steady state (issue #44
+# item 4), counted by strace: tests/e2e/test_lookups.py.
+hangwatch_e2e_test(storage.lookups_per_node test_lookups.LookupsPerNode 120)
+
 # A dump folder on storage that stalls, fills up, turns read-only or errors (issue #44):
 # tests/programs/faultyfs.c is a FUSE file system (libfuse3, installed by
 # scripts/install-deps.sh --tests) whose changes a control file holds, slows or fails; tmpfs
