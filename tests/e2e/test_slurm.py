@@ -263,6 +263,11 @@ srun --export=ALL,LD_PRELOAD={preload} {argv}
         log = self.time_limit_root / "slurm.out"
         output = lambda: log.read_text(errors="replace")[-4000:] if log.exists() else ""
         self.assertTrue(self.wait_job(job_id, ("TIMEOUT",), 150), f"{self.job_state(job_id)}\n{output()}")
+        # TIMEOUT is said as the limit is reached: wait until every process of the job has ended.
+        deadline = time.monotonic() + 60
+        while job_id in self.cluster.jobs() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        self.assertNotIn(job_id, self.cluster.jobs(), output())
         out = log.read_text(errors="replace")
         self.assertIn("DUE TO TIME LIMIT", out)
         job_dir = self.time_limit_root / job_id
