@@ -129,7 +129,9 @@ Layout* openClaimBoard(const std::string& path, pid_t parent) {
     ScopedFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
     if (fd.valid()) return mapLayout(fd.get());
     if (errno != ENOENT) return nullptr;
-    const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), ::gettid());
+    // Unique per process and thread (gettid is newer than the glibc 2.28 the library targets).
+    static std::atomic<unsigned> boards_made{0};
+    const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), boards_made.fetch_add(1));
     ScopedFd made(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!made.valid()) return nullptr;
     void* p = MAP_FAILED;
