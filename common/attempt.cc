@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/schema/json_codec.h"
 #include "hangwatch/common/trigger_record.h"
@@ -44,7 +45,16 @@ std::string safeName(std::string s) {
   return s;
 }
 
-std::optional<std::string> readText(const std::string& path) {
+// A record of the dump folder: through the calling thread's file system (dump_fs.h).
+constexpr size_t kMaxRecordBytes = 4 << 20;
+
+std::optional<std::string> readRecordText(const std::string& path) {
+  Expected<std::string> text = dumpFs().read(path, kMaxRecordBytes, /*create=*/false, 0);
+  if (!text) return std::nullopt;
+  return std::move(*text);
+}
+
+std::optional<std::string> readProcText(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   std::stringstream ss;
@@ -53,7 +63,7 @@ std::optional<std::string> readText(const std::string& path) {
 }
 
 std::optional<AttemptRecord> parseRecord(const std::string& dir) {
-  std::optional<std::string> text = readText(attemptRecordPath(dir));
+  std::optional<std::string> text = readRecordText(attemptRecordPath(dir));
   if (!text) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded()) return std::nullopt;
@@ -62,10 +72,7 @@ std::optional<AttemptRecord> parseRecord(const std::string& dir) {
   return std::move(*r);
 }
 
-bool exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
+bool exists(const std::string& path) { return dumpFs().stat(path).has_value(); }
 
 // One look at a folder's record: there and readable, there and unreadable (damaged), or
 // not there. A record is linked in whole, so "unreadable" is decided by a second read.
@@ -88,15 +95,15 @@ std::optional<AttemptRecord> readRecord(const std::string& dir) { return lookAtR
 // When the folder's TRIGGER.json was written: its own time, else the file's (a corrupt one).
 std::optional<double> triggerTime(const std::string& dir) {
   const std::string path = triggerPath(dir);
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  if (std::optional<std::string> text = readText(path)) {
+  const std::optional<FileStat> st = dumpFs().stat(path);
+  if (!st) return std::nullopt;
+  if (std::optional<std::string> text = readRecordText(path)) {
     nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_discarded()) {
       if (Expected<TriggerRecord> t = triggerFromJson(j); t && t->time_unix_s > 0) return t->time_unix_s;
     }
   }
-  return static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
+  return st->mtime_unix_s;
 }
 
 // A folder that triggered before this process started belongs to an earlier launch.
@@ -171,7 +178,7 @@ LaunchKey launchKeyFromEnv(const EnvLookup& env) {
 
 double processStartUnixS() {
   // starttime (field 22) counts clock ticks since boot; CLOCK_BOOTTIME is the same clock.
-  std::optional<std::string> stat = readText("/proc/self/stat");
+  std::optional<std::string> stat = readProcText("/proc/self/stat");
   const double now = wallNow();
   if (!stat) return now;
   size_t close = stat->rfind(')');

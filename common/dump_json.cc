@@ -3,8 +3,7 @@
 #include "hangwatch/common/stack_frame.h"
 #include "hangwatch/common/trigger_record.h"
 
-#include <fstream>
-#include <sstream>
+#include "hangwatch/common/dump_fs.h"
 
 namespace hangwatch {
 
@@ -13,11 +12,10 @@ nlohmann::json toJson(const TriggerRecord& t) { return schema::toJson(t); }
 Expected<TriggerRecord> triggerFromJson(const nlohmann::json& j) { return schema::fromJson<TriggerRecord>(j); }
 
 Expected<TriggerRecord> readTriggerFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{path + ": no such file"};
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  // Through the calling thread's file system (dump_fs.h): the watchdog reads it on shared storage.
+  Expected<std::string> text = dumpFs().read(path, 4 << 20, /*create=*/false, 0);
+  if (!text) return Error{path + ": no such file"};
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Error{path + " is truncated or corrupt"};
   Expected<TriggerRecord> t = triggerFromJson(j);
   if (!t) return Error{path + " is unreadable: " + t.error()};

@@ -1,5 +1,7 @@
 #include "hangwatch/common/dump_mode.h"
 
+#include "hangwatch/common/dump_fs.h"
+
 #include <sys/stat.h>
 
 #include <atomic>
@@ -61,22 +63,6 @@ void applyDumpMode(int fd) {
   if (fd >= 0) ::fchmod(fd, dumpFileMode());
 }
 
-Expected<bool> makeDumpDirs(const std::string& dir) {
-  namespace fs = std::filesystem;
-  fs::path p = fs::path(dir).lexically_normal();
-  std::vector<fs::path> missing;
-  std::error_code ec;
-  for (fs::path at = p; !at.empty() && !fs::exists(at, ec); at = at.parent_path()) {
-    missing.push_back(at);
-    if (at == at.parent_path()) break;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    const int rc = ::mkdir(it->c_str(), dumpDirMode());
-    if (rc != 0 && errno != EEXIST)
-      return Error{"cannot create directory " + it->string() + ": " + std::strerror(errno)};
-    if (rc == 0) ::chmod(it->c_str(), dumpDirMode());  // the umask may have taken bits away
-  }
-  return !missing.empty();
-}
+Expected<bool> makeDumpDirs(const std::string& dir) { return dumpFs().makeDirs(dir, dumpDirMode()); }
 
 }  // namespace hangwatch

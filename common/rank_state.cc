@@ -1,12 +1,16 @@
 #include "hangwatch/common/rank_state.h"
 
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/schema/json_codec.h"
 
 namespace hangwatch {
+namespace {
+
+constexpr size_t kMaxStateBytes = 4 << 20;
+
+}  // namespace
 
 const char* dumpPhaseName(DumpPhase p) { return schema::enumName(p).data(); }
 
@@ -25,11 +29,9 @@ Expected<RankState> rankStateFromText(const std::string& text) {
 }
 
 Expected<RankState> readRankState(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"no file"};
-  std::stringstream text;
-  text << in.rdbuf();
-  return rankStateFromText(text.str());
+  Expected<std::string> text = dumpFs().read(path, kMaxStateBytes, /*create=*/false, 0);
+  if (!text) return Error{"no file"};
+  return rankStateFromText(*text);
 }
 
 }  // namespace hangwatch

@@ -1,27 +1,18 @@
 #include "hangwatch/common/trigger_beacon.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/common/job_layout.h"
-#include "hangwatch/common/scoped_fd.h"
 
 namespace hangwatch {
 namespace {
 
 constexpr size_t kMaxBeaconBytes = 64 * 1024;
-
-std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 }  // namespace
 
@@ -29,52 +20,19 @@ TriggerBeacon::TriggerBeacon(std::string job_dir)
     : job_dir_(std::move(job_dir)), path_(triggerBeaconPath(job_dir_)), trigger_path_(triggerPath(job_dir_)) {}
 
 Expected<BeaconState> TriggerBeacon::read(int64_t base) {
-  int flags = O_RDONLY | O_CLOEXEC | (exists_ ? 0 : O_CREAT);
-  ScopedFd fd(::open(path_.c_str(), flags, dumpFileMode()));
-  if (!fd.valid() && errno == ENOENT) {
-    (void)makeDumpDirs(job_dir_);
-    fd = ScopedFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, dumpFileMode()));
-  }
-  if (!fd.valid()) {
-    exists_ = false;
-    return Error{errnoText("cannot open " + path_)};
-  }
-  exists_ = true;
-  std::string text;
-  char buf[4096];
-  while (text.size() < kMaxBeaconBytes) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return parseBeacon(text, base);
+  // Made (with the job's folder) the first time, so that later looks are one open and read.
+  Expected<std::string> text = dumpFs().read(path_, kMaxBeaconBytes, /*create=*/!exists_, dumpFileMode());
+  exists_ = text.ok();
+  if (!text) return Error{text.error()};
+  return parseBeacon(*text, base);
 }
 
 Expected<bool> TriggerBeacon::append(const std::string& line) {
-  (void)makeDumpDirs(job_dir_);
-  const ScopedFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, dumpFileMode()));
-  if (!fd.valid()) return Error{errnoText("cannot open " + path_)};
-  std::string data = line + "\n";
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd.get(), p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{errnoText("cannot write " + path_)};
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  // Readers on other nodes see the line once it reached the server: flushed before close.
-  bool synced = ::fsync(fd.get()) == 0;
-  if (!synced) return Error{errnoText("cannot flush " + path_)};
-  return true;
+  // Readers on other nodes see the line once it reached the server: flushed before it returns.
+  return dumpFs().append(path_, line + "\n", dumpFileMode(), /*keep_open=*/false, /*sync=*/true);
 }
 
-bool TriggerBeacon::triggerFileExists() const {
-  struct stat st;
-  return ::stat(trigger_path_.c_str(), &st) == 0;
-}
+bool TriggerBeacon::triggerFileExists() const { return dumpFs().stat(trigger_path_).has_value(); }
 
 std::string beaconTriggerLine(int rank, const std::string& host, int64_t pid, double time_unix_s) {
   return fmt::format("triggered rank={} host={} pid={} time={:.3f}", rank, host, pid, time_unix_s);

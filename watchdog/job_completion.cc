@@ -1,7 +1,6 @@
 #include "hangwatch/watchdog/job_completion.h"
 
-#include <unistd.h>
-
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/rank_state.h"
 
@@ -15,7 +14,7 @@ bool JobCompletion::poll(double now_unix_s) {
   while (cursor_ < world_size_) {
     const std::string path = rankStatePath(job_dir_, cursor_);
     Expected<RankState> state = readRankState(path);
-    if (!state && ::access(path.c_str(), F_OK) != 0 && now_unix_s - first_poll_unix_s_ >= answer_window_s_) {
+    if (!state && !dumpFs().stat(path) && now_unix_s - first_poll_unix_s_ >= answer_window_s_) {
       ++silent_;
       ++given_up_;
       ++cursor_;
