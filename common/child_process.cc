@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -35,6 +36,8 @@ struct ExecPlan {
   int exec_error_fd;  // the child writes execve's errno here; EOF means the exec happened
   sigset_t caller_mask;
   bool hold_term;
+  int pass_fd;  // becomes fd 3; never 0-3 itself
+  bool die_with_parent;
 };
 
 std::vector<std::string> environmentFor(const ChildCommand& c) {
@@ -118,6 +121,8 @@ bool markFdsListedInProc() {
   // The job's sockets and files (a listening port, a lock) must not stay open in a
   // collector that outlives it.
   markFdsAboveStdioCloseOnExec();
+  if (err == 0 && plan.pass_fd >= 0 && ::dup2(plan.pass_fd, 3) < 0) err = errno;
+  if (err == 0 && plan.die_with_parent && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) err = errno;
   sigset_t mask = plan.caller_mask;
   if (plan.hold_term) ::sigaddset(&mask, SIGTERM);
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
@@ -178,9 +183,23 @@ Expected<ChildProcess> ChildProcess::start(const ChildCommand& c) {
   int exec_error[2];
   if (::pipe2(exec_error, O_CLOEXEC) != 0) return failed("pipe");
   ScopedFd exec_error_read(exec_error[0]), exec_error_write(exec_error[1]);
+  // The fd passed becomes 3 after stdio is set up: neither it nor the exec-error pipe, used
+  // after that, may be 0-3 themselves.
+  ScopedFd pass_copy;
+  if (c.pass_fd >= 0) {
+    if (c.pass_fd <= 3) {
+      pass_copy = ScopedFd(::fcntl(c.pass_fd, F_DUPFD_CLOEXEC, 4));
+      if (!pass_copy.valid()) return failed("fcntl");
+    }
+    if (exec_error_write.get() <= 3) {
+      exec_error_write = ScopedFd(::fcntl(exec_error_write.get(), F_DUPFD_CLOEXEC, 4));
+      if (!exec_error_write.valid()) return failed("fcntl");
+    }
+  }
+  const int pass_fd = pass_copy.valid() ? pass_copy.get() : c.pass_fd;
 
-  ExecPlan plan{c.exe.c_str(), pointersTo(args), pointersTo(env), devnull.get(), output_write.get(),
-                exec_error_write.get(), {}, c.hold_term};
+  ExecPlan plan{c.exe.c_str(),         pointersTo(args), pointersTo(env), devnull.get(), output_write.get(),
+                exec_error_write.get(), {},              c.hold_term,     pass_fd,       c.die_with_parent};
   sigset_t all;
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &plan.caller_mask);

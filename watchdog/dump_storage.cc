@@ -1,6 +1,5 @@
 #include "hangwatch/watchdog/dump_storage.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -12,44 +11,21 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/dump_mode.h"
-#include "hangwatch/common/scoped_fd.h"
+#include "hangwatch/watchdog/io_helper.h"
+#include "hangwatch/watchdog/watchdog_log.h"
 
 namespace hangwatch::watchdog {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-bool writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Opens `path` for appending, making its folder when missing.
-ScopedFd openForAppend(const std::string& path, std::string* error) {
-  ScopedFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, dumpFileMode()));
-  if (!fd.valid() && errno == ENOENT) {
-    if (Expected<bool> made = makeDumpDirs(std::filesystem::path(path).parent_path().string()); !made) {
-      *error = made.error();
-      return fd;
-    }
-    fd = ScopedFd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, dumpFileMode()));
-  }
-  if (!fd.valid()) *error = fmt::format("cannot open {}: {}", path, std::strerror(errno));
-  else applyDumpMode(fd.get());
-  return fd;
-}
 
 }  // namespace
 
@@ -88,7 +64,7 @@ struct DumpStorage::Shared {
   std::string why;
   uint64_t lines_lost = 0;
   std::function<void(const std::string&, const std::string&)> on_fallback;
-  std::map<std::string, ScopedFd> append_fds;  // the storage thread's alone
+  std::atomic<pid_t> io_helper_pid{0};
 
   std::chrono::nanoseconds deadline() const {
     return std::chrono::nanoseconds(static_cast<int64_t>(std::max(0.001, config.deadline_s) * 1e9));
@@ -147,20 +123,33 @@ struct DumpStorage::Shared {
     fallBack(fmt::format("stalled: {} took more than {:g} s", what, config.deadline_s));
   }
 
+  // The fallback is node-local: written by this process itself, on whichever thread.
   Expected<Written> writeFallback(const std::string& path, const std::string& contents, mode_t mode) {
-    return writeFileAtomically(place(path), contents, mode);
+    return localDumpFs().writeAtomically(place(path), contents, mode, {});
   }
 
   void appendFallback(const std::string& path, const std::string& line) {
-    std::string error;
-    ScopedFd fd = openForAppend(place(path), &error);
-    if (!fd.valid() || !writeAll(fd.get(), line)) {
+    if (!localDumpFs().append(place(path), line, dumpFileMode(), /*keep_open=*/false, /*sync=*/false)) {
       std::lock_guard lock(mutex);
       ++lines_lost;
     }
   }
 
   static void serve(const std::shared_ptr<Shared>& self) {
+    // Declared in this order: the thread's file system is put back before the helper goes.
+    std::unique_ptr<IoHelper> helper;
+    std::optional<ThreadDumpFs> through_helper;
+    if (!self->config.io_helper.empty()) {
+      auto tell = [](const std::string& message) { WatchdogLog::instance().failureOnce("io-helper", message); };
+      if (auto started = IoHelper::start(self->config.io_helper, tell)) {
+        helper = std::move(*started);
+        through_helper.emplace(helper.get());
+        self->io_helper_pid.store(helper->pid(), std::memory_order_release);
+      } else {
+        tell("the storage thread does the dump folder's file operations itself (a mount that stalls forever "
+             "would then keep this rank from exiting): " + started.error());
+      }
+    }
     for (;;) {
       std::shared_ptr<Task> task;
       {
@@ -302,16 +291,9 @@ void DumpStorage::appendLater(const std::string& path, std::string line) {
   task->what = "appending to " + path;
   task->append = true;
   task->run = [sp, path, text] {
-    std::string error;
-    ScopedFd& fd = sp->append_fds[path];
-    if (!fd.valid()) {
-      fd = openForAppend(path, &error);
-      sp->touch();
-    }
-    if (fd.valid() && writeAll(fd.get(), *text)) return;
-    if (error.empty()) error = fmt::format("cannot append to {}: {}", path, std::strerror(errno));
-    fd.close();
-    sp->fallBack(error);
+    Expected<bool> appended = dumpFs().append(path, *text, dumpFileMode(), /*keep_open=*/true, /*sync=*/false);
+    if (appended) return;
+    sp->fallBack(appended.error());
     sp->appendFallback(path, *text);
   };
   task->instead = [sp, path, text] { sp->appendFallback(path, *text); };
@@ -341,6 +323,8 @@ uint64_t DumpStorage::linesLost() const {
   std::lock_guard lock(shared_->mutex);
   return shared_->lines_lost;
 }
+
+pid_t DumpStorage::ioHelperPid() const { return shared_->io_helper_pid.load(std::memory_order_acquire); }
 
 bool DumpStorage::drain(double seconds) {
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));

@@ -17,6 +17,7 @@
 #include "hangwatch/watchdog/collector_launcher.h"
 #include "hangwatch/watchdog/hang_responder.h"
 #include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/fallback_record.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/rank_state.h"
@@ -203,8 +204,9 @@ Watchdog::Watchdog(WatchdogConfig config)
                                                    ::_exit(code);
                                                  })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);
-  storage_ = std::make_unique<DumpStorage>(
-      DumpStorageConfig{config_.job_dir, config_.fallbackJobDir(), config_.storage_deadline_s});
+  storage_ = std::make_unique<DumpStorage>(DumpStorageConfig{
+      config_.job_dir, config_.fallbackJobDir(), config_.storage_deadline_s,
+      config_.io_helper ? CollectorLauncher::findForensicsBinary(config_.forensics_binary) : ""});
   storage_->onFallback([this](const std::string& why, const std::string& where) { tellFallback(why, where); });
   const double collector_s = config_.collect ? std::min(config_.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0;
   declared_hold_ns_ = static_cast<int64_t>((collector_s + kDeclaredHoldMarginS) * 1e9);
@@ -821,7 +823,7 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
     if (rank == self) return;
     const std::string path = rankStatePath(storage_->place(p.attempt.dir), rank);
     Expected<bool> exists = onDumps<bool>(p, "looking for " + path,
-                                          [path] { return Expected<bool>(::access(path.c_str(), F_OK) == 0); });
+                                          [path] { return Expected<bool>(dumpFs().stat(path).has_value()); });
     if (!exists || *exists) return;
     s.rank = rank;
     s.phase = DumpPhase::kDone;

@@ -65,6 +65,7 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
   if (const char* v = env("HANGWATCH_PROMETHEUS_DIR")) c.prometheus_dir = v;
   if (const char* v = env("HANGWATCH_STORAGE_DEADLINE"); v && !parsePositive(v, &c.storage_deadline_s))
     warn(std::string("HANGWATCH_STORAGE_DEADLINE=") + v + " is not a positive number of seconds");
+  if (const char* v = env("HANGWATCH_IO_HELPER"); v && std::string_view(v) == "0") c.io_helper = false;
   c.fallback_root = fallbackRootFromEnv(env);
   std::string mode_warning;
   setDumpModeFromEnv(env, &mode_warning);

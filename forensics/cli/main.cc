@@ -7,6 +7,7 @@
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/forensics/cli/analyze_command.h"
 #include "hangwatch/forensics/cli/collect_command.h"
+#include "hangwatch/forensics/cli/io_helper_command.h"
 #include "hangwatch/forensics/cli/node_summary_command.h"
 #include "hangwatch/forensics/cli/report_command.h"
 #include "hangwatch/forensics/cli/timeline_command.h"
@@ -24,6 +25,7 @@ std::vector<std::unique_ptr<Command>> allCommands() {
   c.push_back(std::make_unique<hangwatch::forensics::TimelineCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::TriggerCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::NodeSummaryCommand>());
+  c.push_back(std::make_unique<hangwatch::forensics::IoHelperCommand>());
   return c;
 }
 

@@ -42,7 +42,7 @@ struct Folders {
   test_support::TempDir dir{"hangwatch-storage"};
   std::string primary = dir.path + "/shared/job";
   std::string fallback = dir.path + "/local/job";
-  DumpStorageConfig config(double deadline_s) const { return {primary, fallback, deadline_s}; }
+  DumpStorageConfig config(double deadline_s) const { return {primary, fallback, deadline_s, ""}; }
 };
 
 // A call the test holds on the storage thread until it lets it go, as a stalled mount would.

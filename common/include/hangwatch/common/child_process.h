@@ -29,6 +29,11 @@ struct ChildCommand {
   // tree or cgroup), and a collector must finish within its own deadlines instead. SIGKILL,
   // and its parent's time bound, still end it.
   bool hold_term = false;
+  // Given to the child as its fd 3 (a socket to talk to it over); -1: none.
+  int pass_fd = -1;
+  // SIGKILL to the child when the thread that started it ends (PR_SET_PDEATHSIG): a helper
+  // that must not outlive the process it serves, even when it is blocked in the kernel.
+  bool die_with_parent = false;
 };
 
 class ChildProcess {

@@ -4,7 +4,9 @@
 // watchdog does there goes through this class, on a thread of its own ("hangwatch-io"), so
 // that no application thread ever waits on the dump folder and no watchdog thread waits on a
 // system call there that has not returned within the deadline (HANGWATCH_STORAGE_DEADLINE): a
-// slow mount whose calls each return in time is slow, not stalled. When the folder fails (an error while writing) or stalls (an
+// slow mount whose calls each return in time is slow, not stalled. That thread hands each
+// system call to a helper process (io_helper.h): a call that never returns holds the helper,
+// not a thread of the rank, which can then still exit and stop under ptrace. When the folder fails (an error while writing) or stalls (an
 // operation past the deadline) the rank's files go to the same place under a node-local
 // fallback folder (HANGWATCH_FALLBACK_DIR) from then on; `forensics report --fallback` reads
 // both. The switch is for the rest of the process: a rank's files are then in one place, and
@@ -27,6 +29,9 @@ struct DumpStorageConfig {
   std::string primary;   // the job's folder on shared storage ($HANGWATCH_DUMP_DIR/<job-id>)
   std::string fallback;  // its node-local stand-in ($HANGWATCH_FALLBACK_DIR/<job-id>)
   double deadline_s = 10;
+  // The `forensics` binary whose `io-helper` does the storage thread's file operations in a
+  // process of its own (io_helper.h); empty: the storage thread does them itself.
+  std::string io_helper;
 };
 
 // HANGWATCH_FALLBACK_DIR, else $TMPDIR/hangwatch-fallback, else /var/tmp/hangwatch-fallback.
@@ -78,6 +83,8 @@ class DumpStorage {
   uint64_t linesLost() const;
   // For tests: the queued and running operations are done (true) within `seconds`.
   bool drain(double seconds);
+  // The helper process doing the file operations, once started (0: none, or not yet).
+  pid_t ioHelperPid() const;
 
  private:
   struct Shared;

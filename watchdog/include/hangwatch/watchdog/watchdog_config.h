@@ -33,6 +33,9 @@ struct WatchdogConfig {
   // HANGWATCH_STORAGE_DEADLINE: the longest one operation on the dump folder may take before
   // the folder is taken for stalled and given up.
   double storage_deadline_s = 10;
+  // HANGWATCH_IO_HELPER=0: the storage thread does the dump folder's file operations itself
+  // instead of through its helper process (io_helper.h).
+  bool io_helper = true;
 
   int64_t timeoutNs() const { return static_cast<int64_t>(timeout_s * 1e9); }
   int64_t warnAfterNs() const { return static_cast<int64_t>(warn_after_s * 1e9); }
