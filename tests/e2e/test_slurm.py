@@ -33,9 +33,12 @@ from slurm_cluster import SlurmCluster, free_port
 NRANKS = 4
 TIME_LIMIT_JOB = "hangwatch-time-limit"
 # A collector slower than any launcher waits (cuda-gdb attaching to a large process can take
-# minutes): it only sleeps. It inherits the blocked SIGTERM, so Slurm's SIGKILL ends it.
+# minutes): it only sleeps. It inherits the blocked SIGTERM, so Slurm's SIGKILL ends it. The
+# watchdog's other use of the binary, its dump-folder helper, is the real one.
 SLOW_COLLECTOR = """#!/usr/bin/env python3
-import time
+import os, sys, time
+if sys.argv[1:2] == ["io-helper"]:
+    os.execv({forensics!r}, [{forensics!r}] + sys.argv[1:])
 time.sleep(600)
 """
 
@@ -69,7 +72,7 @@ class RealSlurm(unittest.TestCase):
             if not Path(binary).exists():
                 raise unittest.SkipTest(f"{binary} is not built")
         slow = root / "slow-collector"
-        slow.write_text(SLOW_COLLECTOR)
+        slow.write_text(SLOW_COLLECTOR.format(forensics=str(report_jobs.forensics_binary())))
         slow.chmod(0o755)
         env = report_jobs.watchdog_env(root, timeout_s=3, faults="dead-link=1->2@op=10")
         env.update({"HANGWATCH_JOB_ID": "", "HANGWATCH_FORENSICS": str(slow), "HANGWATCH_COLLECT_WAIT": "120"})
