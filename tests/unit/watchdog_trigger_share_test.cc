@@ -611,8 +611,59 @@ TEST_CASE("AHandlerTheJobInstallsWhileDumpingIsKeptOnRelease") {
   CHECK(now.sa_handler == &jobTermHandler);
 }
 
+namespace trigger_share_test {
+
+// What TermDeferral's handler does in a process that did not arm it: the default action back,
+// and the signal raised again.
+void probeHandler(int sig) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
+}
+
+// Whether a forked child of this (multithreaded) process ends by a signal whose handler sets
+// the default action back and raises it again: ThreadSanitizer's runtime does not deliver it
+// in every version (the child runs on), which no product code can change.
+bool forkedChildRunsSignalHandlers() {
+  // Multithreaded when it forks, with a thread blocked in a system call, as an armed process
+  // is (TermDeferral's guard thread in read()).
+  int wake[2];
+  REQUIRE(::pipe(wake) == 0);
+  std::thread other([fd = wake[0]] {
+    char c;
+    (void)!::read(fd, &c, 1);
+  });
+  struct sigaction probe {}, before {};
+  probe.sa_handler = &probeHandler;
+  sigemptyset(&probe.sa_mask);
+  REQUIRE(sigaction(SIGUSR2, &probe, &before) == 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::raise(SIGUSR2);
+    ::_exit(0);
+  }
+  (void)!::write(wake[1], "x", 1);
+  other.join();
+  ::close(wake[0]);
+  ::close(wake[1]);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(sigaction(SIGUSR2, &before, nullptr) == 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGUSR2;
+}
+
+}  // namespace trigger_share_test
+
 TEST_CASE("AForkedChildOfAnArmedProcessGetsSigtermAsTheJobMeantIt") {
   // A dataloader worker inherits the holding handler but has no poller to answer it.
+  if (!trigger_share_test::forkedChildRunsSignalHandlers()) {
+    WARN("skipped: a forked child of this process is not ended by a signal it raises again from its handler "
+         "(ThreadSanitizer's runtime)");
+    return;
+  }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
