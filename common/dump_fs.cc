@@ -1,7 +1,6 @@
 #include "hangwatch/common/dump_fs.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include <mutex>
 #include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/common/scoped_fd.h"

@@ -1,12 +1,13 @@
 #include "hangwatch/common/dump_fs_remote.h"
 
-#include <fmt/format.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+
+#include <fmt/format.h>
 
 namespace hangwatch {
 namespace dump_fs_wire {

@@ -1,6 +1,5 @@
 #include "hangwatch/watchdog/io_helper.h"
 
-#include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "hangwatch/common/child_process.h"
 

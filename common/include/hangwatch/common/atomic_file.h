@@ -1,19 +1,17 @@
 #pragma once
 // Every dump file is written to a temporary name in the same directory and
-// renamed into place, so a reader never sees half a file (DESIGN.md §4).
+// renamed into place, so a reader never sees half a file (DESIGN.md §4). Through the calling
+// thread's file system (dump_fs.h).
 #include <sys/types.h>
 
 #include <functional>
 #include <string>
 #include <string_view>
 
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/expected.h"
 
 namespace hangwatch {
-
-struct Written {
-  std::string path;
-};
 
 // Creates missing parent directories. Files and folders get the dump mode (dump_mode.h)
 // unless `mode` says otherwise (a file others must read, e.g. a Prometheus textfile).

@@ -18,10 +18,14 @@
 #include <string>
 #include <string_view>
 
-#include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/expected.h"
 
 namespace hangwatch {
+
+// Where a file was written.
+struct Written {
+  std::string path;
+};
 
 struct FileStat {
   double mtime_unix_s = 0;
