@@ -96,32 +96,33 @@ def threads_blocked_in_the_kernel(pids):
     return blocked
 
 
+def state_and_parent(stat_path):
+    """(state letter, parent pid) from a /proc stat file; nothing once the process is gone."""
+    try:
+        stat = Path(stat_path).read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[1])
+
+
 def io_helpers(pids):
     """pid -> state of each rank's dump-folder helper process (`forensics io-helper`)."""
     helpers = {}
     for proc in Path("/proc").glob("[0-9]*"):
+        got = state_and_parent(proc / "stat")
         try:
-            stat = (proc / "stat").read_text()
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) in pids and b"io-helper" in cmdline:
-            helpers[int(proc.name)] = fields[0]
+        if got and got[1] in pids and b"io-helper" in cmdline:
+            helpers[int(proc.name)] = got[0]
     return helpers
 
 
 def alive(pids):
     """The pids still running (neither gone nor a zombie)."""
-    running = []
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2] != "Z":
-            running.append(pid)
-    return running
+    return [pid for pid in pids if (got := state_and_parent(f"/proc/{pid}/stat")) and got[0] != "Z"]
 
 
 def traced_ranks(pids):
