@@ -157,6 +157,8 @@ srun --export=ALL,LD_PRELOAD={preload} {argv}
         self.assertIsNotNone(code, out[-3000:])
         self.assertNotEqual(code, 0, out[-3000:])
         job_dir = self.job_dir(out)
+        self.assertTrue((job_dir / "TRIGGER.json").exists(),
+                        f"{sorted(str(p) for p in job_dir.rglob('*'))[:40]}\n{out[-5000:]}")
         trigger = json.loads((job_dir / "TRIGGER.json").read_text())
         self.assertEqual(trigger["reason"], "launcher-signal", trigger)
         self.assertEqual(trigger["stuck_op"]["op"], "ncclAllReduce", trigger)
