@@ -860,8 +860,15 @@ void VerdictMaker::addCulpritStacks(Verdict& v) const {
     const RankSummary* s = job_.find(r);
     if (!s || !s->has_forensics) continue;
     bool majority = !classes_.empty() && classes_.front().ranks.contains(r) && classes_.size() > 1;
+    // The main thread first: a dump lists threads by id, and once pid numbers wrap a thread the
+    // rank started later (PyTorch's watchdog, named like the process) can sort before it.
+    std::vector<const stackmerge::RankThread*> order;
+    for (const stackmerge::RankThread& t : s->threads) order.push_back(&t);
+    std::stable_partition(order.begin(), order.end(),
+                          [&](const stackmerge::RankThread* t) { return t->tid == s->pid; });
     int shown = 0;
-    for (const stackmerge::RankThread& t : s->threads) {
+    for (const stackmerge::RankThread* tp : order) {
+      const stackmerge::RankThread& t = *tp;
       std::span<const stackmerge::TableFrame> frames = job_.stacks->frames(t.stack);
       if (isInfrastructureThread(t.name) || frames.empty()) continue;
       bool main_thread = t.tid == s->pid;

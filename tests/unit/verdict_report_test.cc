@@ -225,6 +225,25 @@ TEST_CASE("RankThatNeverIssuedTheCollectiveIsANonCommunicationHangWithItsFrames"
   CHECK(mentions(v, "host node0"));
 }
 
+TEST_CASE("TheCulpritsMainThreadLeadsItsEvidenceWhateverItsThreadIdsOrder") {
+  // After pid numbers wrap, a thread the rank started later (PyTorch's watchdog, named like the
+  // process) can have a smaller id than the main thread and come first in the dump; the evidence
+  // line is the main thread's, where the host code is stuck.
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(r, 4, 5);
+  ranks[2].notInCollective(5, {"stall_in_host_loop", "train_step", "main"});
+  ranks[2].dump.threads.insert(ranks[2].dump.threads.begin(),
+                               verdict_test::thread(7, "ring_train", {"pthread_cond_timedwait", "timeoutWatchdog"}));
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 0, 5);
+  const Verdict v = reportOfDir(dir.path).verdict;
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  REQUIRE_FALSE(v.where.empty());
+  CHECK(v.where.front().frames.front() == "stall_in_host_loop");
+  CHECK(mentions(v, "Rank 2 thread ring_train is in stall_in_host_loop"));
+}
+
 TEST_CASE("DifferentCollectiveAtTheSameSequenceNumberIsAMismatch") {
   verdict_test::TempDir dir;
   std::vector<FakeRank> ranks;
