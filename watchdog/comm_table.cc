@@ -1,5 +1,7 @@
 #include "hangwatch/watchdog/comm_table.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace hangwatch::watchdog {
@@ -36,8 +38,28 @@ std::vector<CommView> CommTable::view() const {
     out.push_back({e.handle.load(std::memory_order_relaxed), e.hash, e.rank.load(std::memory_order_relaxed),
                    e.size.load(std::memory_order_relaxed), e.device.load(std::memory_order_relaxed),
                    e.state.load(std::memory_order_acquire), e.issued.load(std::memory_order_acquire),
-                   e.completed_plus1.load(std::memory_order_acquire), e.nccl_id.load(std::memory_order_acquire)});
+                   e.completed_plus1.load(std::memory_order_acquire), e.nccl_id.load(std::memory_order_acquire), {}});
+    out.back().recent = e.recent.read(out.back().issued);
   }
+  return out;
+}
+
+std::vector<IssuedOp> IssuedHistory::read(uint64_t issued) const {
+  std::vector<IssuedOp> out;
+  for (const Slot& s : slots_) {
+    const uint64_t before = s.seq_plus1.load(std::memory_order_acquire);
+    IssuedOp op;
+    op.name = s.name.load(std::memory_order_relaxed);
+    op.count = s.count.load(std::memory_order_relaxed);
+    const uint64_t packed = s.dtype_root.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (before == 0 || s.seq_plus1.load(std::memory_order_relaxed) != before || before > issued) continue;
+    op.seq = before - 1;
+    op.dtype = static_cast<int>(static_cast<uint32_t>(packed >> 32));
+    op.root = static_cast<int>(static_cast<uint32_t>(packed));
+    if (op.name != nullptr) out.push_back(op);
+  }
+  std::sort(out.begin(), out.end(), [](const IssuedOp& a, const IssuedOp& b) { return a.seq < b.seq; });
   return out;
 }
 

@@ -93,6 +93,7 @@ void advanceSeqs(Watchdog* w, const GraphContents& contents, PendingOp* op) {
     CommEntry* entry = w->comms().find(c.comm);
     if (entry == nullptr) continue;
     const uint64_t seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
+    entry->recent.note(seq, c.name, c.count, c.dtype, -1);  // the root is not kept with a capture
     if (op->op.comm_hash != 0) continue;
     op->op.name = replayName(c.name);
     op->op.comm_hash = entry->hash;

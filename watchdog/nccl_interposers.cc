@@ -116,6 +116,7 @@ struct CollectiveArgs {
   int peer;
   ncclComm_t comm;
   cudaStream_t stream;
+  int root = -1;  // of a rooted collective (Broadcast, Reduce, Gather, Scatter)
 };
 
 template <typename Call>
@@ -170,7 +171,10 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   }
   // ncclInProgress (a non-blocking communicator): accepted, NCCL's own thread launches it.
   const bool accepted = rc == ncclSuccess || rc == ncclInProgress;
-  if (accepted && collective && entry) op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
+  if (accepted && collective && entry) {
+    op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
+    entry->recent.note(op.op.seq, a.name, a.count, a.dtype, a.root);
+  }
   if (in_group) {
     if (rc == ncclSuccess) {
       if (grouped.count < GroupedOps::kMax)
@@ -246,7 +250,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
   auto real = next_broadcast.get();
   if (!real) return missing();
-  return communicate({"ncclBroadcast", OpClass::kCollective, count, datatype, -1, comm, stream},
+  return communicate({"ncclBroadcast", OpClass::kCollective, count, datatype, -1, comm, stream, root},
                      [&] { return real(sendbuff, recvbuff, count, datatype, root, comm, stream); });
 }
 
@@ -254,7 +258,7 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
                        cudaStream_t stream) {
   auto real = next_bcast.get();
   if (!real) return missing();
-  return communicate({"ncclBcast", OpClass::kCollective, count, datatype, -1, comm, stream},
+  return communicate({"ncclBcast", OpClass::kCollective, count, datatype, -1, comm, stream, root},
                      [&] { return real(buff, count, datatype, root, comm, stream); });
 }
 
@@ -262,7 +266,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
                         int root, ncclComm_t comm, cudaStream_t stream) {
   auto real = next_reduce.get();
   if (!real) return missing();
-  return communicate({"ncclReduce", OpClass::kCollective, count, datatype, -1, comm, stream},
+  return communicate({"ncclReduce", OpClass::kCollective, count, datatype, -1, comm, stream, root},
                      [&] { return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream); });
 }
 
@@ -278,7 +282,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
                         ncclComm_t comm, cudaStream_t stream) {
   auto real = next_gather.get();
   if (!real) return missing();
-  return communicate({"ncclGather", OpClass::kCollective, count, datatype, -1, comm, stream},
+  return communicate({"ncclGather", OpClass::kCollective, count, datatype, -1, comm, stream, root},
                      [&] { return real(sendbuff, recvbuff, count, datatype, root, comm, stream); });
 }
 
@@ -286,7 +290,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
                          ncclComm_t comm, cudaStream_t stream) {
   auto real = next_scatter.get();
   if (!real) return missing();
-  return communicate({"ncclScatter", OpClass::kCollective, count, datatype, -1, comm, stream},
+  return communicate({"ncclScatter", OpClass::kCollective, count, datatype, -1, comm, stream, root},
                      [&] { return real(sendbuff, recvbuff, count, datatype, root, comm, stream); });
 }
 

@@ -104,6 +104,14 @@ SnapshotComm commOf(const CommView& c) {
   if (c.completed_plus1 > 0) sc.last_completed_seq = c.completed_plus1 - 1;
   if (c.nccl_id != 0) sc.nccl_id = CommTable::hashHex(c.nccl_id);
   sc.address = hexId(c.handle);
+  for (const IssuedOp& op : c.recent) {
+    SnapshotIssuedOp& r = sc.recent.emplace_back();
+    r.seq = op.seq;
+    r.op = op.name;
+    r.count = op.count;
+    r.dtype = ncclDtypeName(op.dtype);
+    if (op.root >= 0) r.root = op.root;
+  }
   return sc;
 }
 

@@ -13,6 +13,11 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(toJson(*back) == toJson(s));
   CHECK(back->comms[0].nccl_id == "1852e9190e780d2a");
   CHECK(back->comms[0].address == "0x55d0c0a01000");
+  REQUIRE(back->comms[0].recent.size() == 2);
+  CHECK(back->comms[0].recent[1].root == std::optional<int>(0));
+  CHECK(back->comms[0].recent[1].dtype == "int64");
+  CHECK_FALSE(back->comms[0].recent[0].root);
+  CHECK(back->comms[1].recent.empty());
   CHECK(toJson(s)["comms"][1]["nccl_id"].is_null());  // unknown is null, not ""
   REQUIRE(back->progress);
   CHECK(back->progress->connections[0].steps == std::array<uint64_t, 4>{32, 30, 30, 29});
@@ -26,6 +31,12 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->progress->algorithms[0].last_s_ago == std::optional<double>(2.5));
   CHECK_FALSE(back->progress->algorithms[1].last_s_ago);
   CHECK(back->progress->dropped_comms == 2u);
+  // A dump written before the issued collectives were kept reads as none kept.
+  nlohmann::json before_recent = toJson(s);
+  before_recent["comms"][0].erase("recent");
+  auto no_recent = watchdogSnapshotFromJson(before_recent);
+  REQUIRE(no_recent.ok());
+  CHECK(no_recent->comms[0].recent.empty());
   // A dump written before the algorithms were recorded reads as none seen.
   nlohmann::json old = toJson(s);
   old["progress"].erase("algorithms");

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/watchdog_snapshot.h"
 #include "hangwatch/simgpu/kernel.h"
 #include "hangwatch/watchdog/watchdog.h"
 
@@ -247,6 +248,52 @@ TEST_CASE("GroupSimulateEndEndsTheGroupSoLaterCollectivesAreTimedAndCounted") {
   REQUIRE(s["comms"].size() == 1);
   CHECK(s["comms"][0]["last_issued_seq"] == 0);
   CHECK(s["comms"][0]["last_completed_seq"] == 0);
+  // The seq the simulated group gave back is kept once, as the collective that took it again.
+  REQUIRE(s["comms"][0]["recent"].size() == 1);
+  CHECK(s["comms"][0]["recent"][0]["seq"] == 0);
+  CHECK(s["comms"][0]["recent"][0]["count"] == 1024);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("TheSnapshotKeepsTheLastCollectivesIssuedOnEachCommunicatorWithTheirArguments") {
+  const std::string job = useFreshJobDir("100");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* buf;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)) == cudaSuccess);
+  for (size_t n = 1; n <= 20; ++n)
+    REQUIRE(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  REQUIRE(ncclBroadcast(buf, buf, 8, ncclInt64, 0, comm, stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  fs::create_directories(job);
+  {
+    std::ofstream trigger(hangwatch::triggerPath(job));
+    trigger << R"({"reason": "unit test", "pid": 1})" << "\n";
+  }
+  const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
+  REQUIRE(waitUntil([&] { return fs::exists(snapshot); }, 10));
+  auto s = hangwatch::watchdogSnapshotFromJson(nlohmann::json::parse(std::ifstream(snapshot)));
+  REQUIRE(s.ok());
+  REQUIRE(s->comms.size() == 1);
+  const std::vector<hangwatch::SnapshotIssuedOp>& recent = s->comms[0].recent;
+  // The last 16 of 21, oldest first: seqs 5..20, each with the count it was called with.
+  REQUIRE(recent.size() == 16);
+  for (size_t i = 0; i + 1 < recent.size(); ++i) {
+    CHECK(recent[i].seq == 5 + i);
+    CHECK(recent[i].op == "ncclAllReduce");
+    CHECK(recent[i].count == 6 + i);
+    CHECK(recent[i].dtype == "float32");
+    CHECK_FALSE(recent[i].root);
+  }
+  CHECK(recent.back().seq == 20);
+  CHECK(recent.back().op == "ncclBroadcast");
+  CHECK(recent.back().count == 8);
+  CHECK(recent.back().dtype == "int64");
+  CHECK(recent.back().root == std::optional<int>(0));
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
 }
 

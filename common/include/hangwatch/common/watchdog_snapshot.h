@@ -28,6 +28,16 @@ struct SnapshotIdentity {
   std::string cuda_visible_devices;  // as in the environment, empty when unset
 };
 
+// A collective this rank issued on a communicator: the arguments every member must call it
+// with (NCCL checks none of them across ranks).
+struct SnapshotIssuedOp {
+  uint64_t seq = 0;
+  std::string op;                    // "ncclAllReduce", ...
+  uint64_t count = 0;
+  std::string dtype;
+  std::optional<int> root;           // Broadcast, Reduce, Gather, Scatter
+};
+
 struct SnapshotComm {
   std::string hash;                  // hex; equal on every member rank of the communicator
   int rank = -1;
@@ -40,6 +50,9 @@ struct SnapshotComm {
   // init and NCCL's memory know it by. Empty when the watchdog could not tie it.
   std::string nccl_id;
   std::string address;               // the ncclComm_t, "0x..." (for a debugger)
+  // The last collectives issued on it (at most 16), oldest first; absent in dumps from
+  // before 2026-11-29.
+  std::vector<SnapshotIssuedOp> recent;
 };
 
 // Where one network connection's proxy got (NCCL profiler ProxyOp/ProxyStep events;
@@ -194,6 +207,18 @@ struct Schema<SnapshotIdentity> {
 };
 
 template <>
+struct Schema<SnapshotIssuedOp> {
+  static constexpr const char* what = "issued op";
+  static constexpr auto fields = std::tuple{
+      field("seq", &SnapshotIssuedOp::seq, "issued seq"),
+      field("op", &SnapshotIssuedOp::op, "issued op"),
+      field("count", &SnapshotIssuedOp::count, "issued count"),
+      field("dtype", &SnapshotIssuedOp::dtype, "issued dtype"),
+      field("root", &SnapshotIssuedOp::root, "issued root"),
+  };
+};
+
+template <>
 struct Schema<SnapshotComm> {
   static constexpr const char* what = "comm";
   static constexpr auto fields = std::tuple{
@@ -206,6 +231,7 @@ struct Schema<SnapshotComm> {
       field("last_completed_seq", &SnapshotComm::last_completed_seq, "last_completed_seq"),
       field("nccl_id", &SnapshotComm::nccl_id, "comm nccl_id", Empty::kNull),
       field("address", &SnapshotComm::address, "comm address"),
+      field("recent", &SnapshotComm::recent, "comm recent"),
   };
 };
 

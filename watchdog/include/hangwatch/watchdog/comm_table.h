@@ -12,6 +12,49 @@ namespace hangwatch::watchdog {
 
 enum class CommState : uint8_t { kLive, kDestroyed, kAborted };
 
+// One collective as the host issued it: the arguments every member must agree on.
+struct IssuedOp {
+  uint64_t seq = 0;
+  const char* name = nullptr;  // static storage: the interposer's literal
+  uint64_t count = 0;
+  int dtype = -1;              // ncclDataType_t
+  int root = -1;               // Broadcast/Reduce/Gather/Scatter; -1 otherwise or unknown
+};
+
+// The last kKept collectives issued on one communicator, slot seq % kKept: what this rank
+// called at each position, so that the report can find where members first called different
+// collectives (one more, or another size) even after some of them finished it. Written by
+// the issuing thread, read by the snapshot; a slot is a seqlock (seq_plus1 0 while written).
+class IssuedHistory {
+ public:
+  static constexpr size_t kKept = 16;
+
+  void note(uint64_t seq, const char* name, uint64_t count, int dtype, int root) {
+    Slot& s = slots_[seq % kKept];
+    s.seq_plus1.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    s.name.store(name, std::memory_order_relaxed);
+    s.count.store(count, std::memory_order_relaxed);
+    s.dtype_root.store(pack(dtype, root), std::memory_order_relaxed);
+    s.seq_plus1.store(seq + 1, std::memory_order_release);
+  }
+  // The records with seq < `issued` (a seq given back, as a captured group's, is not kept),
+  // oldest first; a slot being written at that moment is left out.
+  std::vector<IssuedOp> read(uint64_t issued) const;
+
+ private:
+  struct Slot {
+    std::atomic<uint64_t> seq_plus1{0};
+    std::atomic<const char*> name{nullptr};
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> dtype_root{0};
+  };
+  static uint64_t pack(int dtype, int root) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(dtype)) << 32) | static_cast<uint32_t>(root);
+  }
+  Slot slots_[kKept];
+};
+
 struct CommEntry {
   std::atomic<uintptr_t> handle{0};
   uint64_t hash = 0;
@@ -26,6 +69,7 @@ struct CommEntry {
   std::atomic<uint64_t> completed_plus1{0}; // last completed seq + 1, 0 when none
   std::atomic<uint64_t> splits{0};          // ncclCommSplit calls on this parent, for child hashes
   std::atomic<uint64_t> nccl_id{0};         // NCCL's commHash, 0 until known (nccl_comm_ids.h)
+  IssuedHistory recent;
 };
 
 // What the snapshot needs of one communicator, copied out.
@@ -37,6 +81,7 @@ struct CommView {
   uint64_t issued = 0;
   uint64_t completed_plus1 = 0;
   uint64_t nccl_id = 0;
+  std::vector<IssuedOp> recent;  // oldest first
 };
 
 class CommTable {
