@@ -93,6 +93,8 @@ SnapshotIdentity identityOf(const SnapshotInputs& in) {
   return id;
 }
 
+static_assert(IssuedHistory::kKept == SnapshotComm::kRecentKept, "the snapshot says how many it keeps");
+
 SnapshotComm commOf(const CommView& c) {
   SnapshotComm sc;
   sc.hash = CommTable::hashHex(c.hash);

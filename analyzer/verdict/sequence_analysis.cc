@@ -1,6 +1,7 @@
 #include "hangwatch/verdict/sequence_analysis.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -128,7 +129,7 @@ CommPositions SequenceAnalysis::positions(const HangFocus& focus) const {
       p.finished.push_back(s.rank);
     }
   }
-  for (auto& [shape, ranks] : shapes) p.groups.push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), ranks});
+  for (auto& [shape, ranks] : shapes) p.groups.push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), ranks, std::nullopt});
   std::stable_sort(p.groups.begin(), p.groups.end(),
                    [](const OpGroup& a, const OpGroup& b) { return a.ranks.size() > b.ranks.size(); });
   auto m = members_.find(focus.comm);
@@ -159,6 +160,62 @@ std::optional<HangFocus> SequenceAnalysis::heldElsewhere(const HangFocus& focus,
     }
   }
   return best;
+}
+
+std::optional<Divergence> SequenceAnalysis::firstDivergence(const std::string& comm, uint64_t up_to) const {
+  struct Call {
+    std::string op, dtype;
+    uint64_t count = 0;
+    std::optional<int> root;
+  };
+  // member -> seq -> what it called there.
+  std::map<int, std::map<uint64_t, Call>> calls;
+  const bool shared = shared_.count(comm) > 0;
+  for (const RankSummary& s : job_.ranks) {
+    for (const SnapshotComm& c : s.comms) {
+      if (c.hash != comm || c.rank < 0) continue;
+      const int member = shared ? c.rank : s.rank;
+      std::map<uint64_t, Call>& mine = calls[member];
+      for (const SnapshotIssuedOp& op : c.recent)
+        if (op.seq <= up_to) mine[op.seq] = {op.op == "ncclBcast" ? "ncclBroadcast" : op.op, op.dtype, op.count, op.root};
+      // Pending collectives older than the record's window: a process driving several ranks of
+      // the communicator does not say which rank's stream holds which, so only on one of its own.
+      if (shared) continue;
+      for (const SnapshotPendingOp& op : s.pending) {
+        if (op.comm != comm || !op.seq || *op.seq > up_to || op.op_class != "collective" || mine.count(*op.seq))
+          continue;
+        mine[*op.seq] = {op.op == "ncclBcast" ? "ncclBroadcast" : op.op, op.dtype, op.count, std::nullopt};
+      }
+    }
+  }
+  std::set<uint64_t> seqs;
+  for (const auto& [member, mine] : calls)
+    for (const auto& [seq, call] : mine) seqs.insert(seq);
+  for (uint64_t seq : seqs) {
+    std::vector<std::pair<int, const Call*>> at;
+    for (const auto& [member, mine] : calls)
+      if (auto c = mine.find(seq); c != mine.end()) at.emplace_back(member, &c->second);
+    if (at.size() < 2) continue;
+    // Roots count only where every member's is known (a graph replay keeps none).
+    const bool roots = std::all_of(at.begin(), at.end(), [](const auto& m) { return m.second->root.has_value(); });
+    std::map<std::tuple<std::string, uint64_t, std::string, int>, std::vector<int>> shapes;
+    for (const auto& [member, call] : at)
+      shapes[{call->op, call->count, call->dtype, roots ? *call->root : -1}].push_back(member);
+    if (shapes.size() < 2) continue;
+    Divergence d;
+    d.seq = seq;
+    for (auto& [shape, ranks] : shapes) {
+      OpGroup g{std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), ranks, std::nullopt};
+      if (roots) g.root = std::get<3>(shape);
+      d.groups.push_back(std::move(g));
+    }
+    std::stable_sort(d.groups.begin(), d.groups.end(),
+                     [](const OpGroup& a, const OpGroup& b) { return a.ranks.size() > b.ranks.size(); });
+    for (const auto& [member, mine] : calls)
+      if (!mine.count(seq)) d.unknown.push_back(member);
+    return d;
+  }
+  return std::nullopt;
 }
 
 std::vector<int> SequenceAnalysis::ranksWithPendingWork() const {

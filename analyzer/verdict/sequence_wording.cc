@@ -16,13 +16,12 @@ using namespace wording;
 void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const {
   for (size_t i = 0; i < p.groups.size(); ++i) {
     const OpGroup& g = p.groups[i];
-    std::string who = "rank(s) " + ranksText(g.ranks) + " are";
+    std::string who = "rank(s) " + ranksText(g.ranks);
     if (i > 0 && g.ranks.size() <= 4) {
       who.clear();
       for (int r : g.ranks) who += (who.empty() ? "" : ", ") + describeRank(job_, r);
-      who += g.ranks.size() == 1 ? " is" : " are";
     }
-    v.evidence.push_back(fmt::format("At seq {} on communicator {}, {} in {}.", f.seq, f.comm, who, opShape(g)));
+    v.evidence.push_back(fmt::format("At seq {} on communicator {}, {} called {}.", f.seq, f.comm, who, opShape(g)));
   }
   if (!p.groups.empty()) {
     v.headline = fmt::format(
@@ -45,6 +44,15 @@ void VerdictWording::mismatch(Verdict& v, const HangFocus& f, const CommPosition
   v.next_steps.push_back("A program bug, not a hardware fault: find the code path where rank(s) " + ranksText(odd) +
                          " issue a different collective (a rank-dependent branch or uneven data); draining hosts will "
                          "not help. Restart after fixing it.");
+}
+
+void VerdictWording::divergedEarlier(Verdict& v, const HangFocus& hang, const Divergence& d) const {
+  if (d.seq == hang.seq) return;
+  v.evidence.push_back(fmt::format(
+      "Read from the collectives each rank recorded issuing on this communicator (the last {} per rank): NCCL "
+      "compares no sizes or kinds across ranks, so a rank that ran another collective at seq {} may finish it and go "
+      "on, and from there its collectives are out of step with its peers'. The hang surfaced at {} seq {}.",
+      SnapshotComm::kRecentKept, d.seq, hang.op, hang.seq));
 }
 
 void VerdictWording::mismatchUndecided(Verdict& v, const HangFocus& f, const CommPositions& p) const {

@@ -91,6 +91,13 @@ Verdict VerdictMaker::byRule() const {
     // it is held up, not in host code of its own.
     std::vector<int> in_host_code, in_init;
     for (int r : p.behind) (insideInit(r) ? in_init : in_host_code).push_back(r);
+    // Members that called different collectives at or before this position: the hang is where
+    // that surfaced, the mismatch is the cause (an earlier one takes the place of one here).
+    if (std::optional<Divergence> d = sequences_.firstDivergence(f->comm, f->seq)) {
+      Verdict v = d->seq == f->seq && p.groups.size() > 1 ? mismatch(*f, p) : divergedEarlier(*f, *d);
+      v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
+      return v;
+    }
     const bool one_collective = p.groups.size() <= 1 && !cycle;  // no mismatch, no cycle
     if (one_collective && !p.behind.empty() && in_host_code.empty()) {
       if (std::optional<Verdict> v = notFormed()) return *v;
@@ -371,6 +378,30 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
   v.culprit_ranks = odd;
   wording_.mismatch(v, f, p, odd);
   hedgeMismatch(v, p, f);
+  // Without a majority nothing says which side ran what the program meant: each side is a
+  // suspect (two ranks of a pipeline pair, or two halves of a group).
+  if (v.confident && p.groups.size() > 1 && p.groups[0].ranks.size() == p.groups[1].ranks.size()) {
+    v.confident = false;
+    v.culprit_ranks.clear();
+    for (const OpGroup& g : p.groups) v.suspects.push_back(groupSuspect(g));
+    v.hinges_on = "which side called the collective the program meant to: as many ranks called one as the other";
+  }
+  return v;
+}
+
+// The members called different collectives at position d.seq and went on out of step: the
+// hang at f is where it surfaced. Judged as a mismatch at d.seq, where a member with a snapshot
+// whose record no longer reaches that far counts as one that could be on either side.
+Verdict VerdictMaker::divergedEarlier(const HangFocus& f, const Divergence& d) const {
+  const CommPositions here = sequences_.positions(f);
+  HangFocus at{f.comm, d.seq, d.groups.front().op, f.source, {}};
+  CommPositions p;
+  p.groups = d.groups;
+  p.comm_size = here.comm_size;
+  p.members_missing = here.members_missing;
+  p.members_missing.insert(p.members_missing.end(), d.unknown.begin(), d.unknown.end());
+  Verdict v = mismatch(at, p);
+  wording_.divergedEarlier(v, f, d);
   return v;
 }
 

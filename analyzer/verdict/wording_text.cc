@@ -30,7 +30,9 @@ std::pair<std::string, std::string> gapVerb(const DataGap& g) {
 
 // "AllReduce (1024 float)": a group's operation and shape.
 std::string opShape(const OpGroup& g) {
-  return g.op + (g.count ? fmt::format(" ({} {})", g.count, g.dtype.empty() ? "elements" : g.dtype) : "");
+  return g.op + (g.count ? fmt::format(" ({} {}{})", g.count, g.dtype.empty() ? "elements" : g.dtype,
+                                       g.root ? fmt::format(", root {}", *g.root) : "")
+                         : "");
 }
 
 // "1-3,7".

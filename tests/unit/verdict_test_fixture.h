@@ -3,6 +3,7 @@
 // built as the watchdog and the collector write them, for a chosen kind of hang.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -78,6 +79,24 @@ struct FakeRank {
     dump.host = snap.identity.host;
     dump.threads.push_back(thread(100 + rank, "ring_train", {"simcuda_stream_wait", "cudaStreamSynchronize", "train_step", "main"}));
     dump.threads.push_back(thread(200 + rank, "simnccl-ch0", {"simnccl_wait_peer", "simnccl_channel_main"}));
+  }
+
+  // What the rank recorded issuing on the communicator (comms[0].recent): seqs `from`..`to`
+  // as `op` of `count` float32, replacing any earlier record of those positions.
+  void issued(uint64_t from, uint64_t to, uint64_t count, const std::string& op = "ncclAllReduce") {
+    std::vector<SnapshotIssuedOp>& recent = snap.comms[0].recent;
+    std::erase_if(recent, [&](const SnapshotIssuedOp& r) { return r.seq >= from && r.seq <= to; });
+    for (uint64_t q = from; q <= to; ++q) recent.push_back({q, op, count, "float32", std::nullopt});
+    std::sort(recent.begin(), recent.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    while (recent.size() > SnapshotComm::kRecentKept) recent.erase(recent.begin());
+  }
+
+  // Finished the collective the others wait in and went on: issued up to `last_issued`, the
+  // oldest pending one now `waiting_in`.
+  void wentOn(uint64_t last_issued, uint64_t waiting_in) {
+    snap.comms[0].last_issued_seq = last_issued;
+    snap.comms[0].last_completed_seq = waiting_in - 1;
+    snap.streams[0].pending[0].seq = waiting_in;
   }
 
   // Not in the collective: issued up to seq-1, nothing pending, the main thread elsewhere.

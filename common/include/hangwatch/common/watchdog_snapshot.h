@@ -50,8 +50,9 @@ struct SnapshotComm {
   // init and NCCL's memory know it by. Empty when the watchdog could not tie it.
   std::string nccl_id;
   std::string address;               // the ncclComm_t, "0x..." (for a debugger)
-  // The last collectives issued on it (at most 16), oldest first; absent in dumps from
-  // before 2026-11-29.
+  // The last collectives issued on it (at most kRecentKept), oldest first; absent in dumps
+  // from before 2026-11-29.
+  static constexpr size_t kRecentKept = 16;
   std::vector<SnapshotIssuedOp> recent;
 };
 

@@ -31,6 +31,18 @@ struct OpGroup {
   uint64_t count = 0;
   std::string dtype;
   std::vector<int> ranks;
+  std::optional<int> root;  // a rooted collective's root, where every group's is known
+};
+
+// The first position on a communicator where its members called different collectives (by
+// name, count, dtype and root), from what each rank recorded issuing (its snapshot's last
+// collectives per communicator, and its pending ones). NCCL compares none of these across
+// ranks: a rank that runs one collective more, or one of another size, may finish it and go
+// on, and its peers hang at a later position where every pending operation agrees.
+struct Divergence {
+  uint64_t seq = 0;
+  std::vector<OpGroup> groups;  // two or more, largest first
+  std::vector<int> unknown;     // members with a snapshot whose record of this position is gone
 };
 
 struct CommPositions {
@@ -70,6 +82,9 @@ class SequenceAnalysis {
   // collective, overdue on that rank (its age past the rank's own timeout), is where the hang
   // is; the longest overdue one when several are. Nothing when no rank of `behind` has one.
   std::optional<HangFocus> heldElsewhere(const HangFocus& focus, const std::vector<int>& behind) const;
+  // The lowest position at or below `up_to` on `comm` where members called different
+  // collectives; nothing when every record agrees.
+  std::optional<Divergence> firstDivergence(const std::string& comm, uint64_t up_to) const;
   // Ranks with any pending operation or a blocked NCCL host call.
   std::vector<int> ranksWithPendingWork() const;
 

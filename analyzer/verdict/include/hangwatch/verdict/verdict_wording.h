@@ -140,6 +140,7 @@ class VerdictWording {
   // majority, what it hinges on.
   void mismatch(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& odd) const;
   void mismatchUndecided(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  void divergedEarlier(Verdict& v, const HangFocus& hang, const Divergence& d) const;
   // Non-communication hang: where the culprits stand and what the others wait in.
   void notInCollective(Verdict& v, const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits,
                        const std::vector<int>& waiting) const;
