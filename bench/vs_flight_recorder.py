@@ -74,6 +74,11 @@ def mismatch(kind):
     return make
 
 
+def never_joins(rng):
+    r = rng.randrange(NRANKS)
+    return {"args": ["--never-join-rank", str(r)], "truth": {"kind": "non-communication-hang", "rank": r}}
+
+
 CLASSES = {
     "dead-link": (dead_link, "a ring link stops delivering inside DDP's all-reduce"),
     "gpu-stops": (gpu_stops, "a rank's GPU stops inside a collective"),
@@ -81,6 +86,7 @@ CLASSES = {
     "rank-exits": (rank_exits, "a rank's process is killed mid-step"),
     "extra-collective": (mismatch("extra"), "a rank calls one all-reduce more"),
     "size-mismatch": (mismatch("size"), "a rank calls an all-reduce of another size"),
+    "never-joins": (never_joins, "a rank loops in Python before it joins the process group"),
 }
 
 
@@ -101,6 +107,14 @@ def fr_trace_judge(output, truth):
     if wanted & set(named):
         return "hedged", f"names rank(s) {named}" + (" (an end of the dead link)" if "link" in truth else "")
     return "wrong", f"names rank(s) {named}"
+
+
+def all_dumped(job_dir):
+    states = list((job_dir / "ranks").glob("r*.state.json")) if (job_dir / "TRIGGER.json").exists() else []
+    try:
+        return len(states) == NRANKS and all(json.loads(f.read_text()).get("state") == "done" for f in states)
+    except (OSError, ValueError):
+        return False
 
 
 def first_line(text, pattern):
@@ -124,10 +138,19 @@ def run(case, build, venv, keep):
                 "--nproc-per-node", str(NRANKS)]
     argv = [str(TRAIN), "--steps", "100", "--pg-timeout", str(TIMEOUT_S), *case.get("args", [])]
     try:
-        with MpiJob(NRANKS, argv, env=env, program="train.py", launcher=launcher) as job:
-            job.wait_exit(180)
-            output = job.output()
         job_dir = dumps / "vsfr"
+        with MpiJob(NRANKS, argv, env=env, program="train.py", launcher=launcher) as job:
+            # PyTorch's watchdog ends a hung job (its timeout, then SIGABRT 15 s later), except
+            # where it watches nothing: a process group that never forms hangs in init for ever.
+            # Once hangwatch's dumps are done, the job gets PyTorch's 20 s more, then is stopped.
+            deadline = time.monotonic() + 180
+            dumped_at = None
+            while job.wait_exit(1) is None and time.monotonic() < deadline:
+                if dumped_at is None and all_dumped(job_dir):
+                    dumped_at = time.monotonic()
+                if dumped_at is not None and time.monotonic() - dumped_at > TIMEOUT_S + 20:
+                    break
+            output = job.output()
         trigger = json.loads((job_dir / "TRIGGER.json").read_text()) if (job_dir / "TRIGGER.json").exists() else None
         stall = trigger["time_unix_s"] - trigger["stuck_op"]["age_s"] if trigger and trigger.get("stuck_op") else None
         result = {"case": {k: v for k, v in case.items() if k != "truth"}, "truth": case["truth"]}

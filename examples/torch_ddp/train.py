@@ -22,6 +22,8 @@ Host-side faults a real job has (simgpu's SIMGPU_FAULTS covers the device and th
       after queueing step S's gradient all-reduces
   --mismatch-rank R --mismatch-at-step S [--mismatch-kind extra|size] rank R calls one collective
       more than the others at step S, or reduces a loss of another size
+  --never-join-rank R                                                 rank R never joins the
+      process group: it loops in Python before init_process_group (a node stuck loading data)
 """
 import argparse
 import os
@@ -64,6 +66,7 @@ def parse_args(argv):
     p.add_argument("--mismatch-rank", type=int)
     p.add_argument("--mismatch-at-step", type=int)
     p.add_argument("--mismatch-kind", choices=["extra", "size"], default="extra")
+    p.add_argument("--never-join-rank", type=int)
     args = p.parse_args(argv)
     for flag in ("stall", "exit", "mismatch"):
         if getattr(args, f"{flag}_rank") is not None and getattr(args, f"{flag}_at_step") is None:
@@ -144,6 +147,11 @@ def stuck_in_host_loop(step):
         work = (work * 1.0001).clamp_(max=2.0)
 
 
+def stuck_before_joining():
+    # Set-up work that never ends before the process group is made (a dataset index build).
+    stuck_in_host_loop(-1)
+
+
 def stuck_in_sleep(step):
     while True:
         time.sleep(3600)
@@ -222,15 +230,17 @@ def main(argv):
     rank, world, local_rank = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     if world % args.tp:
         sys.exit(f"{PROGRAM}: --tp {args.tp} does not divide the world size {world}")
-    for flag in ("stall", "exit", "mismatch"):
+    for flag in ("stall", "exit", "mismatch", "never_join"):
         value = getattr(args, f"{flag}_rank")
         if value is not None and not 0 <= value < world:
-            sys.exit(f"{PROGRAM}: --{flag}-rank {value} is not a rank of this {world}-rank job")
+            sys.exit(f"{PROGRAM}: --{flag.replace('_', '-')}-rank {value} is not a rank of this {world}-rank job")
     if not torch.cuda.is_available():
         sys.exit(f"{PROGRAM}: torch {torch.__version__} sees no CUDA device "
                  "(on a machine without a GPU, run it under simgpu-run)")
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
+    if args.never_join_rank == rank:
+        stuck_before_joining()
     # device_id: the communicator is made at once, and new_group splits it (ncclCommSplit).
     dist.init_process_group("nccl", device_id=device, timeout=timedelta(seconds=args.pg_timeout))
     log(f"{PROGRAM} rank={rank} pid={os.getpid()} device={device} world={world} tp={args.tp}")
