@@ -173,7 +173,17 @@ void Watchdog::installAbortHold() {
 DeclaredHang::Outcome Watchdog::holdForDeclaredHang(DeclaredHang::How how, uintptr_t comm) noexcept {
   if (stopping_.load(std::memory_order_acquire) || poller_done_.load(std::memory_order_acquire))
     return DeclaredHang::Outcome::kNothingPending;
-  return declared_.declareAndHold(how, comm, declared_hold_ns_);
+  const int64_t began = monotonicNs();
+  const DeclaredHang::Outcome outcome = declared_.declareAndHold(how, comm, declared_hold_ns_);
+  if (outcome != DeclaredHang::Outcome::kNothingPending) {
+    // Said once the abort goes on, for the operator and for anyone measuring what the hold costs.
+    char line[160];
+    const size_t n = DeclaredHang::holdLine(line, sizeof line, launcher_.rank.value_or(-1), how, outcome,
+                                            monotonicNs() - began);
+    ssize_t ignored = ::write(STDERR_FILENO, line, n);  // async-signal-safe
+    (void)ignored;
+  }
+  return outcome;
 }
 
 // A forked child (a dataloader worker) has no poller thread and must not touch the

@@ -5,6 +5,7 @@ all-reduce, a GPU that stops and a rank stuck in Python are named, with every ra
 dumped while PyTorch's own watchdog thread is still there."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -309,6 +310,13 @@ class PyTorchsOwnTimeout(TorchCase):
         self.assertIn("(SIGABRT)", output, "a worker ends of PyTorch's SIGABRT, as without hangwatch")
         self.assertIn("Aborting process on rank", output, "PyTorch's own watchdog declared the hang")
         self.assertEqual(states(self.job_dir, 2), {0: "done", 1: "done"}, output[-3000:])
+        # Each rank says how long it held PyTorch's abort, and never held it past its bound.
+        held = [(int(r), how, int(ms)) for r, how, ms in re.findall(
+            r"hangwatch\[rank (\d+)\]: (SIGABRT|ncclCommAbort) held (\d+) ms until this rank's dumps were done", output)]
+        self.assertEqual({r for r, _, _ in held}, {0, 1}, output[-3000:])
+        self.assertNotIn("its bound, and went on", output)
+        self.assertTrue(all(ms <= 95_000 for _, _, ms in held), held)
+        print(f"abort held (ms): {held}")
         for rank, dump in self.dumps_of(2).items():
             state = json.loads((self.job_dir / "ranks" / f"r{rank:05d}.state.json").read_text())
             self.assertEqual(state["forensics"], "written", f"rank {rank}: {state}")

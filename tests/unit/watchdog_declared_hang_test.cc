@@ -121,3 +121,20 @@ TEST_CASE("ADeclaredHangNamesTheOldestPendingCommunicationOfTheAbortedCommunicat
   CHECK_FALSE(declaredHangFinding(queues, 10 * kSecond + kSecond / 2, "framework-signal", kSecond, 0x100));
   CHECK_FALSE(declaredHangFinding(StreamQueues{}, now, "framework-signal", kSecond));
 }
+
+TEST_CASE("TheHeldAbortIsSaidInOneLineWithHowLongItWasHeld") {
+  char buf[160];
+  using How = DeclaredHang::How;
+  using Outcome = DeclaredHang::Outcome;
+  auto line = [&](int rank, How how, Outcome outcome, int64_t ns, size_t cap = sizeof buf) {
+    return std::string(buf, DeclaredHang::holdLine(buf, cap, rank, how, outcome, ns));
+  };
+  CHECK(line(3, How::kAbortSignal, Outcome::kDumped, 2'350'400'000) ==
+        "hangwatch[rank 3]: SIGABRT held 2350 ms until this rank's dumps were done\n");
+  CHECK(line(0, How::kCommAbort, Outcome::kDumped, 999'999) ==
+        "hangwatch[rank 0]: ncclCommAbort held 0 ms until this rank's dumps were done\n");
+  CHECK(line(-1, How::kAbortSignal, Outcome::kHeldTooLong, 95'000'000'000) ==
+        "hangwatch[rank ?]: SIGABRT held 95000 ms, its bound, and went on with this rank's dumps not done\n");
+  // A buffer too small is filled and never overrun.
+  CHECK(line(12345, How::kAbortSignal, Outcome::kDumped, 1, 20) == "hangwatch[rank 12345");
+}

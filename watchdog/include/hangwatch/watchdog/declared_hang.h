@@ -10,6 +10,7 @@
 // A mailbox between the declaring thread, which may be in a signal handler (only atomics,
 // clock_gettime and nanosleep there), and the poller thread.
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace hangwatch::watchdog {
@@ -36,6 +37,12 @@ class DeclaredHang {
 
   // What a declaration's reason is in TRIGGER.json.
   static const char* reason(How how);
+
+  // The line the declaring thread writes to stderr once it lets the abort go on: how long it
+  // held it, e.g. "hangwatch[rank 3]: SIGABRT held 2350 ms until this rank's dumps were
+  // done\n". Async-signal-safe (no allocation, no locale); `rank` < 0: unknown. Returns the
+  // length written into `buf` (at most `cap`, cut short rather than overrun).
+  static size_t holdLine(char* buf, size_t cap, int rank, How how, Outcome outcome, int64_t held_ns) noexcept;
 
   // hangwatch's own threads (the poller, the responder) never hold themselves: an abort
   // there would wait for the thread that is to answer it.
