@@ -3,9 +3,12 @@
 
 Each run is one unmodified PyTorch DDP job (examples/torch_ddp/train.py, 4 ranks) under the real
 torchrun on simgpu, with hangwatch preloaded and the Flight Recorder on, one fault drawn from its
-class (which rank, which op or step). PyTorch's timeout and HANGWATCH_TIMEOUT are both 5 s, so
-both tools see the hang at the same moment; PyTorch then ends the job with SIGABRT, which
-hangwatch holds until its dumps are done. Afterwards:
+class (which rank, which op or step). PyTorch's timeout and HANGWATCH_TIMEOUT are both 5 s by
+default, so both tools see the hang at the same moment; PyTorch then ends the job with SIGABRT
+(4 s after its timeout here, --abort-wait-ms; 15 s by PyTorch's default), which hangwatch holds
+until its dumps are done, and each rank says for how long (reported as median and max). With
+--hangwatch-timeout far above --pytorch-timeout, PyTorch's watchdog declares every hang (the
+abort race of issue 42). Afterwards:
 
   - Flight Recorder: its own analyzer, `python -m torch.distributed.flight_recorder.fr_trace`
     (with --allow-incomplete-ranks, or it refuses a job with a missing dump), on its dumps;
@@ -38,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 NRANKS = 4
-TIMEOUT_S = 5
+TIMEOUT_S = 5         # both tools' timeout, unless --pytorch-timeout / --hangwatch-timeout say otherwise
+ABORT_WAIT_MS = 4000  # PyTorch's wait from its timeout to its SIGABRT (15000 by default)
 TRAIN = REPO / "examples" / "torch_ddp" / "train.py"
 
 
@@ -122,7 +126,7 @@ def first_line(text, pattern):
     return m.group(0) if m else ""
 
 
-def run(case, build, venv, keep):
+def run(case, build, venv, keep, timeouts=(TIMEOUT_S, TIMEOUT_S), abort_wait_ms=ABORT_WAIT_MS):
     from harness import MpiJob
     from verdict_matrix import judge as hangwatch_judge
 
@@ -130,30 +134,33 @@ def run(case, build, venv, keep):
     dumps, fr_dir = root / "dumps", root / "fr"
     fr_dir.mkdir()
     env = {"LD_PRELOAD": str(build / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dumps),
-           "HANGWATCH_JOB_ID": "vsfr", "HANGWATCH_TIMEOUT": str(TIMEOUT_S),
+           "HANGWATCH_JOB_ID": "vsfr", "HANGWATCH_TIMEOUT": str(timeouts[1]),
            "HANGWATCH_FORENSICS": str(build / "forensics" / "forensics"), "SIMGPU_FAULTS": case.get("faults", ""),
            "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "TORCH_FR_BUFFER_SIZE": "2000",
-           "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir / "rank_"), **case.get("env", {})}
+           "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir / "rank_"), "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": str(abort_wait_ms),
+           **case.get("env", {})}
     launcher = [str(build / "simgpu-dropin" / "simgpu-run"), str(venv / "bin" / "torchrun"), "--standalone",
                 "--nproc-per-node", str(NRANKS)]
-    argv = [str(TRAIN), "--steps", "100", "--pg-timeout", str(TIMEOUT_S), *case.get("args", [])]
+    argv = [str(TRAIN), "--steps", "100", "--pg-timeout", str(timeouts[0]), *case.get("args", [])]
     try:
         job_dir = dumps / "vsfr"
         with MpiJob(NRANKS, argv, env=env, program="train.py", launcher=launcher) as job:
             # PyTorch's watchdog ends a hung job (its timeout, then SIGABRT 15 s later), except
             # where it watches nothing: a process group that never forms hangs in init for ever.
             # Once hangwatch's dumps are done, the job gets PyTorch's 20 s more, then is stopped.
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + 180 + max(timeouts)
             dumped_at = None
             while job.wait_exit(1) is None and time.monotonic() < deadline:
                 if dumped_at is None and all_dumped(job_dir):
                     dumped_at = time.monotonic()
-                if dumped_at is not None and time.monotonic() - dumped_at > TIMEOUT_S + 20:
+                if dumped_at is not None and time.monotonic() - dumped_at > timeouts[0] + abort_wait_ms / 1000 + 5:
                     break
             output = job.output()
         trigger = json.loads((job_dir / "TRIGGER.json").read_text()) if (job_dir / "TRIGGER.json").exists() else None
         stall = trigger["time_unix_s"] - trigger["stuck_op"]["age_s"] if trigger and trigger.get("stuck_op") else None
-        result = {"case": {k: v for k, v in case.items() if k != "truth"}, "truth": case["truth"]}
+        result = {"case": {k: v for k, v in case.items() if k != "truth"}, "truth": case["truth"],
+                  # How long each rank held PyTorch's abort for its dumps (the watchdog's line).
+                  "abort_held_ms": [int(ms) for ms in re.findall(r"\]: (?:SIGABRT|ncclCommAbort) held (\d+) ms", output)]}
         if trigger is None and not list(fr_dir.glob("rank_*")):
             # torchrun ends the whole group at once when a worker dies (no --max-restarts): the
             # job failed, nothing hung, and neither tool has anything to say.
@@ -205,7 +212,8 @@ def run(case, build, venv, keep):
 
 def table(rows):
     lines = ["| class | runs | no hang | Flight Recorder (fr_trace) r/h/w | median s | hangwatch r/h/w | median s | "
-             "what fr_trace said | what hangwatch said |", "|---|---|---|---|---|---|---|---|---|"]
+             "abort held ms (median / max) | what fr_trace said | what hangwatch said |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, results in rows.items():
         def rhw(tool):
             return "/".join(str(sum(r[tool]["outcome"] == o for r in results)) for o in ("right", "hedged", "wrong"))
@@ -216,8 +224,11 @@ def table(rows):
 
         hung = [r for r in results if r["hangwatch"]["outcome"] != "no-hang"]
         last = (hung or results)[-1]
+        held = [ms for r in results for ms in r.get("abort_held_ms", [])]
+        held_text = f"{statistics.median(held):.0f} / {max(held)}" if held else "-"
         lines.append(f"| {name} | {len(results)} | {len(results) - len(hung)} | {rhw('fr_trace')} | {med('fr_trace')} | "
-                     f"{rhw('hangwatch')} | {med('hangwatch')} | {last['fr_trace']['why']} | {last['hangwatch']['why']} |")
+                     f"{rhw('hangwatch')} | {med('hangwatch')} | {held_text} | {last['fr_trace']['why']} | "
+                     f"{last['hangwatch']['why']} |")
     return "\n".join(lines)
 
 
@@ -229,6 +240,14 @@ def main():
     ap.add_argument("--seed", type=int, help="random seed (default: from the clock, printed)")
     ap.add_argument("--json", help="write every run's results here")
     ap.add_argument("--keep", help="keep each run's dumps, Flight Recorder files and outputs under this folder")
+    ap.add_argument("--pytorch-timeout", type=float, default=TIMEOUT_S,
+                    help=f"init_process_group(timeout=) in seconds (default: {TIMEOUT_S})")
+    ap.add_argument("--hangwatch-timeout", type=float, default=TIMEOUT_S,
+                    help=f"HANGWATCH_TIMEOUT in seconds (default: {TIMEOUT_S}); above PyTorch's, PyTorch's watchdog "
+                         "declares every hang and hangwatch holds its abort for the dumps")
+    ap.add_argument("--abort-wait-ms", type=int, default=ABORT_WAIT_MS,
+                    help=f"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC: PyTorch's wait from its timeout to its SIGABRT "
+                         f"(default: {ABORT_WAIT_MS}; PyTorch's own default is 15000)")
     ap.add_argument("--list", action="store_true", help="print the classes and exit")
     args = ap.parse_args()
     if args.list:
@@ -245,19 +264,27 @@ def main():
             ap.error(f"{need} is missing (build the project; scripts/install-deps.sh --torch for the venv)")
     seed = args.seed if args.seed is not None else int(time.time())
     rng = random.Random(seed)
-    print(f"vs_flight_recorder: seed {seed}, {args.runs} run(s) per class, classes {', '.join(names)}", flush=True)
+    print(f"vs_flight_recorder: seed {seed}, {args.runs} run(s) per class, classes {', '.join(names)}; timeouts: "
+          f"PyTorch {args.pytorch_timeout:g} s, hangwatch {args.hangwatch_timeout:g} s; PyTorch's abort "
+          f"{args.abort_wait_ms} ms after its timeout", flush=True)
     rows = {}
     for name in names:
         rows[name] = []
         for i in range(args.runs):
             case = CLASSES[name][0](rng)
-            r = run(case, build, venv, args.keep)
+            r = run(case, build, venv, args.keep, (args.pytorch_timeout, args.hangwatch_timeout), args.abort_wait_ms)
             rows[name].append(r)
             print(f"{name:18} {i + 1}  fr_trace {r['fr_trace']['outcome']:6} ({r['fr_trace']['why']})  "
                   f"hangwatch {r['hangwatch']['outcome']:6} ({r['hangwatch']['why']})", flush=True)
     print(table(rows))
+    held = [ms for results in rows.values() for r in results for ms in r.get("abort_held_ms", [])]
+    if held:
+        print(f"PyTorch's abort held for hangwatch's dumps: median {statistics.median(held):.0f} ms, max {max(held)} ms "
+              f"over {len(held)} abort(s)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"seed": seed, "runs": rows}, indent=1, default=str) + "\n")
+        settings = {"pytorch_timeout_s": args.pytorch_timeout, "hangwatch_timeout_s": args.hangwatch_timeout,
+                    "abort_wait_ms": args.abort_wait_ms}
+        Path(args.json).write_text(json.dumps({"seed": seed, **settings, "runs": rows}, indent=1, default=str) + "\n")
     return 0
 
 
