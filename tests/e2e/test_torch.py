@@ -310,10 +310,12 @@ class PyTorchsOwnTimeout(TorchCase):
         self.assertIn("(SIGABRT)", output, "a worker ends of PyTorch's SIGABRT, as without hangwatch")
         self.assertIn("Aborting process on rank", output, "PyTorch's own watchdog declared the hang")
         self.assertEqual(states(self.job_dir, 2), {0: "done", 1: "done"}, output[-3000:])
-        # Each rank says how long it held PyTorch's abort, and never held it past its bound.
+        # A rank says how long it held PyTorch's abort, and none held it past its bound. (Once the
+        # first rank dies of its SIGABRT, torchrun SIGTERMs the other, which may end it, its
+        # dumps done, before it says so.)
         held = [(int(r), how, int(ms)) for r, how, ms in re.findall(
             r"hangwatch\[rank (\d+)\]: (SIGABRT|ncclCommAbort) held (\d+) ms until this rank's dumps were done", output)]
-        self.assertEqual({r for r, _, _ in held}, {0, 1}, output[-3000:])
+        self.assertTrue(held and {r for r, _, _ in held} <= {0, 1}, output[-3000:])
         self.assertNotIn("its bound, and went on", output)
         self.assertTrue(all(ms <= 95_000 for _, _, ms in held), held)
         print(f"abort held (ms): {held}")
