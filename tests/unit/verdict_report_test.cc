@@ -33,6 +33,14 @@ void writeAll(const std::vector<FakeRank>& ranks, const std::string& dir) {
   for (const FakeRank& r : ranks) r.write(dir);
 }
 
+// The verdict on `ranks`' dumps, rank `trigger_rank` the first to time out, in seq `seq`.
+Verdict verdictOf(const std::vector<FakeRank>& ranks, int trigger_rank, uint64_t seq) {
+  verdict_test::TempDir dir;
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, trigger_rank, seq);
+  return reportOfDir(dir.path).verdict;
+}
+
 bool mentions(const Verdict& v, const std::string& text) {
   if (v.headline.find(text) != std::string::npos) return true;
   for (const std::string& e : v.evidence) {
@@ -248,7 +256,6 @@ TEST_CASE("ARankThatCalledAnAllReduceOfAnotherSizeIsNamedThoughItsPeersFinishedI
   // Rank 0 reduced 2 floats at seq 5 where its peers reduced 1. They finished it (their sends
   // fit its buffers) and went on to seq 6, where they wait; rank 0 waits in seq 5. No two
   // pending operations share a position: only what each rank recorded issuing shows it.
-  verdict_test::TempDir dir;
   std::vector<FakeRank> ranks;
   for (int r = 0; r < 4; ++r) {
     ranks.emplace_back(r, 4, 5);
@@ -260,9 +267,7 @@ TEST_CASE("ARankThatCalledAnAllReduceOfAnotherSizeIsNamedThoughItsPeersFinishedI
       ranks[r].issued(6, 8, 1);
     }
   }
-  writeAll(ranks, dir.path);
-  verdict_test::writeTrigger(dir.path, 2, 6);
-  const Verdict v = reportOfDir(dir.path).verdict;
+  const Verdict v = verdictOf(ranks, 2, 6);
   INFO(v.headline);
   CHECK(v.kind == VerdictKind::kCollectiveMismatch);
   CHECK(v.confident);
@@ -277,7 +282,6 @@ TEST_CASE("ARankThatCalledOneCollectiveMoreIsNamedWhereItsCollectivesFirstDiffer
   // Rank 2 called a 1-float all-reduce at seq 3 the others never called: from there on its
   // collectives are one position ahead of theirs (DDP's buckets: 300, 200, 100 floats per step).
   // The hang surfaces at seq 7, where every pending operation agrees.
-  verdict_test::TempDir dir;
   const std::vector<uint64_t> bucket = {300, 200, 100};
   std::vector<FakeRank> ranks;
   for (int r = 0; r < 4; ++r) {
@@ -289,9 +293,7 @@ TEST_CASE("ARankThatCalledOneCollectiveMoreIsNamedWhereItsCollectivesFirstDiffer
     ranks[r].snap.streams[0].pending[0].count = bucket[7 % 3];
   }
   ranks[2].wentOn(9, 8);  // its seq 8 is the others' seq 7, the same 200 floats
-  writeAll(ranks, dir.path);
-  verdict_test::writeTrigger(dir.path, 0, 7);
-  const Verdict v = reportOfDir(dir.path).verdict;
+  const Verdict v = verdictOf(ranks, 0, 7);
   INFO(v.headline);
   CHECK(v.kind == VerdictKind::kCollectiveMismatch);
   CHECK(v.confident);
@@ -304,16 +306,13 @@ TEST_CASE("ARankThatCalledOneCollectiveMoreIsNamedWhereItsCollectivesFirstDiffer
 TEST_CASE("AnEarlierDifferenceIsHedgedWhenRanksWhoseRecordIsGoneCouldBeTheMajority") {
   // Rank 3 called another size at seq 5 than rank 2; the records of ranks 0 and 1 start at
   // seq 8: they could be on either side.
-  verdict_test::TempDir dir;
   std::vector<FakeRank> ranks;
   for (int r = 0; r < 4; ++r) {
     ranks.emplace_back(r, 4, 20);
     ranks[r].issued(r < 2 ? 8 : 5, 20, 1);
   }
   ranks[3].issued(5, 5, 2);
-  writeAll(ranks, dir.path);
-  verdict_test::writeTrigger(dir.path, 0, 20);
-  const Verdict v = reportOfDir(dir.path).verdict;
+  const Verdict v = verdictOf(ranks, 0, 20);
   INFO(v.headline);
   CHECK(v.kind == VerdictKind::kCollectiveMismatch);
   CHECK_FALSE(v.confident);
@@ -324,15 +323,12 @@ TEST_CASE("AnEarlierDifferenceIsHedgedWhenRanksWhoseRecordIsGoneCouldBeTheMajori
 TEST_CASE("TwoRanksThatCalledDifferentCollectivesAreBothSuspectsNeitherTheCulprit") {
   // A pair (a pipeline's send/recv partners, a TP group of two): no majority says which one
   // called what the program meant.
-  verdict_test::TempDir dir;
   std::vector<FakeRank> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back(r, 2, 4);
     ranks[r].issued(0, 4, r == 0 ? 8 : 16);
   }
-  writeAll(ranks, dir.path);
-  verdict_test::writeTrigger(dir.path, 0, 4);
-  const Verdict v = reportOfDir(dir.path).verdict;
+  const Verdict v = verdictOf(ranks, 0, 4);
   INFO(v.headline);
   CHECK(v.kind == VerdictKind::kCollectiveMismatch);
   CHECK_FALSE(v.confident);
@@ -342,13 +338,10 @@ TEST_CASE("TwoRanksThatCalledDifferentCollectivesAreBothSuspectsNeitherTheCulpri
 
 TEST_CASE("RecordsThatAgreeChangeNoVerdict") {
   // Every rank recorded the same collectives: a dead link stays the dead link.
-  verdict_test::TempDir dir;
   auto [d, c] = deadLink(5);
   std::vector<FakeRank> ranks = verdict_test::ringJob(8, 10, 2, d, c);
   for (FakeRank& r : ranks) r.issued(0, 10, 262144);
-  writeAll(ranks, dir.path);
-  verdict_test::writeTrigger(dir.path, 6, 10);
-  const Verdict v = reportOfDir(dir.path).verdict;
+  const Verdict v = verdictOf(ranks, 6, 10);
   CHECK(v.kind == VerdictKind::kCommunicationHang);
   CHECK(v.confident);
   REQUIRE(v.culprit_link);

@@ -217,26 +217,24 @@ TEST_CASE("GroupedCollectivesAreTimedAroundTheGroupEndKernel") {
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE("GroupSimulateEndEndsTheGroupSoLaterCollectivesAreTimedAndCounted") {
-  const std::string job = useFreshJobDir("100");
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  ncclComm_t comm;
-  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
-  cudaStream_t stream;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  float* buf;
-  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float)) == cudaSuccess);
-  REQUIRE(ncclGroupStart() == ncclSuccess);
-  REQUIRE(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
-  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
-  REQUIRE(ncclGroupSimulateEnd(&sim) == ncclSuccess);
-  CHECK(sim.estimatedTime >= 0.0f);
-  // The group is over: this collective runs on its own, is timed, and is seq 0.
-  REQUIRE(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
-  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 1; }, 5));
-  CHECK(hangwatch_ops_completed() == 1);
+namespace {
+
+// A one-rank communicator, a stream and a device buffer of `floats`, as a job makes them.
+struct OneRankComm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  float* buf = nullptr;
+  explicit OneRankComm(size_t floats) {
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+    REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), floats * sizeof(float)) == cudaSuccess);
+  }
+};
+
+// Writes TRIGGER.json by hand and reads this rank's snapshot once the watchdog wrote it.
+nlohmann::json snapshotOnTrigger(const std::string& job) {
   fs::create_directories(job);
   {
     std::ofstream trigger(hangwatch::triggerPath(job));
@@ -244,7 +242,25 @@ TEST_CASE("GroupSimulateEndEndsTheGroupSoLaterCollectivesAreTimedAndCounted") {
   }
   const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
   REQUIRE(waitUntil([&] { return fs::exists(snapshot); }, 10));
-  nlohmann::json s = nlohmann::json::parse(std::ifstream(snapshot));
+  return nlohmann::json::parse(std::ifstream(snapshot));
+}
+
+}  // namespace
+
+TEST_CASE("GroupSimulateEndEndsTheGroupSoLaterCollectivesAreTimedAndCounted") {
+  const std::string job = useFreshJobDir("100");
+  OneRankComm c(1024);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(c.buf, c.buf, 1024, ncclFloat32, ncclSum, c.comm, c.stream) == ncclSuccess);
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  REQUIRE(ncclGroupSimulateEnd(&sim) == ncclSuccess);
+  CHECK(sim.estimatedTime >= 0.0f);
+  // The group is over: this collective runs on its own, is timed, and is seq 0.
+  REQUIRE(ncclAllReduce(c.buf, c.buf, 1024, ncclFloat32, ncclSum, c.comm, c.stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(c.stream) == cudaSuccess);
+  CHECK(waitUntil([] { return hangwatch_ops_completed() >= 1; }, 5));
+  CHECK(hangwatch_ops_completed() == 1);
+  nlohmann::json s = snapshotOnTrigger(job);
   REQUIRE(s["comms"].size() == 1);
   CHECK(s["comms"][0]["last_issued_seq"] == 0);
   CHECK(s["comms"][0]["last_completed_seq"] == 0);
@@ -252,31 +268,17 @@ TEST_CASE("GroupSimulateEndEndsTheGroupSoLaterCollectivesAreTimedAndCounted") {
   REQUIRE(s["comms"][0]["recent"].size() == 1);
   CHECK(s["comms"][0]["recent"][0]["seq"] == 0);
   CHECK(s["comms"][0]["recent"][0]["count"] == 1024);
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  REQUIRE(ncclCommDestroy(c.comm) == ncclSuccess);
 }
 
 TEST_CASE("TheSnapshotKeepsTheLastCollectivesIssuedOnEachCommunicatorWithTheirArguments") {
   const std::string job = useFreshJobDir("100");
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  ncclComm_t comm;
-  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
-  cudaStream_t stream;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  float* buf;
-  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)) == cudaSuccess);
+  OneRankComm c(64);
   for (size_t n = 1; n <= 20; ++n)
-    REQUIRE(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
-  REQUIRE(ncclBroadcast(buf, buf, 8, ncclInt64, 0, comm, stream) == ncclSuccess);
-  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-  fs::create_directories(job);
-  {
-    std::ofstream trigger(hangwatch::triggerPath(job));
-    trigger << R"({"reason": "unit test", "pid": 1})" << "\n";
-  }
-  const std::string snapshot = hangwatch::watchdogSnapshotPath(job, 0);
-  REQUIRE(waitUntil([&] { return fs::exists(snapshot); }, 10));
-  auto s = hangwatch::watchdogSnapshotFromJson(nlohmann::json::parse(std::ifstream(snapshot)));
+    REQUIRE(ncclAllReduce(c.buf, c.buf, n, ncclFloat32, ncclSum, c.comm, c.stream) == ncclSuccess);
+  REQUIRE(ncclBroadcast(c.buf, c.buf, 8, ncclInt64, 0, c.comm, c.stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(c.stream) == cudaSuccess);
+  auto s = hangwatch::watchdogSnapshotFromJson(snapshotOnTrigger(job));
   REQUIRE(s.ok());
   REQUIRE(s->comms.size() == 1);
   const std::vector<hangwatch::SnapshotIssuedOp>& recent = s->comms[0].recent;
@@ -294,7 +296,7 @@ TEST_CASE("TheSnapshotKeepsTheLastCollectivesIssuedOnEachCommunicatorWithTheirAr
   CHECK(recent.back().count == 8);
   CHECK(recent.back().dtype == "int64");
   CHECK(recent.back().root == std::optional<int>(0));
-  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  REQUIRE(ncclCommDestroy(c.comm) == ncclSuccess);
 }
 
 TEST_CASE("WorkOnEachDeviceIsTimedWithThatDevicesEvents") {
