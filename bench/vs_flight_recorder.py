@@ -210,6 +210,14 @@ def run(case, build, venv, keep, timeouts=(TIMEOUT_S, TIMEOUT_S), abort_wait_ms=
             shutil.rmtree(root, True)
 
 
+def hold_text(all_ms):
+    """Median / max of the aborts that were held (an abort that came after the dumps were done
+    goes on at once: 0 ms, counted apart)."""
+    held = [ms for ms in all_ms if ms > 0]
+    text = f"{statistics.median(held):.0f} / {max(held)}" if held else "-"
+    return text + (f" (+{len(all_ms) - len(held)} after the dumps, not held)" if len(held) < len(all_ms) else "")
+
+
 def table(rows):
     lines = ["| class | runs | no hang | Flight Recorder (fr_trace) r/h/w | median s | hangwatch r/h/w | median s | "
              "abort held ms (median / max) | what fr_trace said | what hangwatch said |",
@@ -224,8 +232,7 @@ def table(rows):
 
         hung = [r for r in results if r["hangwatch"]["outcome"] != "no-hang"]
         last = (hung or results)[-1]
-        held = [ms for r in results for ms in r.get("abort_held_ms", [])]
-        held_text = f"{statistics.median(held):.0f} / {max(held)}" if held else "-"
+        held_text = hold_text([ms for r in results for ms in r.get("abort_held_ms", [])])
         lines.append(f"| {name} | {len(results)} | {len(results) - len(hung)} | {rhw('fr_trace')} | {med('fr_trace')} | "
                      f"{rhw('hangwatch')} | {med('hangwatch')} | {held_text} | {last['fr_trace']['why']} | "
                      f"{last['hangwatch']['why']} |")
@@ -279,8 +286,7 @@ def main():
     print(table(rows))
     held = [ms for results in rows.values() for r in results for ms in r.get("abort_held_ms", [])]
     if held:
-        print(f"PyTorch's abort held for hangwatch's dumps: median {statistics.median(held):.0f} ms, max {max(held)} ms "
-              f"over {len(held)} abort(s)")
+        print(f"PyTorch's aborts held for hangwatch's dumps, median / max ms: {hold_text(held)}")
     if args.json:
         settings = {"pytorch_timeout_s": args.pytorch_timeout, "hangwatch_timeout_s": args.hangwatch_timeout,
                     "abort_wait_ms": args.abort_wait_ms}
