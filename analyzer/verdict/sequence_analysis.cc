@@ -168,6 +168,8 @@ std::optional<Divergence> SequenceAnalysis::firstDivergence(const std::string& c
     uint64_t count = 0;
     std::optional<int> root;
   };
+  // ncclBcast is ncclBroadcast in place: the same collective to its peers.
+  auto named = [](const std::string& op) { return op == "ncclBcast" ? std::string("ncclBroadcast") : op; };
   // member -> seq -> what it called there.
   std::map<int, std::map<uint64_t, Call>> calls;
   const bool shared = shared_.count(comm) > 0;
@@ -177,14 +179,14 @@ std::optional<Divergence> SequenceAnalysis::firstDivergence(const std::string& c
       const int member = shared ? c.rank : s.rank;
       std::map<uint64_t, Call>& mine = calls[member];
       for (const SnapshotIssuedOp& op : c.recent)
-        if (op.seq <= up_to) mine[op.seq] = {op.op == "ncclBcast" ? "ncclBroadcast" : op.op, op.dtype, op.count, op.root};
+        if (op.seq <= up_to) mine[op.seq] = {named(op.op), op.dtype, op.count, op.root};
       // Pending collectives older than the record's window: a process driving several ranks of
       // the communicator does not say which rank's stream holds which, so only on one of its own.
       if (shared) continue;
       for (const SnapshotPendingOp& op : s.pending) {
         if (op.comm != comm || !op.seq || *op.seq > up_to || op.op_class != "collective" || mine.count(*op.seq))
           continue;
-        mine[*op.seq] = {op.op == "ncclBcast" ? "ncclBroadcast" : op.op, op.dtype, op.count, std::nullopt};
+        mine[*op.seq] = {named(op.op), op.dtype, op.count, std::nullopt};
       }
     }
   }

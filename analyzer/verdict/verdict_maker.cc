@@ -94,7 +94,7 @@ Verdict VerdictMaker::byRule() const {
     // Members that called different collectives at or before this position: the hang is where
     // that surfaced, the mismatch is the cause (an earlier one takes the place of one here).
     if (std::optional<Divergence> d = sequences_.firstDivergence(f->comm, f->seq)) {
-      Verdict v = d->seq == f->seq && p.groups.size() > 1 ? mismatch(*f, p) : divergedEarlier(*f, *d);
+      Verdict v = d->seq == f->seq && p.groups.size() > 1 ? mismatch(*f, p) : divergedEarlier(*f, p, *d);
       v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
       return v;
     }
@@ -392,8 +392,7 @@ Verdict VerdictMaker::mismatch(const HangFocus& f, const CommPositions& p) const
 // The members called different collectives at position d.seq and went on out of step: the
 // hang at f is where it surfaced. Judged as a mismatch at d.seq, where a member with a snapshot
 // whose record no longer reaches that far counts as one that could be on either side.
-Verdict VerdictMaker::divergedEarlier(const HangFocus& f, const Divergence& d) const {
-  const CommPositions here = sequences_.positions(f);
+Verdict VerdictMaker::divergedEarlier(const HangFocus& f, const CommPositions& here, const Divergence& d) const {
   HangFocus at{f.comm, d.seq, d.groups.front().op, f.source, {}};
   CommPositions p;
   p.groups = d.groups;

@@ -45,7 +45,7 @@ class VerdictMaker {
   void noteFrozenThenContinued(Verdict& v) const;
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
-  Verdict divergedEarlier(const HangFocus& f, const Divergence& d) const;
+  Verdict divergedEarlier(const HangFocus& f, const CommPositions& here, const Divergence& d) const;
   Verdict notInCollective(const HangFocus& f, const CommPositions& p, const std::vector<int>& culprits) const;
   Verdict waitsAcrossCommunicators(const HangFocus& f, const CommPositions& p, const HangFocus& held) const;
   Verdict fromRingProgress(const HangFocus& f, const CommPositions& p) const;
