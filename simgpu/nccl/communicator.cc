@@ -305,7 +305,7 @@ bool Communicator::runCollectives(std::vector<Op> ops) {
   return !batch->aborted;
 }
 
-bool Communicator::runPeerOps(const std::vector<Op>& ops) {
+bool Communicator::runPeerOps(const std::vector<Op>& ops, uint64_t launch) {
   const size_t slot = segment_->shape().slot_bytes;
   for (const Op& op : ops) {
     if (aborted()) return false;
@@ -315,13 +315,13 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     StepTransport transport(*segment_, aborted_, rank_, op);
     TaskProfile* profile = op.profile.get();
     if (profile != nullptr) profile->kernelStarted(0);
-    simgpu::FaultLedger::instance().ran(faults_, faultRank(rank_), next_seq_.load(), "P2P",
+    simgpu::FaultLedger::instance().ran(faults_, faultRank(rank_), launch, "P2P",
                                         op.kind == OpKind::Send ? std::vector<int>{faultRank(op.peer)} : std::vector<int>{});
     if (op.kind == OpKind::Send) {
       SendEnd end{&segment_->p2pConnection(rank_, op.peer), &ps.send_step, &ps.pacer, op.peer, 0,
-                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, next_seq_.load(), 0),
+                  linkGbps(rank_, op.peer), linkDeadAt(rank_, op.peer, launch, 0),
                   nodes_.crossesNodes(rank_, op.peer), profile ? profile->sendOp(0, op.peer) : nullptr};
-      applySendFaults(end, next_seq_.load(), ps.credit_heard);
+      applySendFaults(end, launch, ps.credit_heard);
       transport.setChannelEnds({&end}, {});
       for (size_t off = 0; off < bytes; off += slot)
         if (!transport.send(end, static_cast<const char*>(op.sendbuff) + off, std::min(slot, bytes - off)))
@@ -329,7 +329,7 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops) {
     } else {
       RecvEnd end{&segment_->p2pConnection(op.peer, rank_), &ps.recv_step, op.peer, 0,
                   profile ? profile->recvOp(0, op.peer) : nullptr};
-      placeOnNic(end, next_seq_.load());
+      placeOnNic(end, launch);
       transport.setChannelEnds({}, {&end});
       for (size_t off = 0; off < bytes; off += slot) {
         char* dst = static_cast<char*>(op.recvbuff) + off;

@@ -94,10 +94,11 @@ void executeKernel(const std::vector<Op>& ops) {
     }
   }
   std::vector<std::thread> threads;
+  const uint64_t launch = peer_runs.empty() ? 0 : comm.nextP2pLaunch();
   for (auto& [key, run] : peer_runs)
-    threads.emplace_back([&comm, run = std::move(run)] {
+    threads.emplace_back([&comm, launch, run = std::move(run)] {
       pthread_setname_np(pthread_self(), "simnccl-p2p");
-      comm.runPeerOps(run);
+      comm.runPeerOps(run, launch);
     });
   if (!collectives.empty()) comm.runCollectives(std::move(collectives));
   for (auto& t : threads) t.join();

@@ -92,6 +92,43 @@ TEST_CASE("DeadLinkBlocksEveryRankInItsKthCollective") {
   CHECK(hangAndRelease(4, "dead-link=1->2@op=3", 8) == std::vector<int>{3, 3, 3, 3});
 }
 
+TEST_CASE("DeadLinkOnAPointToPointConnectionStopsItsKthLaunch") {
+  // Two ranks exchange in a group per step, one launch each. op=3 counts the transfers' own
+  // launches (a communicator that runs no collective has no collective sequence to count), so
+  // three exchanges complete and rank 1 never gets rank 0's 4th send. Rank 0's sends of that
+  // exchange fit in the connection's buffers, so it finishes it (as on NCCL, a sender runs
+  // ahead until it runs out of credits) and waits in the 5th for rank 1's send.
+  const int steps = 6;
+  testing::MultiRankJob job(2);
+  ncclUniqueId id = job.id();
+  auto& board = job.board();
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm;
+        if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 100;
+        std::thread aborter([&] {
+          while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          ncclCommAbort(comm);
+        });
+        std::vector<float> out(4096, 1.0f), in(4096);
+        for (int step = 0; step < steps && !board.abort_requested.load(); ++step) {
+          ncclGroupStart();
+          ncclSend(out.data(), out.size(), ncclFloat32, 1 - rank, comm, nullptr);
+          ncclRecv(in.data(), in.size(), ncclFloat32, 1 - rank, comm, nullptr);
+          ncclGroupEnd();
+          cudaDeviceSynchronize();
+          if (!board.abort_requested.load()) board.progress[rank].store(step + 1);
+        }
+        aborter.join();
+        return 0;
+      },
+      {{"SIMGPU_FAULTS", "dead-link=0->1@op=3"}});
+  const std::vector<int> stalled = job.waitForStall(std::chrono::milliseconds(1500), std::chrono::seconds(60));
+  board.abort_requested.store(1);
+  CHECK(testing::allZero(job.wait(std::chrono::seconds(20))));
+  CHECK(stalled == std::vector<int>{4, 3});
+}
+
 TEST_CASE("DeadLinkOnOneChannelStillBlocksTheCollective") {
   CHECK(hangAndRelease(4, "dead-link=2->3@op=2,channel=1", 6) == std::vector<int>{2, 2, 2, 2});
 }

@@ -82,7 +82,10 @@ class Communicator {
   // Runs on the stream thread: all channels run the batch; returns when they are done.
   bool runCollectives(std::vector<Op> ops);
   // Runs p2p operations with one peer in one direction, in order.
-  bool runPeerOps(const std::vector<Op>& ops);
+  // `launch`: this communicator's point-to-point launch (group) number, from 0 (nextP2pLaunch):
+  // what a fault's op=K counts on a point-to-point connection.
+  bool runPeerOps(const std::vector<Op>& ops, uint64_t launch);
+  uint64_t nextP2pLaunch() { return p2p_launches_++; }
 
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   // Non-blocking communicators (config.blocking = 0): calls return ncclInProgress and
@@ -149,6 +152,7 @@ class Communicator {
   const simgpu::FaultPlan& faults_;
   std::vector<int> launcher_ranks_;  // empty: faults name communicator ranks
   std::atomic<uint64_t> next_seq_{0};
+  std::atomic<uint64_t> p2p_launches_{0};
   uint64_t split_generation_ = 0;
   std::atomic<bool> aborted_{false};
   std::vector<ChannelState> channels_;
