@@ -9,6 +9,7 @@
 
 #include "gpu_check.h"
 #include "train_options.h"
+#include "pipeline_trainer.h"
 #include "trainer.h"
 
 namespace {
@@ -25,8 +26,18 @@ void checkAgainstWorld(const TrainOptions& o, int world_size) {
   inWorld(o.sync_rank, "--sync-rank");
   inWorld(o.gc_rank, "--gc-rank");
   inWorld(o.slow_dataloader_rank, "--slow-dataloader-rank");
-  if (world_size % o.tp != 0)
-    throw UsageError(fmt::format("--tp {} does not divide the world size {}", o.tp, world_size));
+  inWorld(o.skip_microbatch_rank, "--skip-microbatch-rank");
+  if (world_size % (o.tp * o.pp) != 0)
+    throw UsageError(o.pp == 1 ? fmt::format("--tp {} does not divide the world size {}", o.tp, world_size)
+                               : fmt::format("--tp {} x --pp {} does not divide the world size {}", o.tp, o.pp,
+                                             world_size));
+  if (o.pp > 1 && o.stall_rank && o.stall_kind == StallKind::Dataloader) {
+    const int stage = *o.stall_rank / (world_size / o.pp);
+    if (stage != 0 && stage != o.pp - 1)
+      throw UsageError(fmt::format("--stall-kind dataloader: rank {} is in stage {}, which reads no data (only the "
+                                   "first and last stages do)",
+                                   *o.stall_rank, stage));
+  }
 }
 
 }  // namespace
@@ -59,7 +70,10 @@ int main(int argc, char** argv) {
 
   std::printf("ring_train rank=%d pid=%d\n", rank, static_cast<int>(getpid()));
   std::fflush(stdout);
-  {
+  if (options.pp > 1) {
+    PipelineTrainer trainer(options, *boot);
+    trainer.run();
+  } else {
     Trainer trainer(options, *boot);
     trainer.run();
   }

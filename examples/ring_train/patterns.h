@@ -14,6 +14,9 @@ enum class Pattern : int {
   Gradient = 0,   // gradient bucket fed to the data-parallel AllReduce
   TpShard = 1,    // one rank's shard of the tensor-parallel AllGather
   TpPartial = 2,  // one rank's partial sums fed to the tensor-parallel ReduceScatter
+  Activation = 3,  // a pipeline stage's output for one micro-batch, sent to the next stage
+  ActGrad = 4,     // its input gradient for one micro-batch, sent to the previous stage
+  TpBlock = 5,     // a block's output fed to the tensor-parallel AllReduce
 };
 
 TRAIN_HOST_DEVICE inline float patternValue(Pattern pattern, int rank, int step, size_t index) {

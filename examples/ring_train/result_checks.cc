@@ -20,12 +20,22 @@ void checkElement(float got, float expected, size_t index, int rank, int step) {
 
 }  // namespace
 
-void checkAllReduce(const float* got, size_t count, int world_size, int rank, int step) {
+void checkSumOf(const float* got, size_t count, Pattern pattern, const std::vector<int>& ids, int rank, int step) {
   // Patterns repeat every 17 elements; summing one period keeps the check O(count).
   float period[17] = {};
   for (size_t i = 0; i < 17; ++i)
-    for (int r = 0; r < world_size; ++r) period[i] += patternValue(Pattern::Gradient, r, step, i);
+    for (int id : ids) period[i] += patternValue(pattern, id, step, i);
   for (size_t i = 0; i < count; ++i) checkElement(got[i], period[i % 17], i, rank, step);
+}
+
+void checkPattern(const float* got, size_t count, Pattern pattern, int id, int rank, int step) {
+  checkSumOf(got, count, pattern, {id}, rank, step);
+}
+
+void checkAllReduce(const float* got, size_t count, int world_size, int rank, int step) {
+  std::vector<int> all(world_size);
+  for (int r = 0; r < world_size; ++r) all[r] = r;
+  checkSumOf(got, count, Pattern::Gradient, all, rank, step);
 }
 
 void checkAllGather(const float* got, size_t shard, int first_global, int group_size, int rank, int step) {

@@ -56,6 +56,16 @@ std::string trainUsage() {
   --dtype fp32|fp16         GEMM data type (default fp32)
   --grad-mb M               gradient AllReduce size in MiB (default 4)
   --tp T                    tensor-parallel groups of T consecutive ranks (default 1: none)
+  --pp P [--microbatches M] a P-stage pipeline (default 1: none) running M micro-batches
+                            per step (default 4) on the 1F1B schedule, with grouped
+                            ncclSend/ncclRecv between stages; world = TP x PP x DP, laid
+                            out as Megatron does (rank = tp_rank + TP * (dp_rank + DP * stage)),
+                            every group an ncclCommSplit of the world; only the first and
+                            last stages read data
+  --skip-microbatch-rank R --skip-at-step S
+                            with --pp: rank R (with its tensor-parallel group, which runs the
+                            same schedule) runs one micro-batch fewer at step S, so its sends
+                            and receives no longer match the neighbouring stages'
   --dataloader-ms M         host work per batch in the dataloader thread (default 0)
   --log-every N             print "step=S done" every N steps (default 1)
   --stall-rank R --stall-at-step S|init --stall-kind host-loop|dataloader|sleep
@@ -114,6 +124,21 @@ void checkTogether(const TrainOptions& o, bool stall_step_given, bool exit_step_
   if (o.sync_rank && !o.sync_every_layer) throw UsageError("--sync-rank needs --sync-every-layer");
 }
 
+// What the pipeline job does not run, refused rather than ignored.
+void checkPipeline(const TrainOptions& o, bool skip_step_given) {
+  if (o.skip_microbatch_rank && !skip_step_given) throw UsageError("--skip-microbatch-rank needs --skip-at-step");
+  if (o.pp == 1) {
+    if (o.skip_microbatch_rank) throw UsageError("--skip-microbatch-rank needs --pp");
+    return;
+  }
+  if (o.skip_microbatch_rank && o.microbatches < 2)
+    throw UsageError("--skip-microbatch-rank needs --microbatches 2 or more: a step runs at least one");
+  if (o.mismatch_rank) throw UsageError("--mismatch-rank is for the data-parallel job; with --pp use --skip-microbatch-rank");
+  if (o.cuda_graph) throw UsageError("--cuda-graph is not run with --pp");
+  if (o.sync_every_layer) throw UsageError("--sync-every-layer is not run with --pp");
+  if (o.stall_at_init) throw UsageError("--stall-at-step init is not run with --pp");
+}
+
 }  // namespace
 
 TrainOptions parseTrainOptions(int argc, char** argv) {
@@ -121,6 +146,7 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
   bool stall_step_given = false;
   bool exit_step_given = false;
   bool mismatch_step_given = false;
+  bool skip_step_given = false;
   using Setter = std::function<void(std::string_view flag, std::string_view value)>;
   const std::map<std::string_view, Setter> with_value = {
       {"--steps", [&](auto f, auto v) { o.steps = parseNumber<int>(f, v, 0); }},
@@ -130,6 +156,14 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
       {"--dtype", [&](auto, auto v) { o.dtype = parseDType(v); }},
       {"--grad-mb", [&](auto f, auto v) { o.grad_mb = parseNumber<double>(f, v, 0.0); }},
       {"--tp", [&](auto f, auto v) { o.tp = parseNumber<int>(f, v, 1); }},
+      {"--pp", [&](auto f, auto v) { o.pp = parseNumber<int>(f, v, 1); }},
+      {"--microbatches", [&](auto f, auto v) { o.microbatches = parseNumber<int>(f, v, 1); }},
+      {"--skip-microbatch-rank", [&](auto f, auto v) { o.skip_microbatch_rank = parseNumber<int>(f, v, 0); }},
+      {"--skip-at-step",
+       [&](auto f, auto v) {
+         o.skip_at_step = parseNumber<int>(f, v, 0);
+         skip_step_given = true;
+       }},
       {"--dataloader-ms", [&](auto f, auto v) { o.dataloader_ms = parseNumber<int>(f, v, 0); }},
       {"--log-every", [&](auto f, auto v) { o.log_every = parseNumber<int>(f, v, 1); }},
       {"--stall-rank", [&](auto f, auto v) { o.stall_rank = parseNumber<int>(f, v, 0); }},
@@ -184,5 +218,6 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
   }
 
   checkTogether(o, stall_step_given, exit_step_given, mismatch_step_given);
+  checkPipeline(o, skip_step_given);
   return o;
 }

@@ -19,6 +19,8 @@ struct TrainOptions {
   DType dtype = DType::F32;
   double grad_mb = 4.0;
   int tp = 1;
+  int pp = 1;            // pipeline stages; > 1 runs the 1F1B pipeline job (pipeline_trainer.h)
+  int microbatches = 4;  // per step, with --pp
   int dataloader_ms = 0;
   int log_every = 1;
 
@@ -33,6 +35,9 @@ struct TrainOptions {
 
   std::optional<int> mismatch_rank;
   int mismatch_at_step = 0;
+
+  std::optional<int> skip_microbatch_rank;  // with --pp: runs one micro-batch fewer at that step
+  int skip_at_step = 0;
 
   bool sync_every_layer = false;
   std::optional<int> sync_rank;  // every rank when empty
