@@ -15,12 +15,13 @@ void VerdictWording::p2pWaits(Verdict& v, const std::string& comm) const {
   const bool shared = sequences_.sharedByProcess(comm);
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {
-      if (op.comm != comm || op.op_class != "p2p" || !op.peer) continue;
+      // What its GPU runs; transfers queued behind it wait on it, not on their peers.
+      if (op.comm != comm || op.op_class != "p2p" || !op.peer || !op.gpu_started) continue;
       const std::string who =
           shared ? fmt::format("process rank {} (pid {})", s.rank, s.pid) : describeRank(job_, s.rank);
       v.evidence.push_back(fmt::format("{} has {}{}{}{} pending for {}.", who, op.op,
                                        op.op == "ncclRecv" ? " from " : " to ", shared ? "communicator rank " : "rank ",
-                                       *op.peer, seconds(op.age_s)));
+                                       sequences_.globalRank(comm, *op.peer), seconds(op.age_s)));
       if (v.evidence.size() >= 6) break;
     }
   }
@@ -51,6 +52,41 @@ void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const 
   v.hinges_on = "per-connection progress of the stuck point-to-point operations";
   v.next_steps.push_back("Run the collector (HANGWATCH_COLLECT=1) for the debugger's view, or test the links of the "
                          "ranks named above with nccl-tests.");
+}
+
+void VerdictWording::peerNeverPosted(Verdict& v, const ChainEnd& e) const {
+  const bool receive = e.at.op == "ncclSend";  // what the culprit owes: the other half
+  v.headline = fmt::format(
+      "Non-communication hang: rank {} never posted the {} rank {} that rank {}'s {} waits for on communicator {}.",
+      e.rank, receive ? "receive from" : "send to", e.waiter, e.waiter, e.at.op, e.at.comm);
+  std::string pending;
+  if (const RankSummary* s = job_.find(e.rank)) {
+    for (const SnapshotPendingOp& op : s->pending) {
+      pending += (pending.empty() ? "" : ", ") + op.op;
+      if (pending.size() > 80) break;
+    }
+  }
+  v.evidence.push_back(describeRank(job_, e.rank) + ": " +
+                       (pending.empty() ? "no GPU work pending, so it is stuck in host code."
+                                        : "nothing its GPU started is pending (queued: " + pending + ")."));
+  v.next_steps.push_back(fmt::format(
+      "Not a network or GPU fault: rank {} is stuck in host code (see where below: a data loader, a lock, a loop, a "
+      "schedule that skipped this transfer). Fix the program or its input and restart from the last checkpoint; "
+      "draining hosts will not help.",
+      e.rank));
+}
+
+void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf) const {
+  v.reason = fmt::format(
+      "rank {}'s send to rank {} and rank {}'s receive from rank {} both run on communicator {} and neither ends: the "
+      "link between them, or the GPU at either end, stopped, and nothing in the snapshots tells which{}",
+      e.from, e.to, e.to, e.from, e.at.comm, pf.note.empty() ? "" : " (" + pf.note + ")");
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "per-connection progress of the stuck transfer";
+  v.next_steps.insert(v.next_steps.begin(),
+                      fmt::format("Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand "
+                                  "error counters), then each of the two GPUs.",
+                                  e.from, e.to));
 }
 
 }  // namespace hangwatch::verdict

@@ -1,5 +1,7 @@
 #include "hangwatch/verdict/verdict_maker.h"
 
+#include "hangwatch/verdict/wait_chain.h"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -87,6 +89,17 @@ Verdict VerdictMaker::byRule() const {
       f = std::move(held);
       p = std::move(hp);
     }
+    // Members that are not in it because their GPU runs something else (a transfer, a
+    // collective queued ahead): follow the waits to where they end (wait_chain.h).
+    if (!cycle) {
+      ChainEnd e = WaitChain(job_, sequences_).fromCollective(*f);
+      if (e.kind == ChainEnd::Kind::kHostCode && e.waiter >= 0) return peerNeverPosted(e);
+      if (e.kind == ChainEnd::Kind::kP2pLink) return p2pPair(e);
+      if (e.kind == ChainEnd::Kind::kHostCode || e.kind == ChainEnd::Kind::kCollective) {
+        f = std::move(e.at);
+        p = sequences_.positions(*f);
+      }
+    }
     // A rank inside ncclCommInitRank* for another communicator waits for that one's members:
     // it is held up, not in host code of its own.
     std::vector<int> in_host_code, in_init;
@@ -113,8 +126,32 @@ Verdict VerdictMaker::byRule() const {
   }
   if (std::optional<Verdict> v = notFormed()) return *v;
   if (sequences_.ranksWithPendingWork().empty()) return nothingPending();
+  const ChainEnd e = WaitChain(job_, sequences_).fromTransfers();
+  if (e.kind == ChainEnd::Kind::kHostCode && e.waiter >= 0) return peerNeverPosted(e);
+  if (e.kind == ChainEnd::Kind::kP2pLink) return p2pPair(e);
   if (std::string comm = stuckP2pComm(); !comm.empty()) return fromP2p(comm);
   return outsideCollectives();
+}
+
+// The waits end at a rank that runs nothing while a send or receive of a peer waits for its
+// half: it never posted it, and is in host code.
+Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
+  Verdict v;
+  v.kind = VerdictKind::kNonCommunicationHang;
+  v.communicator = e.at.comm;
+  v.op = OpRef{e.at.op, std::nullopt};
+  v.culprit_ranks = {e.rank};
+  wording_.peerNeverPosted(v, e);
+  v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
+  return v;
+}
+
+// The waits end at a send and its receive, both running: the link between them, or a GPU at
+// either end. NCCL's profiler names the link when steps sit on the wire; else both are suspects.
+Verdict VerdictMaker::p2pPair(const ChainEnd& e) const {
+  Verdict v = fromP2p(e.at.comm, &e);
+  v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
+  return v;
 }
 
 Verdict VerdictMaker::noSnapshots() const {
@@ -795,7 +832,7 @@ std::vector<int> VerdictMaker::processesOf(const std::string& comm, const std::v
   return {out.begin(), out.end()};
 }
 
-Verdict VerdictMaker::fromP2p(const std::string& comm) const {
+Verdict VerdictMaker::fromP2p(const std::string& comm, const ChainEnd* pair) const {
   Verdict v;
   v.communicator = comm;
   v.op = OpRef{"ncclSend/ncclRecv", std::nullopt};
@@ -819,6 +856,11 @@ Verdict VerdictMaker::fromP2p(const std::string& comm) const {
   }
   v.kind = VerdictKind::kInconclusive;
   v.confident = false;
+  if (pair != nullptr) {
+    v.suspects = {linkSuspect({pair->from, pair->to})};
+    wording_.p2pPairUndecided(v, *pair, pf);
+    return v;
+  }
   wording_.p2pInconclusive(v, comm, pf);
   for (const RankSummary& s : job_.ranks) {
     for (const SnapshotPendingOp& op : s.pending) {

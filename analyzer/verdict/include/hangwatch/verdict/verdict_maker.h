@@ -14,6 +14,7 @@
 #include "hangwatch/verdict/sequence_analysis.h"
 #include "hangwatch/verdict/verdict.h"
 #include "hangwatch/verdict/verdict_wording.h"
+#include "hangwatch/verdict/wait_chain.h"
 
 namespace hangwatch::verdict {
 
@@ -69,7 +70,11 @@ class VerdictMaker {
   std::string stuckP2pComm() const;
   // A point-to-point hang on `comm`: named from NCCL's profiler progress when it shows a link
   // on the wire, else inconclusive with what each stuck stream waits on.
-  Verdict fromP2p(const std::string& comm) const;
+  // `pair`: where the waits ended at a send and its receive both running (wait_chain.h).
+  Verdict fromP2p(const std::string& comm, const ChainEnd* pair = nullptr) const;
+  // Where the waits across communicators and transfers end (wait_chain.h).
+  Verdict peerNeverPosted(const ChainEnd& e) const;
+  Verdict p2pPair(const ChainEnd& e) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.

@@ -13,6 +13,7 @@
 #include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/sequence_analysis.h"
 #include "hangwatch/verdict/verdict.h"
+#include "hangwatch/verdict/wait_chain.h"
 
 namespace hangwatch::verdict {
 
@@ -153,6 +154,10 @@ class VerdictWording {
   void p2pWaits(Verdict& v, const std::string& comm) const;
   void p2pLinkCulprit(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
   void p2pInconclusive(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
+  // Where the waits end (wait_chain.h): a peer that never posted its half, in host code; a
+  // send and its receive both running with nothing to tell the link from either GPU.
+  void peerNeverPosted(Verdict& v, const ChainEnd& e) const;
+  void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf) const;
 
   // Ring progress: who waits where; then one of the three outcomes.
   void ringWaiting(Verdict& v, const RingFacts& facts) const;

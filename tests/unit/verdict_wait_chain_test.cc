@@ -1,0 +1,195 @@
+// The waits across communicators and transfers (wait_chain.h), on pipeline-shaped jobs:
+// 4 ranks as 2 stages x 2 tensor-parallel ranks (ring_train --pp 2 --tp 2), stage 0 = ranks
+// 0-1, stage 1 = ranks 2-3; each stage's TP communicator, and one pipeline communicator per
+// TP position ({0, 2} and {1, 3}) that the stages' sends and receives run on.
+#include <catch2/catch.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/verdict/job_loader.h"
+#include "hangwatch/verdict/report_builder.h"
+#include "verdict_test_fixture.h"
+
+using namespace hangwatch;
+using namespace hangwatch::verdict;
+using verdict_test::FakeRank;
+
+namespace {
+
+const std::string kTp0 = "7e00000000000000";  // ranks 0, 1
+const std::string kTp1 = "7e00000000000001";  // ranks 2, 3
+const std::string kPp0 = "9900000000000000";  // ranks 0 (stage 0), 2 (stage 1)
+const std::string kPp1 = "9900000000000001";  // ranks 1, 3
+
+// Rank `rank` of the pipeline job with its communicators and nothing pending; the TP
+// communicator has issued and completed `tp_done` collectives.
+FakeRank pipeRank(int rank, uint64_t tp_done) {
+  FakeRank r(rank, 4, 1);
+  r.snap.comms.clear();
+  r.snap.streams.clear();
+  r.snap.streams.push_back({"0x1", 0, {}});
+  const auto add = [&](const std::string& hash, int comm_rank, std::optional<uint64_t> done) {
+    SnapshotComm c;
+    c.hash = hash;
+    c.rank = comm_rank;
+    c.size = 2;
+    c.state = "live";
+    c.last_issued_seq = done;
+    c.last_completed_seq = done;
+    r.snap.comms.push_back(c);
+  };
+  add(rank < 2 ? kTp0 : kTp1, rank % 2, tp_done);
+  add(rank % 2 == 0 ? kPp0 : kPp1, rank / 2, std::nullopt);
+  return r;
+}
+
+// An operation on the rank's stream, after those already there; `started`: the GPU reached it.
+void queue(FakeRank& r, const std::string& op, const std::string& comm, std::optional<uint64_t> seq,
+           std::optional<int> peer, bool started) {
+  SnapshotPendingOp p;
+  p.op = op;
+  p.op_class = seq ? "collective" : "p2p";
+  p.comm = comm;
+  p.seq = seq;
+  p.peer = peer;
+  p.count = 4096;
+  p.dtype = "float32";
+  p.gpu_started = started;
+  p.age_s = started ? 4.0 : 0.0;
+  p.issued_s_ago = 4.1;
+  r.snap.streams[0].pending.push_back(p);
+  if (seq) {
+    for (SnapshotComm& c : r.snap.comms)
+      if (c.hash == comm) c.last_issued_seq = std::max(c.last_issued_seq.value_or(0), *seq);
+  }
+}
+
+void writeTrigger(const std::string& dir, int rank, const std::string& op, const std::string& comm,
+                  std::optional<uint64_t> seq, std::optional<int> peer) {
+  TriggerRecord t;
+  t.rank = rank;
+  t.host = "node0";
+  t.pid = 100 + rank;
+  t.time_unix_s = 1000.0;
+  t.reason = "timeout";
+  StuckOp s;
+  s.op = op;
+  s.comm = comm;
+  s.seq = seq;
+  s.peer = peer;
+  s.age_s = 3.2;
+  t.stuck_op = s;
+  (void)writeFileAtomically(triggerPath(dir), toJson(t).dump());
+}
+
+Verdict verdictOf(const std::vector<FakeRank>& ranks, int trigger_rank, const std::string& op, const std::string& comm,
+                  std::optional<uint64_t> seq, std::optional<int> peer = std::nullopt) {
+  verdict_test::TempDir dir;
+  for (const FakeRank& r : ranks) r.write(dir.path);
+  writeTrigger(dir.path, trigger_rank, op, comm, seq, peer);
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job)).verdict;
+}
+
+bool saysSomewhere(const Verdict& v, const std::string& text) {
+  if (v.headline.find(text) != std::string::npos) return true;
+  for (const std::string& e : v.evidence)
+    if (e.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("AStagesRankStuckInHostCodeIsNamedThroughTheTransfersAndCollectivesThatWaitOnIt") {
+  // Rank 3 stopped in host code after its TP collective 5. Rank 2 waits in TP collective 6
+  // for it. Stage 0 ranks send their activations to stage 1, whose receives are queued behind
+  // that collective; their own next TP collective (8) is queued behind the sends.
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
+  for (int r = 0; r < 2; ++r) {
+    queue(ranks[r], "ncclSend", r == 0 ? kPp0 : kPp1, std::nullopt, 1, true);
+    queue(ranks[r], "ncclAllReduce", kTp0, 8, std::nullopt, false);
+  }
+  queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, true);
+  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, false);
+  ranks[3].dump.threads[0] = verdict_test::thread(103, "ring_train", {"stall_in_host_loop", "step", "main"});
+
+  // The first to time out is a stage-0 rank, in the TP collective its stream has not reached.
+  const Verdict v = verdictOf(ranks, 0, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(v.confident);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK(v.communicator == kTp1);
+  // Each hop is said: what rank 0's stream runs first, and who that waits on.
+  CHECK(saysSomewhere(v, "rank 0 has ncclAllReduce seq 8 on communicator " + kTp0 + " queued behind work"));
+  CHECK(saysSomewhere(v, "ncclSend to rank 2 on communicator " + kPp0));
+  CHECK(saysSomewhere(v, "rank 2 is not in the receive from rank 0"));
+}
+
+TEST_CASE("ASendAndItsReceiveBothRunningInsideANodeLeaveTheirLinkTheOneSuspect") {
+  // Link 0 -> 2 (stage 0 -> stage 1) stopped: rank 0's send and rank 2's receive both run.
+  // Rank 1's send to 3 went through; rank 1 then waits in TP collective 8 for rank 0, and rank 3
+  // in TP collective 6 for rank 2. The snapshots hold no proxy steps (links inside a node).
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
+  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
+  queue(ranks[0], "ncclAllReduce", kTp0, 8, std::nullopt, false);
+  queue(ranks[1], "ncclAllReduce", kTp0, 8, std::nullopt, true);
+  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
+  queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, false);
+  queue(ranks[3], "ncclAllReduce", kTp1, 6, std::nullopt, true);
+
+  const Verdict v = verdictOf(ranks, 1, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  REQUIRE(v.suspects.size() == 1);
+  REQUIRE(v.suspects[0].link);
+  CHECK(v.suspects[0].link->from == 0);
+  CHECK(v.suspects[0].link->to == 2);
+  CHECK(saysSomewhere(v, "rank 0's send to rank 2 and rank 2's receive from rank 0 both run"));
+}
+
+TEST_CASE("ASendWhosePeerRunsNothingNamesThePeerInHostCode") {
+  // Two stages, nothing else: rank 0's send to rank 2 waits; rank 2 runs nothing on its GPU
+  // and is in host code. No collective is pending anywhere.
+  std::vector<FakeRank> ranks;
+  for (int r : {0, 2}) ranks.push_back(pipeRank(r, 7));
+  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
+  queue(ranks[0], "ncclRecv", kPp0, std::nullopt, 1, false);
+  ranks[1].dump.threads[0] = verdict_test::thread(102, "ring_train", {"stall_in_host_loop", "step", "main"});
+  for (FakeRank& r : ranks) r.snap.identity.world_size = 2;
+
+  const Verdict v = verdictOf(ranks, 0, "ncclSend", kPp0, std::nullopt, 1);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{2});
+  CHECK(v.communicator == kPp0);
+  CHECK(saysSomewhere(v, "rank 2 never posted the receive from rank 0"));
+}
+
+TEST_CASE("ACollectiveEveryMemberRunsStaysTheFocusWhateverIsQueuedBehindIt") {
+  // Both TP ranks of stage 0 run TP collective 8; sends are queued behind it. Nothing moves
+  // the focus: the ring-progress rules decide there (here with no records: inconclusive).
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(pipeRank(r, 7));
+    queue(ranks.back(), "ncclAllReduce", kTp0, 8, std::nullopt, true);
+    queue(ranks.back(), "ncclSend", r == 0 ? kPp0 : kPp1, std::nullopt, 1, false);
+  }
+  for (int r = 2; r < 4; ++r) {
+    ranks.push_back(pipeRank(r, 5));
+    queue(ranks.back(), "ncclRecv", r == 2 ? kPp0 : kPp1, std::nullopt, 0, true);
+  }
+  const Verdict v = verdictOf(ranks, 0, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  REQUIRE(v.op);
+  CHECK(v.op->seq == std::optional<uint64_t>{8});
+  CHECK(v.communicator == kTp0);
+  CHECK_FALSE(saysSomewhere(v, "queued behind"));
+}
