@@ -40,6 +40,18 @@ std::vector<CommView> CommTable::view() const {
                    e.state.load(std::memory_order_acquire), e.issued.load(std::memory_order_acquire),
                    e.completed_plus1.load(std::memory_order_acquire), e.nccl_id.load(std::memory_order_acquire), {}});
     out.back().recent = e.recent.read(out.back().issued);
+    out.back().p2p = e.p2p.read();
+    out.back().p2p_untracked = e.p2p.untracked();
+  }
+  return out;
+}
+
+std::vector<P2pCounts::Peer> P2pCounts::read() const {
+  std::vector<Peer> out;
+  for (const Slot& s : slots_) {
+    const int peer = s.peer.load(std::memory_order_acquire);
+    if (peer < 0) break;  // slots are claimed in order
+    out.push_back({peer, s.sends.load(std::memory_order_relaxed), s.receives.load(std::memory_order_relaxed)});
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "hangwatch/watchdog/comm_identity.h"
@@ -174,6 +175,8 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
   if (accepted && collective && entry) {
     op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
     entry->recent.note(op.op.seq, a.name, a.count, a.dtype, a.root);
+  } else if (accepted && entry && a.cls == OpClass::kP2P && a.peer >= 0) {
+    entry->p2p.note(a.peer, std::strcmp(a.name, "ncclSend") == 0);
   }
   if (in_group) {
     if (rc == ncclSuccess) {

@@ -94,6 +94,7 @@ SnapshotIdentity identityOf(const SnapshotInputs& in) {
 }
 
 static_assert(IssuedHistory::kKept == SnapshotComm::kRecentKept, "the snapshot says how many it keeps");
+static_assert(P2pCounts::kPeers == SnapshotComm::kP2pPeersKept, "the snapshot says how many peers it keeps");
 
 SnapshotComm commOf(const CommView& c) {
   SnapshotComm sc;
@@ -114,6 +115,8 @@ SnapshotComm commOf(const CommView& c) {
     r.dtype = ncclDtypeName(op.dtype);
     if (op.root >= 0) r.root = op.root;
   }
+  for (const P2pCounts::Peer& p : c.p2p) sc.p2p.push_back({p.peer, p.sends, p.receives});
+  sc.p2p_untracked = c.p2p_untracked;
   return sc;
 }
 

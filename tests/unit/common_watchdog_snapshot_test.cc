@@ -31,6 +31,22 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->progress->algorithms[0].last_s_ago == std::optional<double>(2.5));
   CHECK_FALSE(back->progress->algorithms[1].last_s_ago);
   CHECK(back->progress->dropped_comms == 2u);
+  // Sends and receives per peer, and those past the kept peers.
+  REQUIRE(back->comms[0].p2p.size() == 2);
+  CHECK(back->comms[0].p2p[0].peer == 6);
+  CHECK(back->comms[0].p2p[0].sends == 40u);
+  CHECK(back->comms[0].p2p[0].receives == 39u);
+  CHECK(back->comms[0].p2p[1].receives == 40u);
+  CHECK(back->comms[0].p2p_untracked == 3u);
+  CHECK(back->comms[1].p2p.empty());
+  // A dump written before transfers were counted reads as none issued.
+  nlohmann::json before_p2p = toJson(s);
+  before_p2p["comms"][0].erase("p2p");
+  before_p2p["comms"][0].erase("p2p_untracked");
+  auto no_p2p = watchdogSnapshotFromJson(before_p2p);
+  REQUIRE(no_p2p.ok());
+  CHECK(no_p2p->comms[0].p2p.empty());
+  CHECK(no_p2p->comms[0].p2p_untracked == 0u);
   // A dump written before the issued collectives were kept reads as none kept.
   nlohmann::json before_recent = toJson(s);
   before_recent["comms"][0].erase("recent");

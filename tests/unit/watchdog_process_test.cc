@@ -22,6 +22,7 @@
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/common/watchdog_snapshot.h"
 #include "hangwatch/simgpu/kernel.h"
+#include "hangwatch/watchdog/comm_table.h"
 #include "hangwatch/watchdog/watchdog.h"
 
 namespace fs = std::filesystem;
@@ -297,6 +298,45 @@ TEST_CASE("TheSnapshotKeepsTheLastCollectivesIssuedOnEachCommunicatorWithTheirAr
   CHECK(recent.back().dtype == "int64");
   CHECK(recent.back().root == std::optional<int>(0));
   REQUIRE(ncclCommDestroy(c.comm) == ncclSuccess);
+}
+
+TEST_CASE("TheSnapshotCountsTheSendsAndReceivesIssuedToEachPeer") {
+  const std::string job = useFreshJobDir("100");
+  OneRankComm c(64);
+  // A one-rank communicator talks to itself: four grouped exchanges, then a collective.
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    REQUIRE(ncclSend(c.buf, 8, ncclFloat32, 0, c.comm, c.stream) == ncclSuccess);
+    REQUIRE(ncclRecv(c.buf, 8, ncclFloat32, 0, c.comm, c.stream) == ncclSuccess);
+    REQUIRE(ncclGroupEnd() == ncclSuccess);
+  }
+  REQUIRE(ncclAllReduce(c.buf, c.buf, 8, ncclFloat32, ncclSum, c.comm, c.stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(c.stream) == cudaSuccess);
+  auto s = hangwatch::watchdogSnapshotFromJson(snapshotOnTrigger(job));
+  REQUIRE(s.ok());
+  REQUIRE(s->comms.size() == 1);
+  REQUIRE(s->comms[0].p2p.size() == 1);
+  CHECK(s->comms[0].p2p[0].peer == 0);
+  CHECK(s->comms[0].p2p[0].sends == 4u);
+  CHECK(s->comms[0].p2p[0].receives == 4u);
+  CHECK(s->comms[0].p2p_untracked == 0u);
+  // Transfers take no collective sequence number.
+  CHECK(s->comms[0].last_issued_seq == std::optional<uint64_t>(0));
+  REQUIRE(ncclCommDestroy(c.comm) == ncclSuccess);
+}
+
+TEST_CASE("PeersBeyondTheKeptOnesAreCountedAsUntracked") {
+  hangwatch::watchdog::P2pCounts counts;
+  for (int peer = 0; peer < hangwatch::watchdog::P2pCounts::kPeers + 2; ++peer) counts.note(peer * 3, peer % 2 == 0);
+  counts.note(0, false);
+  const auto peers = counts.read();
+  REQUIRE(peers.size() == static_cast<size_t>(hangwatch::watchdog::P2pCounts::kPeers));
+  CHECK(peers[0].peer == 0);
+  CHECK(peers[0].sends == 1u);
+  CHECK(peers[0].receives == 1u);
+  CHECK(peers[1].peer == 3);
+  CHECK(peers[1].receives == 1u);
+  CHECK(counts.untracked() == 2u);
 }
 
 TEST_CASE("WorkOnEachDeviceIsTimedWithThatDevicesEvents") {

@@ -38,6 +38,13 @@ struct SnapshotIssuedOp {
   std::optional<int> root;           // Broadcast, Reduce, Gather, Scatter
 };
 
+// Sends and receives this rank issued to one peer of a communicator (its comm rank).
+struct SnapshotP2pPeer {
+  int peer = -1;
+  uint64_t sends = 0;
+  uint64_t receives = 0;
+};
+
 struct SnapshotComm {
   std::string hash;                  // hex; equal on every member rank of the communicator
   int rank = -1;
@@ -54,6 +61,11 @@ struct SnapshotComm {
   // from before 2026-11-29.
   static constexpr size_t kRecentKept = 16;
   std::vector<SnapshotIssuedOp> recent;
+  // Sends and receives issued on it, per peer (at most kP2pPeersKept, in the order first
+  // talked to; the rest counted in p2p_untracked); absent in dumps from before 2026-11-29.
+  static constexpr size_t kP2pPeersKept = 8;
+  std::vector<SnapshotP2pPeer> p2p;
+  uint64_t p2p_untracked = 0;
 };
 
 // Where one network connection's proxy got (NCCL profiler ProxyOp/ProxyStep events;
@@ -220,6 +232,16 @@ struct Schema<SnapshotIssuedOp> {
 };
 
 template <>
+struct Schema<SnapshotP2pPeer> {
+  static constexpr const char* what = "p2p peer";
+  static constexpr auto fields = std::tuple{
+      field("peer", &SnapshotP2pPeer::peer, "p2p peer"),
+      field("sends", &SnapshotP2pPeer::sends, "p2p sends"),
+      field("receives", &SnapshotP2pPeer::receives, "p2p receives"),
+  };
+};
+
+template <>
 struct Schema<SnapshotComm> {
   static constexpr const char* what = "comm";
   static constexpr auto fields = std::tuple{
@@ -233,6 +255,8 @@ struct Schema<SnapshotComm> {
       field("nccl_id", &SnapshotComm::nccl_id, "comm nccl_id", Empty::kNull),
       field("address", &SnapshotComm::address, "comm address"),
       field("recent", &SnapshotComm::recent, "comm recent"),
+      field("p2p", &SnapshotComm::p2p, "comm p2p"),
+      field("p2p_untracked", &SnapshotComm::p2p_untracked, "comm p2p_untracked"),
   };
 };
 

@@ -55,6 +55,42 @@ class IssuedHistory {
   Slot slots_[kKept];
 };
 
+// Sends and receives issued on one communicator, per peer (comm rank): the first kPeers
+// peers it talks to (a pipeline stage has two, its neighbours); others are counted as
+// untracked. What a stage sent and received lets the report say who skipped a transfer.
+class P2pCounts {
+ public:
+  static constexpr int kPeers = 8;
+  struct Peer {
+    int peer = -1;
+    uint64_t sends = 0;
+    uint64_t receives = 0;
+  };
+
+  void note(int peer, bool send) {
+    for (Slot& s : slots_) {
+      int now = s.peer.load(std::memory_order_acquire);
+      if (now == -1 && s.peer.compare_exchange_strong(now, peer, std::memory_order_acq_rel)) now = peer;
+      if (now != peer) continue;
+      (send ? s.sends : s.receives).fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    untracked_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The peers talked to, in the order first seen.
+  std::vector<Peer> read() const;
+  uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Slot {
+    std::atomic<int> peer{-1};
+    std::atomic<uint64_t> sends{0};
+    std::atomic<uint64_t> receives{0};
+  };
+  Slot slots_[kPeers];
+  std::atomic<uint64_t> untracked_{0};
+};
+
 struct CommEntry {
   std::atomic<uintptr_t> handle{0};
   uint64_t hash = 0;
@@ -70,6 +106,7 @@ struct CommEntry {
   std::atomic<uint64_t> splits{0};          // ncclCommSplit calls on this parent, for child hashes
   std::atomic<uint64_t> nccl_id{0};         // NCCL's commHash, 0 until known (nccl_comm_ids.h)
   IssuedHistory recent;
+  P2pCounts p2p;
 };
 
 // What the snapshot needs of one communicator, copied out.
@@ -82,6 +119,8 @@ struct CommView {
   uint64_t completed_plus1 = 0;
   uint64_t nccl_id = 0;
   std::vector<IssuedOp> recent;  // oldest first
+  std::vector<P2pCounts::Peer> p2p;
+  uint64_t p2p_untracked = 0;
 };
 
 class CommTable {
