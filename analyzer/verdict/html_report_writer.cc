@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "wording_text.h"
+
 #include "hangwatch/verdict/text_report_writer.h"
 #include "hangwatch/verdict/verdict_wording.h"
 
@@ -251,8 +253,12 @@ void writeHead(Out o, const Report& r) {
   } else {
     fmt::format_to(o, "<p id=\"stage\">Stage: {}</p>\n", stageName(r.job.stage));
   }
-  fmt::format_to(o, "<div class=\"verdict\"><span class=\"kind\">{}</span><br>{}</div>\n", esc(verdictKindName(v.kind)),
+  fmt::format_to(o, "<div class=\"verdict\"><span class=\"kind\">{}</span><br>{}", esc(verdictKindName(v.kind)),
                  esc(v.headline));
+  for (const RankPlaceInJob& p : v.places)
+    fmt::format_to(o, "<br><span class=\"place\">rank {}: pipeline stage {} of {} (ranks {})</span>", p.rank, p.stage,
+                   p.stages, esc(wording::ranksText(p.stage_ranks)));
+  fmt::format_to(o, "</div>\n");
 }
 
 // As prominent as the verdict: what it hinges on, who is still possible, and which ranks lack data.

@@ -44,6 +44,11 @@ nlohmann::json verdictJson(const Verdict& v) {
   nlohmann::json lacking = nlohmann::json::array();
   for (const DataGap& g : v.lacking_data) lacking.push_back({{"rank", g.rank}, {"lacks", g.lacks}});
   j["lacking_data"] = std::move(lacking);
+  nlohmann::json places = nlohmann::json::array();
+  for (const RankPlaceInJob& p : v.places)
+    places.push_back({{"rank", p.rank}, {"stage", p.stage}, {"stages", p.stages}, {"stage_ranks", p.stage_ranks},
+                      {"groups", p.groups}});
+  j["pipeline_places"] = std::move(places);
   return j;
 }
 

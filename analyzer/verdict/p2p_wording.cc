@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/verdict/pipeline_layout.h"
 #include "hangwatch/verdict/report.h"
 #include "wording_text.h"
 
@@ -54,26 +55,56 @@ void VerdictWording::p2pInconclusive(Verdict& v, const std::string& comm, const 
                          "ranks named above with nccl-tests.");
 }
 
-void VerdictWording::peerNeverPosted(Verdict& v, const ChainEnd& e) const {
-  const bool receive = e.at.op == "ncclSend";  // what the culprit owes: the other half
-  v.headline = fmt::format(
-      "Non-communication hang: rank {} never posted the {} rank {} that rank {}'s {} waits for on communicator {}.",
-      e.rank, receive ? "receive from" : "send to", e.waiter, e.waiter, e.at.op, e.at.comm);
-  std::string pending;
-  if (const RankSummary* s = job_.find(e.rank)) {
-    for (const SnapshotPendingOp& op : s->pending) {
-      pending += (pending.empty() ? "" : ", ") + op.op;
-      if (pending.size() > 80) break;
-    }
+void VerdictWording::peerNeverPosted(Verdict& v, const ChainEnd& e, const std::vector<WaitChain::Owed>& owed) const {
+  const auto owes = [](const std::string& waiter_op) { return waiter_op == "ncclSend" ? "receive from" : "send to"; };
+  if (v.culprit_ranks.size() == 1) {
+    v.headline = fmt::format(
+        "Non-communication hang: rank {} never posted the {} rank {} that rank {}'s {} waits for on communicator {}.",
+        e.rank, owes(e.at.op), e.waiter, e.waiter, e.at.op, e.at.comm);
+  } else {
+    std::vector<int> waiters;
+    for (const WaitChain::Owed& o : owed) waiters.push_back(o.waiter);
+    v.headline = fmt::format(
+        "Non-communication hang: {} never posted the sends or receives that {} wait for, and run nothing on their "
+        "GPUs.",
+        ranksPhrase(v.culprit_ranks), ranksPhrase(waiters));
   }
-  v.evidence.push_back(describeRank(job_, e.rank) + ": " +
-                       (pending.empty() ? "no GPU work pending, so it is stuck in host code."
-                                        : "nothing its GPU started is pending (queued: " + pending + ")."));
+  // What each side issued, where the snapshots count it: one transfer never issued, or more.
+  const PipelineLayout layout(job_);
+  for (const WaitChain::Owed& o : owed) {
+    const bool waiter_sends = o.op == "ncclSend";
+    const std::optional<uint64_t> mine =
+        waiter_sends ? layout.sends(o.comm, o.waiter, o.peer) : layout.receives(o.comm, o.waiter, o.peer);
+    const std::optional<uint64_t> theirs =
+        waiter_sends ? layout.receives(o.comm, o.peer, o.waiter) : layout.sends(o.comm, o.peer, o.waiter);
+    if (!mine || !theirs || *mine == 0) {
+      v.evidence.push_back(fmt::format("Rank {}'s {} {} rank {} waits; rank {} runs nothing on its GPU.", o.waiter,
+                                       o.op, waiter_sends ? "to" : "from", o.peer, o.peer));
+      continue;
+    }
+    v.evidence.push_back(fmt::format(
+        "Rank {} issued {} {} rank {}; rank {} issued {} {} rank {}{}.", o.waiter, *mine,
+        waiter_sends ? "sends to" : "receives from", o.peer, o.peer, *theirs, waiter_sends ? "receives from" : "sends to",
+        o.waiter,
+        *theirs < *mine ? fmt::format(": {} never issued on rank {}'s side", *mine - *theirs, o.peer) : ""));
+  }
+  for (int r : v.culprit_ranks) {
+    std::string pending;
+    if (const RankSummary* s = job_.find(r)) {
+      for (const SnapshotPendingOp& op : s->pending) {
+        pending += (pending.empty() ? "" : ", ") + op.op;
+        if (pending.size() > 80) break;
+      }
+    }
+    v.evidence.push_back(describeRank(job_, r) + ": " +
+                         (pending.empty() ? "no GPU work pending, so it is in host code."
+                                          : "nothing its GPU started is pending (queued: " + pending + ")."));
+  }
   v.next_steps.push_back(fmt::format(
-      "Not a network or GPU fault: rank {} is stuck in host code (see where below: a data loader, a lock, a loop, a "
-      "schedule that skipped this transfer). Fix the program or its input and restart from the last checkpoint; "
-      "draining hosts will not help.",
-      e.rank));
+      "Not a network or GPU fault: {} did not issue the transfer(s) their peers wait for: stuck in host code (see "
+      "where below: a data loader, a lock, a loop), or a schedule that ran one micro-batch fewer (compare the counts "
+      "above). Fix the program or its input and restart from the last checkpoint; draining hosts will not help.",
+      ranksPhrase(v.culprit_ranks)));
 }
 
 void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf) const {
@@ -87,6 +118,32 @@ void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const Proxy
                       fmt::format("Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand "
                                   "error counters), then each of the two GPUs.",
                                   e.from, e.to));
+}
+
+void VerdictWording::pipelinePlaces(Verdict& v, const std::optional<Link>& link) const {
+  const auto stageOf = [&](int rank) -> const RankPlaceInJob* {
+    for (const RankPlaceInJob& p : v.places)
+      if (p.rank == rank) return &p;
+    return nullptr;
+  };
+  const auto stageText = [](const RankPlaceInJob& p) {
+    return fmt::format("pipeline stage {} of {} (ranks {})", p.stage, p.stages, ranksText(p.stage_ranks));
+  };
+  if (link) {
+    const RankPlaceInJob* a = stageOf(link->from);
+    const RankPlaceInJob* b = stageOf(link->to);
+    if (a && b && a->stage != b->stage) {
+      v.evidence.push_back(fmt::format("The link {} -> {} joins {} to {}.", link->from, link->to, stageText(*a),
+                                       stageText(*b)));
+      return;
+    }
+  }
+  for (const RankPlaceInJob& p : v.places) {
+    std::string groups;
+    for (const std::vector<int>& g : p.groups) groups += fmt::format("{}ranks {}", groups.empty() ? "" : "; ", ranksText(g));
+    v.evidence.push_back(fmt::format("Rank {} is in {}{}.", p.rank, stageText(p),
+                                     groups.empty() ? "" : ", and in the groups of " + groups));
+  }
 }
 
 }  // namespace hangwatch::verdict

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "wording_text.h"
+
 #include "hangwatch/verdict/verdict_wording.h"
 
 namespace hangwatch::verdict {
@@ -55,6 +57,9 @@ void writeVerdict(Out o, const Report& r) {
     for (int c : v.culprit_ranks) fmt::format_to(o, " {}", describeRank(r.job, c));
     fmt::format_to(o, "\n");
   }
+  for (const RankPlaceInJob& p : v.places)
+    fmt::format_to(o, "  pipeline: rank {} in stage {} of {} (ranks {})\n", p.rank, p.stage, p.stages,
+                   wording::ranksText(p.stage_ranks));
   if (v.op) fmt::format_to(o, "  operation: {}{}\n", v.op->name, v.op->seq ? fmt::format(" seq {}", *v.op->seq) : "");
   if (!v.communicator.empty()) fmt::format_to(o, "  communicator: {}\n", v.communicator);
   if (v.channels_total)

@@ -1,5 +1,6 @@
 #include "hangwatch/verdict/verdict_maker.h"
 
+#include "hangwatch/verdict/pipeline_layout.h"
 #include "hangwatch/verdict/wait_chain.h"
 
 #include <algorithm>
@@ -57,6 +58,7 @@ std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
 
 Verdict VerdictMaker::decide() const {
   Verdict v = byRule();
+  placeInPipeline(v);
   noteFrozenThenContinued(v);
   hedgeTooFewAnswered(v);
   addCulpritStacks(v);
@@ -133,6 +135,26 @@ Verdict VerdictMaker::byRule() const {
   return outsideCollectives();
 }
 
+// A pipeline job's culprits and link ends placed in their stage and groups (pipeline_layout.h);
+// a link between two stages is said as such.
+void VerdictMaker::placeInPipeline(Verdict& v) const {
+  const PipelineLayout layout(job_);
+  std::vector<int> ranks = v.culprit_ranks;
+  std::optional<Link> link = v.culprit_link;
+  if (!link && v.suspects.size() == 1 && v.suspects[0].link && v.suspects[0].link->to >= 0) link = v.suspects[0].link;
+  if (v.link_in_comm_ranks) return;
+  if (link) ranks = {link->from, link->to};
+  if (ranks.empty() && v.suspects.size() == 1) ranks = v.suspects[0].ranks;
+  for (int r : ranks) {
+    const std::optional<PipelinePlace> p = layout.of(r);
+    if (!p) continue;
+    RankPlaceInJob place{r, p->stage, p->stages, p->stage_ranks, {}};
+    for (const RankGroup& g : p->groups) place.groups.push_back(g.ranks);
+    v.places.push_back(std::move(place));
+  }
+  wording_.pipelinePlaces(v, link);
+}
+
 // The waits end at a rank that runs nothing while a send or receive of a peer waits for its
 // half: it never posted it, and is in host code.
 Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
@@ -140,8 +162,15 @@ Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
   v.kind = VerdictKind::kNonCommunicationHang;
   v.communicator = e.at.comm;
   v.op = OpRef{e.at.op, std::nullopt};
-  v.culprit_ranks = {e.rank};
-  wording_.peerNeverPosted(v, e);
+  // Every rank that owes a transfer an overdue one waits for is named: a stage's tensor-parallel
+  // ranks run the same schedule, so when one skips a transfer its peers do too.
+  std::vector<WaitChain::Owed> owed = WaitChain(job_, sequences_).owedTransfers();
+  if (std::none_of(owed.begin(), owed.end(), [&](const auto& o) { return o.peer == e.rank && o.waiter == e.waiter; }))
+    owed.insert(owed.begin(), {e.waiter, e.rank, e.at.comm, e.at.op});
+  std::set<int> culprits;
+  for (const WaitChain::Owed& o : owed) culprits.insert(o.peer);
+  v.culprit_ranks.assign(culprits.begin(), culprits.end());
+  wording_.peerNeverPosted(v, e, owed);
   v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
   return v;
 }

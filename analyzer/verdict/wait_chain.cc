@@ -112,6 +112,21 @@ ChainEnd WaitChain::fromTransfers() const {
   return follow(w, start, "");
 }
 
+std::vector<WaitChain::Owed> WaitChain::owedTransfers() const {
+  std::vector<Owed> out;
+  for (const RankSummary& s : job_.ranks) {
+    const SnapshotPendingOp* h = head(s.rank);
+    if (h == nullptr || h->op_class != "p2p" || !h->peer || s.timeout_s <= 0 || h->age_s < s.timeout_s ||
+        seq_.sharedByProcess(h->comm))
+      continue;
+    const int peer = seq_.globalRank(h->comm, *h->peer);
+    const RankSummary* theirs = job_.find(peer);
+    if (peer == s.rank || theirs == nullptr || head(peer) != nullptr || inNcclCall(*theirs)) continue;
+    out.push_back({s.rank, peer, h->comm, h->op});
+  }
+  return out;
+}
+
 ChainEnd WaitChain::follow(Walk& w, int rank, std::string how) const {
   const SnapshotPendingOp* h = head(rank);
   if (h == nullptr) return stopped(fmt::format("rank {} runs nothing", rank));

@@ -46,6 +46,13 @@ FakeRank pipeRank(int rank, uint64_t tp_done) {
   return r;
 }
 
+// What the rank issued to its pipeline neighbour (the other stage): sends and receives.
+void talked(FakeRank& r, uint64_t sends, uint64_t receives) {
+  const int rank = *r.snap.identity.rank;
+  for (SnapshotComm& c : r.snap.comms)
+    if (c.hash == (rank % 2 == 0 ? kPp0 : kPp1)) c.p2p = {{1 - c.rank, sends, receives}};
+}
+
 // An operation on the rank's stream, after those already there; `started`: the GPU reached it.
 void queue(FakeRank& r, const std::string& op, const std::string& comm, std::optional<uint64_t> seq,
            std::optional<int> peer, bool started) {
@@ -192,4 +199,67 @@ TEST_CASE("ACollectiveEveryMemberRunsStaysTheFocusWhateverIsQueuedBehindIt") {
   CHECK(v.op->seq == std::optional<uint64_t>{8});
   CHECK(v.communicator == kTp0);
   CHECK_FALSE(saysSomewhere(v, "queued behind"));
+}
+
+TEST_CASE("AStageThatRanOneMicroBatchFewerIsNamedWithWhatEachSideIssued") {
+  // Stage 1 (ranks 2, 3: one tensor-parallel group, one schedule) ran one micro-batch fewer at
+  // some step: it sent 15 gradients back where stage 0 posted 16 receives, and finished. Stage
+  // 0's ranks wait in their 16th receive; stage 1 runs nothing.
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
+  for (int r = 0; r < 2; ++r) {
+    queue(ranks[r], "ncclRecv", r == 0 ? kPp0 : kPp1, std::nullopt, 1, true);
+    queue(ranks[r], "ncclAllReduce", kTp0, 8, std::nullopt, false);
+    talked(ranks[r], 16, 16);
+  }
+  for (int r = 2; r < 4; ++r) talked(ranks[r], 15, 16);
+
+  const Verdict v = verdictOf(ranks, 0, "ncclRecv", kPp0, std::nullopt, 1);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{2, 3});
+  CHECK(saysSomewhere(v, "Rank 0 issued 16 receives from rank 2; rank 2 issued 15 sends to rank 0: 1 never issued"));
+  CHECK(saysSomewhere(v, "Rank 1 issued 16 receives from rank 3; rank 3 issued 15 sends to rank 1"));
+  // Each culprit placed in its stage, from the communicators it sent and received on.
+  REQUIRE(v.places.size() == 2);
+  CHECK(v.places[0].rank == 2);
+  CHECK(v.places[0].stage == 1);
+  CHECK(v.places[0].stages == 2);
+  CHECK(v.places[0].stage_ranks == std::vector<int>{2, 3});
+  CHECK(v.places[0].groups == std::vector<std::vector<int>>{{2, 3}});
+  CHECK(saysSomewhere(v, "Rank 2 is in pipeline stage 1 of 2 (ranks 2-3), and in the groups of ranks 2-3"));
+}
+
+TEST_CASE("ALinkBetweenTwoStagesIsSaidAsSuch") {
+  // As the inconclusive link case above, with the transfers counted: the suspect link's ends
+  // are in stages 0 and 1.
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
+  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
+  queue(ranks[0], "ncclAllReduce", kTp0, 8, std::nullopt, false);
+  queue(ranks[1], "ncclAllReduce", kTp0, 8, std::nullopt, true);
+  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
+  queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, false);
+  queue(ranks[3], "ncclAllReduce", kTp1, 6, std::nullopt, true);
+  for (FakeRank& r : ranks) talked(r, 9, 8);
+
+  const Verdict v = verdictOf(ranks, 1, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  REQUIRE(v.places.size() == 2);
+  CHECK(v.places[0].stage == 0);
+  CHECK(v.places[1].stage == 1);
+  CHECK(
+      saysSomewhere(v, "The link 0 -> 2 joins pipeline stage 0 of 2 (ranks 0-1) to pipeline stage 1 of 2 (ranks 2-3)"));
+}
+
+TEST_CASE("ARankThatTalksToNoNeighbourHasNoStage") {
+  // Transfers to a peer two comm ranks away (an all-to-all, a ring's wrap) are no pipeline.
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
+  ranks[3].notInCollective(8, {"stall_in_host_loop", "main"});
+  for (int r = 0; r < 3; ++r) queue(ranks[r], "ncclAllReduce", kTp0, 8, std::nullopt, true);
+  for (FakeRank& r : ranks)
+    for (SnapshotComm& c : r.snap.comms) c.p2p = {{c.rank + 2, 4, 4}};
+  const Verdict v = verdictOf(ranks, 0, "ncclAllReduce", kTp0, 8);
+  CHECK(v.places.empty());
 }

@@ -55,6 +55,16 @@ struct LinkNic {
   std::optional<int> port;
 };
 
+// Where a culprit (or an end of a culprit or suspect link) sits in a pipeline job
+// (pipeline_layout.h): its stage and the groups it is in.
+struct RankPlaceInJob {
+  int rank = -1;
+  int stage = 0;
+  int stages = 0;
+  std::vector<int> stage_ranks;
+  std::vector<std::vector<int>> groups;  // its other communicators' members (tensor / data parallel)
+};
+
 struct Verdict {
   VerdictKind kind = VerdictKind::kInconclusive;
   std::string headline;                  // one sentence: what happened and who
@@ -82,6 +92,7 @@ struct Verdict {
   std::string hinges_on;  // what the verdict depends on that is missing; empty when confident
   std::vector<Suspect> suspects;
   std::vector<DataGap> lacking_data;
+  std::vector<RankPlaceInJob> places;  // pipeline jobs only: each culprit's, or each link end's
 };
 
 }  // namespace hangwatch::verdict

@@ -74,6 +74,7 @@ class VerdictMaker {
   Verdict fromP2p(const std::string& comm, const ChainEnd* pair = nullptr) const;
   // Where the waits across communicators and transfers end (wait_chain.h).
   Verdict peerNeverPosted(const ChainEnd& e) const;
+  void placeInPipeline(Verdict& v) const;
   Verdict p2pPair(const ChainEnd& e) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;

@@ -156,8 +156,10 @@ class VerdictWording {
   void p2pInconclusive(Verdict& v, const std::string& comm, const ProxyFinding& pf) const;
   // Where the waits end (wait_chain.h): a peer that never posted its half, in host code; a
   // send and its receive both running with nothing to tell the link from either GPU.
-  void peerNeverPosted(Verdict& v, const ChainEnd& e) const;
+  void peerNeverPosted(Verdict& v, const ChainEnd& e, const std::vector<WaitChain::Owed>& owed) const;
   void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf) const;
+  // Pipeline jobs: where each culprit sits (v.places), and a link that joins two stages.
+  void pipelinePlaces(Verdict& v, const std::optional<Link>& link) const;
 
   // Ring progress: who waits where; then one of the three outcomes.
   void ringWaiting(Verdict& v, const RingFacts& facts) const;

@@ -45,6 +45,16 @@ class WaitChain {
   // The walk from the oldest started transfer of the job, where no collective is pending.
   ChainEnd fromTransfers() const;
 
+  // Every transfer overdue on its GPU (older than its rank's timeout) whose peer runs nothing:
+  // the halves never posted, each as waiter, peer, communicator and the waiter's operation.
+  struct Owed {
+    int waiter = -1;
+    int peer = -1;
+    std::string comm;
+    std::string op;  // the waiter's: "ncclSend" (the peer owes a receive) or "ncclRecv"
+  };
+  std::vector<Owed> owedTransfers() const;
+
   // The operation rank `rank`'s GPU runs: its oldest pending operation that started.
   const SnapshotPendingOp* head(int rank) const;
 

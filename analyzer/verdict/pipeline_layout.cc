@@ -1,0 +1,105 @@
+#include "hangwatch/verdict/pipeline_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "wording_text.h"
+
+namespace hangwatch::verdict {
+namespace {
+
+// A communicator it talked to its neighbours on, one comm rank away, and nobody else.
+bool pipelineLike(const SnapshotComm& c) {
+  if (c.size < 2 || c.rank < 0 || c.p2p.empty()) return false;
+  return std::all_of(c.p2p.begin(), c.p2p.end(),
+                     [&](const SnapshotP2pPeer& p) { return std::abs(p.peer - c.rank) == 1; });
+}
+
+}  // namespace
+
+PipelineLayout::PipelineLayout(const JobData& job) : job_(job) {}
+
+const SnapshotComm* PipelineLayout::entry(int rank, const std::string& comm) const {
+  const RankSummary* s = job_.find(rank);
+  if (s == nullptr) return nullptr;
+  for (const SnapshotComm& c : s->comms)
+    if (c.hash == comm && c.rank >= 0) return &c;
+  return nullptr;
+}
+
+int PipelineLayout::commRankOf(const std::string& comm, int global) const {
+  const SnapshotComm* c = entry(global, comm);
+  return c ? c->rank : -1;
+}
+
+std::optional<PipelinePlace> PipelineLayout::of(int rank) const {
+  const RankSummary* s = job_.find(rank);
+  if (s == nullptr) return std::nullopt;
+  const SnapshotComm* pipe = nullptr;
+  for (const SnapshotComm& c : s->comms) {
+    if (!pipelineLike(c)) continue;
+    if (pipe != nullptr && pipe->hash != c.hash) return std::nullopt;  // several: interleaved, or not a pipeline
+    pipe = &c;
+  }
+  if (pipe == nullptr) return std::nullopt;
+  PipelinePlace place;
+  place.stage = pipe->rank;
+  place.stages = pipe->size;
+  // Members of every communicator, from every snapshot: this stage's ranks are those whose own
+  // pipeline communicator, of the same size, has them at the same position.
+  std::map<std::string, std::map<int, int>> members;  // comm -> comm rank -> global
+  for (const RankSummary& r : job_.ranks) {
+    for (const SnapshotComm& c : r.comms) {
+      if (c.rank < 0 || c.state == "destroyed") continue;
+      members[c.hash][c.rank] = r.rank;
+      if (pipelineLike(c) && c.size == pipe->size && c.rank == pipe->rank) place.stage_ranks.push_back(r.rank);
+    }
+  }
+  std::sort(place.stage_ranks.begin(), place.stage_ranks.end());
+  place.stage_ranks.erase(std::unique(place.stage_ranks.begin(), place.stage_ranks.end()), place.stage_ranks.end());
+  const auto groupOf = [&](const SnapshotComm& c) {
+    RankGroup g{c.hash, {}};
+    for (const auto& [comm_rank, global] : members[c.hash]) g.ranks.push_back(global);
+    return g;
+  };
+  place.pipeline = groupOf(*pipe);
+  for (const SnapshotComm& c : s->comms) {
+    if (c.hash == pipe->hash || c.size < 2 || c.rank < 0 || c.state == "destroyed" || c.size == job_.world_size)
+      continue;
+    place.groups.push_back(groupOf(c));
+  }
+  std::sort(place.groups.begin(), place.groups.end(),
+            [](const RankGroup& a, const RankGroup& b) { return a.ranks.size() < b.ranks.size(); });
+  return place;
+}
+
+std::string PipelineLayout::stageText(int rank) const {
+  const std::optional<PipelinePlace> p = of(rank);
+  if (!p) return "";
+  return fmt::format("stage {} of {} (ranks {})", p->stage, p->stages, wording::ranksText(p->stage_ranks));
+}
+
+std::optional<uint64_t> PipelineLayout::sends(const std::string& comm, int from, int to) const {
+  const SnapshotComm* c = entry(from, comm);
+  const int peer = commRankOf(comm, to);
+  if (c == nullptr || peer < 0) return std::nullopt;
+  for (const SnapshotP2pPeer& p : c->p2p)
+    if (p.peer == peer) return p.sends;
+  if (c->p2p_untracked > 0 || c->p2p.size() >= SnapshotComm::kP2pPeersKept) return std::nullopt;
+  return 0;
+}
+
+std::optional<uint64_t> PipelineLayout::receives(const std::string& comm, int at, int from) const {
+  const SnapshotComm* c = entry(at, comm);
+  const int peer = commRankOf(comm, from);
+  if (c == nullptr || peer < 0) return std::nullopt;
+  for (const SnapshotP2pPeer& p : c->p2p)
+    if (p.peer == peer) return p.receives;
+  if (c->p2p_untracked > 0 || c->p2p.size() >= SnapshotComm::kP2pPeersKept) return std::nullopt;
+  return 0;
+}
+
+}  // namespace hangwatch::verdict
