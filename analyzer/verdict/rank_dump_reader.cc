@@ -1,5 +1,7 @@
 #include "hangwatch/verdict/rank_dump_reader.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <set>
 #include <string_view>
@@ -163,6 +165,24 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   s.target_exited_during = std::move(dump->target_exited_during);
 }
 
+// A ring record names its communicator by the watchdog's hash where the reader could compute
+// it, and always by NCCL's own id where it saw one. The reader computes the hash of an
+// ncclUniqueId; a communicator made by ncclCommSplit (or shrunk) has none, and the watchdog
+// hashes it from its parent (nccl_interposers.cc, childHash). Such records, and those a reader
+// gave no hash, are tied to the snapshot's communicator through its nccl_id.
+namespace {
+void joinRingRecords(RankSummary& s) {
+  for (RingProgress& r : s.ring_progress) {
+    if (r.nccl_comm.empty()) continue;
+    const bool known = !r.comm.empty() && std::any_of(s.comms.begin(), s.comms.end(),
+                                                      [&](const SnapshotComm& c) { return c.hash == r.comm; });
+    if (known) continue;
+    for (const SnapshotComm& c : s.comms)
+      if (c.nccl_id == r.nccl_comm) r.comm = c.hash;
+  }
+}
+}  // namespace
+
 RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerge::StackTable& stacks,
                                  Stage stage) {
   RankSummary s;
@@ -175,6 +195,7 @@ RankSummary RankDumpReader::read(const std::string& job_dir, int rank, stackmerg
   }
   if (file.open(watchdogSnapshotPath(job_dir, rank))) addPaddedSnapshotText(s, file.text());
   if (file.open(forensicsDumpPath(job_dir, rank))) addPaddedForensicsText(s, file.text(), stacks);
+  joinRingRecords(s);
   if (Expected<RankState> state = readRankState(rankStatePath(job_dir, rank))) s.state = std::move(*state);
   return s;
 }

@@ -79,6 +79,29 @@ TEST_CASE("DeadLinkJobNamesTheLinkWithHostsAndGpus") {
   CHECK(v.next_steps.back().find("Drain host node1") != std::string::npos);
 }
 
+TEST_CASE("RingRecordsOfASplitCommunicatorJoinItsSnapshotThroughNcclsId") {
+  // A communicator made by ncclCommSplit has no unique id: the debugger's reader hashes its
+  // own (the segment's here), the watchdog hashes it from its parent. NCCL's id ties them.
+  verdict_test::TempDir dir;
+  auto [d, c] = deadLink(5);
+  std::vector<FakeRank> ranks = verdict_test::ringJob(8, 10, 2, d, c);
+  for (FakeRank& r : ranks) {
+    r.snap.comms[0].nccl_id = "00000000005b1170";
+    for (RingProgress& rp : r.dump.ring_progress) {
+      rp.comm = "90b5c22817345b2f";
+      rp.nccl_comm = "00000000005b1170";
+    }
+  }
+  writeAll(ranks, dir.path);
+  verdict_test::writeTrigger(dir.path, 6, 10);
+  const Verdict v = reportOfDir(dir.path).verdict;
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  REQUIRE(v.culprit_link);
+  CHECK(v.culprit_link->from == 5);
+  CHECK(v.culprit_link->to == 6);
+  CHECK(v.communicator == verdict_test::kComm);
+}
+
 TEST_CASE("ADeadLinkBetweenNodesNamesTheNicOfEachEndThatItsDebuggerRead") {
   // 3 -> 4 joins node0 and node1. Rank 3's send and rank 4's recv are NET connections whose
   // net device the debugger read; rank 4's only by index (the plugin's table unread).
