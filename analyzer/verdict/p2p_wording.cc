@@ -107,17 +107,21 @@ void VerdictWording::peerNeverPosted(Verdict& v, const ChainEnd& e, const std::v
       ranksPhrase(v.culprit_ranks)));
 }
 
-void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf) const {
+void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf, bool both_ways) const {
   v.reason = fmt::format(
       "rank {}'s send to rank {} and rank {}'s receive from rank {} both run on communicator {} and neither ends: the "
-      "link between them, or the GPU at either end, stopped, and nothing in the snapshots tells which{}",
-      e.from, e.to, e.to, e.from, e.at.comm, pf.note.empty() ? "" : " (" + pf.note + ")");
+      "link between them{}, or the GPU at either end, stopped, and nothing in the snapshots tells which{}",
+      e.from, e.to, e.to, e.from, e.at.comm,
+      both_ways ? fmt::format(" (either way: each also has a transfer to the other pending, and a group's send and "
+                              "receive run as one kernel, timed as one, so which half waits is not known)")
+                : "",
+      pf.note.empty() ? "" : " (" + pf.note + ")");
   v.headline = "Inconclusive: " + v.reason + ".";
   v.hinges_on = "per-connection progress of the stuck transfer";
   v.next_steps.insert(v.next_steps.begin(),
-                      fmt::format("Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand "
-                                  "error counters), then each of the two GPUs.",
-                                  e.from, e.to));
+                      fmt::format("Test the link {} -> {}{} (nccl-tests between these two GPUs; NVLink / "
+                                  "InfiniBand error counters), then each of the two GPUs.",
+                                  e.from, e.to, both_ways ? " and back" : ""));
 }
 
 void VerdictWording::pipelinePlaces(Verdict& v, const std::optional<Link>& link) const {

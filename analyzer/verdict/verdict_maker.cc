@@ -141,7 +141,13 @@ void VerdictMaker::placeInPipeline(Verdict& v) const {
   const PipelineLayout layout(job_);
   std::vector<int> ranks = v.culprit_ranks;
   std::optional<Link> link = v.culprit_link;
-  if (!link && v.suspects.size() == 1 && v.suspects[0].link && v.suspects[0].link->to >= 0) link = v.suspects[0].link;
+  // One suspect link, or one link both ways.
+  const auto sameEnds = [&](const Suspect& s) {
+    return s.link && s.link->to >= 0 && v.suspects[0].link &&
+           std::minmax(s.link->from, s.link->to) == std::minmax(v.suspects[0].link->from, v.suspects[0].link->to);
+  };
+  if (!link && !v.suspects.empty() && std::all_of(v.suspects.begin(), v.suspects.end(), sameEnds))
+    link = v.suspects[0].link;
   if (v.link_in_comm_ranks) return;
   if (link) ranks = {link->from, link->to};
   if (ranks.empty() && v.suspects.size() == 1) ranks = v.suspects[0].ranks;
@@ -887,7 +893,12 @@ Verdict VerdictMaker::fromP2p(const std::string& comm, const ChainEnd* pair) con
   v.confident = false;
   if (pair != nullptr) {
     v.suspects = {linkSuspect({pair->from, pair->to})};
-    wording_.p2pPairUndecided(v, *pair, pf);
+    // A send and a receive between the same two ranks in one group run as one kernel, timed as
+    // one: the snapshots do not say which half waits, so the other direction is as suspect.
+    const bool both_ways = pendingTransfer(comm, pair->to, pair->from, true) &&
+                           pendingTransfer(comm, pair->from, pair->to, false);
+    if (both_ways) v.suspects.push_back(linkSuspect({pair->to, pair->from}));
+    wording_.p2pPairUndecided(v, *pair, pf, both_ways);
     return v;
   }
   wording_.p2pInconclusive(v, comm, pf);
@@ -899,6 +910,16 @@ Verdict VerdictMaker::fromP2p(const std::string& comm, const ChainEnd* pair) con
     }
   }
   return v;
+}
+
+// Whether `rank` has a send to (or a receive from) global rank `peer` pending on `comm`.
+bool VerdictMaker::pendingTransfer(const std::string& comm, int rank, int peer, bool send) const {
+  const RankSummary* s = job_.find(rank);
+  if (s == nullptr) return false;
+  return std::any_of(s->pending.begin(), s->pending.end(), [&](const SnapshotPendingOp& op) {
+    return op.comm == comm && op.op_class == "p2p" && op.peer && sequences_.globalRank(comm, *op.peer) == peer &&
+           (op.op == "ncclSend") == send;
+  });
 }
 
 DataGap VerdictMaker::gapOf(int rank, const std::string& comm) const {

@@ -125,7 +125,7 @@ void PipelineTrainer::run() {
                 world_size_, options_.steps, step_ms, options_.grad_mb, options_.tp, stages_, dp_.size,
                 options_.microbatches);
   }
-  std::printf("ring_train rank=%d stage=%d OK steps=%d%s\n", rank_, stage_, options_.steps,
+  std::printf("ring_train rank=%d OK steps=%d stage=%d%s\n", rank_, options_.steps, stage_,
               options_.verify ? "" : " (results not verified)");
   std::fflush(stdout);
 }

@@ -64,11 +64,22 @@ class RingTrainCommandLine(unittest.TestCase):
             self.assertEqual(result.returncode, 2, args)
             self.assertIn(said, result.stderr)
 
+    def test_pipeline_flags_refuse_what_the_pipeline_job_does_not_run(self):
+        for args, said in ((["--skip-microbatch-rank", "1", "--skip-at-step", "2"], "--skip-microbatch-rank needs --pp"),
+                           (["--pp", "2", "--skip-microbatch-rank", "1"], "needs --skip-at-step"),
+                           (["--pp", "2", "--microbatches", "1", "--skip-microbatch-rank", "1", "--skip-at-step", "0"],
+                            "--microbatches 2 or more"),
+                           (["--pp", "2", "--cuda-graph"], "--cuda-graph is not run with --pp"),
+                           (["--pp", "0"], "must be >= 1")):
+            result = self.run_directly(*args)
+            self.assertEqual(result.returncode, 2, args)
+            self.assertIn(said, result.stderr)
+
     def test_help_lists_the_misbehaviour_flags(self):
         result = self.run_directly("--help")
         self.assertEqual(result.returncode, 0)
         for flag in ("--stall-kind", "--mismatch-rank", "--sync-every-layer", "--gc-pause-ms", "--tp", "--exit-rank",
-                     "--exit-how"):
+                     "--exit-how", "--pp", "--microbatches", "--skip-microbatch-rank"):
             self.assertIn(flag, result.stdout)
 
 

@@ -75,6 +75,7 @@ class VerdictMaker {
   // Where the waits across communicators and transfers end (wait_chain.h).
   Verdict peerNeverPosted(const ChainEnd& e) const;
   void placeInPipeline(Verdict& v) const;
+  bool pendingTransfer(const std::string& comm, int rank, int peer, bool send) const;
   Verdict p2pPair(const ChainEnd& e) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;

@@ -157,7 +157,7 @@ class VerdictWording {
   // Where the waits end (wait_chain.h): a peer that never posted its half, in host code; a
   // send and its receive both running with nothing to tell the link from either GPU.
   void peerNeverPosted(Verdict& v, const ChainEnd& e, const std::vector<WaitChain::Owed>& owed) const;
-  void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf) const;
+  void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf, bool both_ways) const;
   // Pipeline jobs: where each culprit sits (v.places), and a link that joins two stages.
   void pipelinePlaces(Verdict& v, const std::optional<Link>& link) const;
 

@@ -1,0 +1,121 @@
+"""Pipeline jobs (issue 45): ring_train --pp as Megatron runs a TP x PP x DP job, every group an
+ncclCommSplit of the world, 1F1B with grouped sends and receives between stages. Each hang is
+judged from the report: the culprit, and the pipeline stage it is placed in."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import report_jobs
+from e2e_case import E2ECase
+from harness import MpiJob, ring_train_binary
+
+# 8 ranks: TP 2 x PP 2 x DP 2, laid out tp-dp-pp: stage 0 = ranks 0-3, stage 1 = ranks 4-7;
+# TP groups {0,1} {2,3} {4,5} {6,7}; pipeline pairs 0-4, 1-5, 2-6, 3-7; DP pairs 0-2, 1-3, 4-6, 5-7.
+PIPELINE = ["--pp", "2", "--tp", "2", "--microbatches", "4"]
+
+
+class PipelineCase(E2ECase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="hangwatch-e2e-pipeline-")
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def hung_report(self, args, faults="", collector=True, ranks_per_node=None, steps=30, nranks=8):
+        env = report_jobs.watchdog_env(self.root, faults=faults)
+        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1" if collector else "0",
+                    "SIMGPU_RANKS_PER_NODE": ""})
+        argv = report_jobs.job_argv("ring_train", args, steps)
+        if ranks_per_node:
+            if not report_jobs.can_run_as_nodes():
+                self.skipTest("several nodes need a UTS namespace per rank (root)")
+            env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
+            argv = [sys.executable, str(report_jobs.AS_NODE), str(ranks_per_node), "--", *argv]
+        with MpiJob(nranks, argv, env=env, program="ring_train") as job:
+            code = job.wait_exit(180)
+            out = job.output()
+        self.assertIsNotNone(code, f"the job never aborted:\n{out[-3000:]}")
+        job_dir = Path(self.root) / report_jobs.JOB_ID
+        code, text, err = report_jobs.report(job_dir, "json", ("--wait", "60" if collector else "0"))
+        self.assertEqual(code, 0, err)
+        verdict = json.loads(text)["verdict"]
+        return verdict, json.dumps(verdict, indent=1)
+
+    def assert_placed(self, verdict, rank, stage, stage_ranks, context):
+        place = next((p for p in verdict["pipeline_places"] if p["rank"] == rank), None)
+        self.assertIsNotNone(place, context)
+        self.assertEqual((place["stage"], place["stages"], place["stage_ranks"]), (stage, 2, stage_ranks), context)
+
+
+class HealthyPipelines(PipelineCase):
+    def test_3d_and_4_stage_jobs_run_to_the_end_checked_and_quiet_under_the_watchdog(self):
+        env = report_jobs.watchdog_env(self.root)
+        for nranks, args in ((8, PIPELINE), (4, ["--pp", "4", "--microbatches", "8"])):
+            with MpiJob(nranks, report_jobs.job_argv("ring_train", args, 12), env=env) as job:
+                out = self.assert_completes(job, timeout=90)
+            dp = 8 // 4 if nranks == 8 else 1
+            self.assertIn(f"pp={args[1]} dp={dp}", out)
+        self.assertFalse((Path(self.root) / report_jobs.JOB_ID / "TRIGGER.json").exists())
+
+
+class PipelineHangs(PipelineCase):
+    def test_a_stage_rank_stuck_in_host_code_is_named_with_its_stage(self):
+        # Rank 5 loops in host code; its TP peer 4 waits for it in a collective, and stage 0's
+        # sends to stage 1 wait behind that: the report follows the waits to rank 5.
+        verdict, context = self.hung_report(PIPELINE + ["--stall-rank", "5", "--stall-at-step", "3"])
+        self.assertEqual(verdict["kind"], "non-communication-hang", context)
+        self.assertTrue(verdict["confident"], context)
+        self.assertEqual(verdict["culprit_ranks"], [5], context)
+        self.assert_placed(verdict, 5, 1, [4, 5, 6, 7], context)
+        frames = [f for w in verdict["where"] if w["rank"] == 5 for f in w["frames"]]
+        self.assertTrue(any("stall_in_host_loop" in f for f in frames), context)
+
+    def test_a_stage_that_ran_one_micro_batch_fewer_is_named_with_what_each_side_issued(self):
+        # Ranks 4 and 5 (stage 1's first TP group) run 3 micro-batches at step 3, then go on
+        # out of step; at the end stage 0 waits for one gradient more than they sent.
+        verdict, context = self.hung_report(
+            PIPELINE + ["--skip-microbatch-rank", "4", "--skip-at-step", "3", "--no-verify"], collector=False, steps=8)
+        self.assertEqual(verdict["kind"], "non-communication-hang", context)
+        self.assertEqual(verdict["culprit_ranks"], [4, 5], context)
+        self.assertTrue(any("never issued on rank 4's side" in e for e in verdict["evidence"]), context)
+        self.assert_placed(verdict, 4, 1, [4, 5, 6, 7], context)
+
+    def test_a_dead_link_in_one_stages_data_parallel_all_reduce_is_that_link(self):
+        # The DP group of ranks 4 and 6 (stage 1) is a split communicator: its ring records
+        # join the snapshots through NCCL's id. The other stage waits in transfers.
+        verdict, context = self.hung_report(PIPELINE, faults="dead-link=4->6@op=3")
+        self.assertEqual(verdict["kind"], "communication-hang", context)
+        self.assertEqual(verdict["culprit_link"], {"from": 4, "to": 6}, context)
+        self.assertIn("debugger", verdict["source"], context)
+
+    def test_a_dead_link_between_stages_inside_a_node_is_the_one_suspect(self):
+        # Inside a node NCCL's profiler sees no link and nothing reads a transfer's steps: the
+        # link or the GPU at either end; the report says so and names only that link.
+        verdict, context = self.hung_report(PIPELINE, faults="dead-link=1->5@op=6", collector=False)
+        self.assertEqual(verdict["kind"], "inconclusive", context)
+        self.assertFalse(verdict["confident"], context)
+        # Stage 1 waits in a group that both receives from rank 1 and sends back to it: one
+        # kernel, timed as one, so the snapshots cannot say which direction stopped.
+        links = [s["link"] for s in verdict["suspects"]]
+        self.assertIn({"from": 1, "to": 5}, links, context)
+        self.assertLessEqual(len(links), 2, context)
+        self.assertTrue(all({l["from"], l["to"]} == {1, 5} for l in links), context)
+        self.assertTrue(any(e.startswith("The link") and "pipeline stage 0 of 2 (ranks 0-3)" in e
+                            and "pipeline stage 1 of 2 (ranks 4-7)" in e for e in verdict["evidence"]), context)
+
+    def test_a_dead_link_between_stages_on_two_nodes_is_named_from_nccls_profiler(self):
+        verdict, context = self.hung_report(PIPELINE, faults="dead-link=1->5@op=6", collector=False, ranks_per_node=4)
+        self.assertEqual(verdict["kind"], "communication-hang", context)
+        self.assertTrue(verdict["confident"], context)
+        self.assertEqual(verdict["culprit_link"], {"from": 1, "to": 5}, context)
+        self.assertEqual(verdict["source"], "profiler", context)
+        self.assert_placed(verdict, 1, 0, [0, 1, 2, 3], context)
+        self.assert_placed(verdict, 5, 1, [4, 5, 6, 7], context)
+
+
+if __name__ == "__main__":
+    unittest.main()
