@@ -178,8 +178,9 @@ ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& 
     return o.comm == op.comm && o.op_class == "p2p" && o.peer == my_entry->rank && isSend(o) != isSend(op);
   });
   // A group is one kernel: the peer is in the transfer when it runs a group on this communicator
-  // that holds the matching half.
-  if (matched && h->comm == op.comm && h->op_class == "p2p") {
+  // that holds the matching half, and with this rank (a transfer it runs with another peer is
+  // what it waits on first).
+  if (matched && h->comm == op.comm && h->op_class == "p2p" && h->peer == my_entry->rank) {
     ChainEnd e = ended(ChainEnd::Kind::kP2pLink, here);
     e.from = isSend(op) ? rank : peer;
     e.to = isSend(op) ? peer : rank;

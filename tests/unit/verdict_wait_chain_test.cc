@@ -263,3 +263,35 @@ TEST_CASE("ARankThatTalksToNoNeighbourHasNoStage") {
   const Verdict v = verdictOf(ranks, 0, "ncclAllReduce", kTp0, 8);
   CHECK(v.places.empty());
 }
+
+TEST_CASE("APeerThatWaitsOnAnotherPeerIsFollowedNotTakenForTheOtherEndOfTheLink") {
+  // Three stages on one pipeline communicator. Stage 2 waits to receive from stage 1; stage 1
+  // has its send to stage 2 queued in a group behind a receive from stage 0, which its GPU runs;
+  // stage 0 loops in host code. The link 1 -> 2 is not where the waits end.
+  const std::string pipe = "9900000000000002";
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back(r, 3, 1);
+    FakeRank& f = ranks.back();
+    f.snap.comms.clear();
+    SnapshotComm c;
+    c.hash = pipe;
+    c.rank = r;
+    c.size = 3;
+    c.state = "live";
+    f.snap.comms.push_back(c);
+    f.snap.streams.clear();
+    f.snap.streams.push_back({"0x1", 0, {}});
+  }
+  queue(ranks[1], "ncclRecv", pipe, std::nullopt, 0, true);
+  queue(ranks[1], "ncclSend", pipe, std::nullopt, 2, false);
+  queue(ranks[2], "ncclRecv", pipe, std::nullopt, 1, true);
+  ranks[2].snap.streams[0].pending[0].age_s = 5.0;  // the oldest: where the walk starts
+  ranks[0].dump.threads[0] = verdict_test::thread(100, "ring_train", {"stall_in_host_loop", "step", "main"});
+
+  const Verdict v = verdictOf(ranks, 2, "ncclRecv", pipe, std::nullopt, 1);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{0});
+  CHECK(saysSomewhere(v, "rank 1 is not in the send to rank 2 that this needs: its GPU runs ncclRecv from rank 0"));
+}
