@@ -263,6 +263,50 @@ def socket(rng):
     return c
 
 
+def pipeline(rng):
+    """A TP x PP x DP job (ring_train --pp, Megatron's layout: rank = tp + T * (dp + D * stage))
+    of 4-16 ranks on 1 or 2 nodes, the ring everywhere (transfers use no algorithm)."""
+    shapes = [(t, p, d) for t in (1, 2) for p in (2, 4) for d in (1, 2) if 4 <= t * p * d <= 16]
+    t, p, d = rng.choice(shapes)
+    c = Case(rng, max_nodes=2, per_node=None)
+    c.nranks = t * p * d
+    c.nodes = rng.choice([k for k in (1, 2) if c.nranks % k == 0])
+    c.args += ["--pp", str(p), "--tp", str(t), "--microbatches", str(rng.choice((4, 8)))]
+    c.pipe = (t, p, d)
+    c.dumps_expected = c.nranks
+    return c
+
+
+def pp_dead_link(rng):
+    """A link between two neighbouring stages stops: activations forward or gradients back."""
+    c = pipeline(rng)
+    t, p, d = c.pipe
+    a = rng.randrange(c.nranks - t * d)  # a rank of any stage but the last
+    b = a + t * d                         # its peer in the next stage
+    link = (a, b) if rng.random() < 0.5 else (b, a)
+    c.faults.append(f"dead-link={link[0]}->{link[1]}@op={c.op}")  # op: the sender's transfer launch
+    c.truth = {"kind": "communication-hang", "link": link}
+    return c
+
+
+def pp_stuck_stage(rng):
+    c = pipeline(rng)
+    r = rng.randrange(c.nranks)
+    c.args += ["--stall-rank", str(r), "--stall-at-step", str(c.step), "--stall-kind", "host-loop"]
+    c.truth = {"kind": "non-communication-hang", "rank": r}
+    return c
+
+
+def pp_skip(rng):
+    """A stage's TP group runs one micro-batch fewer at one step (a schedule off by one); with the
+    results unchecked the job runs on out of step and hangs at its end, one transfer short."""
+    c = pipeline(rng)
+    r = rng.randrange(c.nranks)
+    c.args += ["--skip-microbatch-rank", str(r), "--skip-at-step", str(c.step), "--no-verify"]
+    c.truth = {"kind": "non-communication-hang", "rank": r}
+    return c
+
+
 CLASSES = {
     "dead-link": (dead_link, "a ring link stops delivering (IB)"),
     "dead-gpu": (dead_rank, "a rank's GPU stops inside a collective"),
@@ -282,6 +326,9 @@ CLASSES = {
     "pat": (pat, "a dead link or a GPU that stops in NCCL's PAT (one rank per node)"),
     "socket": (socket, "a dead link between nodes over NCCL_NET=Socket"),
     "dead-nic": (dead_nic, "a NIC stops: the ring link between nodes it carries, the NIC named"),
+    "pp-dead-link": (pp_dead_link, "pipeline: a link between two stages stops (TP x PP x DP, 1F1B)"),
+    "pp-stuck-stage": (pp_stuck_stage, "pipeline: a stage's rank loops in host code"),
+    "pp-skip": (pp_skip, "pipeline: a stage runs one micro-batch fewer at one step"),
 }
 
 
