@@ -75,6 +75,20 @@ class Classes(unittest.TestCase):
             self.assertEqual(c.dumps_expected, c.nranks)
 
 
+    def test_pipeline_classes_run_a_tp_pp_dp_job_and_break_a_link_between_neighbouring_stages(self):
+        for name in ("pp-dead-link", "pp-stuck-stage", "pp-skip"):
+            for c in cases(name):
+                t, p, d = c.pipe
+                self.assertEqual(c.nranks, t * p * d, c.describe())
+                self.assertEqual(c.args[c.args.index("--pp") + 1], str(p))
+                self.assertEqual(c.args[c.args.index("--tp") + 1], str(t))
+                if "link" in c.truth:
+                    a, b = c.truth["link"]
+                    # Megatron's layout: stage = rank // (TP * DP); the peer is one stage on.
+                    self.assertEqual(abs(a - b), t * d, c.describe())
+                    self.assertEqual(abs(a // (t * d) - b // (t * d)), 1, c.describe())
+        self.assertIn("--no-verify", cases("pp-skip")[0].args)
+
     def test_the_new_algorithm_classes_run_where_nccl_runs_them(self):
         for c in cases("tree-dead-gpu"):
             self.assertGreater(c.nodes, 1, c.describe())
