@@ -112,7 +112,7 @@ void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const Proxy
       "rank {}'s send to rank {} and rank {}'s receive from rank {} both run on communicator {} and neither ends: the "
       "link between them{}, or the GPU at either end, stopped, and nothing in the snapshots tells which{}",
       e.from, e.to, e.to, e.from, e.at.comm,
-      both_ways ? fmt::format(" (either way: each also has a transfer to the other pending, and a group's send and "
+      both_ways ? fmt::format(" (either way: a transfer the other way is pending too, and a group's send and "
                               "receive run as one kernel, timed as one, so which half waits is not known)")
                 : "",
       pf.note.empty() ? "" : " (" + pf.note + ")");
@@ -122,6 +122,33 @@ void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const Proxy
                       fmt::format("Test the link {} -> {}{} (nccl-tests between these two GPUs; NVLink / "
                                   "InfiniBand error counters), then each of the two GPUs.",
                                   e.from, e.to, both_ways ? " and back" : ""));
+}
+
+void VerdictWording::transfersDisagree(Verdict& v, const std::vector<std::string>& counts,
+                                       std::optional<uint64_t> usual) const {
+  if (v.confident) {
+    v.headline = fmt::format(
+        "Transfer mismatch: {} issued a different number of sends and receives to their pipeline neighbours than most "
+        "ranks ({} to each): the stages' schedules no longer match, and a transfer waits for a half that never comes.",
+        ranksPhrase(v.culprit_ranks), *usual);
+  } else {
+    v.reason = usual ? fmt::format("the two ends of the waiting transfer issued different numbers of transfers to each "
+                                   "other, and the usual count ({}) does not say which end's schedule is the odd one",
+                                   *usual)
+                     : std::string("the two ends of the waiting transfer issued different numbers of transfers to each "
+                                   "other, and no count is held by most of the job's records (half the ranks run one "
+                                   "schedule, half another), so nothing says which end's schedule is the odd one");
+    v.headline = "Inconclusive: " + v.reason + ".";
+  }
+  v.evidence.insert(v.evidence.end(), counts.begin(), counts.end());
+  v.evidence.push_back(std::string("No link lost them: a dead link leaves both ends' counts equal (each issued the "
+                                   "transfer it waits in).") +
+                       (usual ? fmt::format(" The usual count, {}, is what most ranks issued to each neighbour.", *usual)
+                              : ""));
+  v.next_steps.push_back(
+      "Not a network or GPU fault: the pipeline schedule differs between stages (a micro-batch count, a condition that "
+      "skips a send or receive on some ranks). Compare the stages' schedules and restart from the last checkpoint; "
+      "draining hosts will not help.");
 }
 
 void VerdictWording::pipelinePlaces(Verdict& v, const std::optional<Link>& link) const {

@@ -102,4 +102,21 @@ std::optional<uint64_t> PipelineLayout::receives(const std::string& comm, int at
   return 0;
 }
 
+std::optional<uint64_t> PipelineLayout::usualCount() const {
+  std::map<uint64_t, int> seen;
+  for (const RankSummary& r : job_.ranks)
+    for (const SnapshotComm& c : r.comms)
+      for (const SnapshotP2pPeer& p : c.p2p) {
+        ++seen[p.sends];
+        ++seen[p.receives];
+      }
+  if (seen.empty()) return std::nullopt;
+  const auto top =
+      std::max_element(seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  // A tie is no majority: half the job runs one schedule, half another.
+  if (std::count_if(seen.begin(), seen.end(), [&](const auto& c) { return c.second == top->second; }) > 1)
+    return std::nullopt;
+  return top->first;
+}
+
 }  // namespace hangwatch::verdict

@@ -161,6 +161,74 @@ void VerdictMaker::placeInPipeline(Verdict& v) const {
   wording_.pipelinePlaces(v, link);
 }
 
+// The two ends of the transfer the waits ended at issued different numbers of transfers to
+// each other (comms[].p2p): no link lost them, the schedules no longer match. The end whose
+// count is not the one most of the job's records hold is the odd one (a stage that ran one
+// micro-batch fewer, or one more); its tensor-parallel peers, which run the same schedule,
+// usually are too and are named where their own pair disagrees the same way. Compared on the
+// waiting pair only: hosts that synchronize per transfer stop at different points of the
+// schedule, so other pairs may differ without a fault; the waiting pair's ends both issued the
+// transfer they wait in.
+std::optional<Verdict> VerdictMaker::transfersDisagree(const ChainEnd& e) const {
+  const PipelineLayout layout(job_);
+  struct Gap {
+    int from, to;
+    uint64_t sent, received;
+  };
+  // This pair's disagreements, then any pair of the job that disagrees with the same odd count.
+  const auto gapsOf = [&](const std::string& comm, int a, int b) {
+    std::vector<Gap> out;
+    for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+      const std::optional<uint64_t> sent = layout.sends(comm, from, to), got = layout.receives(comm, to, from);
+      if (sent && got && *sent != *got) out.push_back({from, to, *sent, *got});
+    }
+    return out;
+  };
+  std::vector<Gap> gaps = gapsOf(e.at.comm, e.from, e.to);
+  if (gaps.empty()) return std::nullopt;
+  const std::optional<uint64_t> usual = layout.usualCount();
+  std::set<int> odd, unsure;
+  std::optional<uint64_t> odd_count;
+  for (const Gap& g : gaps) {
+    const bool sender_odd = usual && g.sent != *usual, receiver_odd = usual && g.received != *usual;
+    if (sender_odd == receiver_odd) {
+      unsure.insert({g.from, g.to});
+      continue;
+    }
+    odd.insert(sender_odd ? g.from : g.to);
+    odd_count = sender_odd ? g.sent : g.received;
+  }
+  Verdict v;
+  v.kind = VerdictKind::kCollectiveMismatch;
+  v.communicator = e.at.comm;
+  v.op = OpRef{"ncclSend/ncclRecv", std::nullopt};
+  v.confident = unsure.empty() && !odd.empty();
+  if (v.confident) {
+    // The odd ranks' tensor-parallel peers run the same schedule: ranks of the same stage whose
+    // own transfer records hold the same odd count.
+    const std::optional<PipelinePlace> stage = layout.of(*odd.begin());
+    for (const RankSummary& s : job_.ranks) {
+      const std::optional<PipelinePlace> here = layout.of(s.rank);
+      if (!stage || !here || here->stage != stage->stage || here->stages != stage->stages) continue;
+      for (const SnapshotComm& c : s.comms)
+        for (const SnapshotP2pPeer& p : c.p2p)
+          if (p.sends == *odd_count || p.receives == *odd_count) odd.insert(s.rank);
+    }
+    v.culprit_ranks.assign(odd.begin(), odd.end());
+  } else {
+    for (int r : odd) v.suspects.push_back(rankSuspect(r));
+    for (int r : unsure) v.suspects.push_back(rankSuspect(r));
+    v.hinges_on = "which end's schedule is the one the program meant";
+  }
+  std::vector<std::string> lines;
+  for (const Gap& g : gaps)
+    lines.push_back(fmt::format("Rank {} issued {} sends to rank {}; rank {} posted {} receives from rank {}.", g.from,
+                                g.sent, g.to, g.to, g.received, g.from));
+  wording_.transfersDisagree(v, lines, usual);
+  v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
+  return v;
+}
+
 // The waits end at a rank that runs nothing while a send or receive of a peer waits for its
 // half: it never posted it, and is in host code.
 Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
@@ -184,6 +252,7 @@ Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
 // The waits end at a send and its receive, both running: the link between them, or a GPU at
 // either end. NCCL's profiler names the link when steps sit on the wire; else both are suspects.
 Verdict VerdictMaker::p2pPair(const ChainEnd& e) const {
+  if (std::optional<Verdict> m = transfersDisagree(e)) return *m;
   Verdict v = fromP2p(e.at.comm, &e);
   v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
   return v;
@@ -894,8 +963,10 @@ Verdict VerdictMaker::fromP2p(const std::string& comm, const ChainEnd* pair) con
   if (pair != nullptr) {
     v.suspects = {linkSuspect({pair->from, pair->to})};
     // A send and a receive between the same two ranks in one group run as one kernel, timed as
-    // one: the snapshots do not say which half waits, so the other direction is as suspect.
-    const bool both_ways = pendingTransfer(comm, pair->to, pair->from, true) &&
+    // one: the snapshots do not say which half waits, so a transfer the other way pending at
+    // either end makes that direction as suspect. Its sender may have finished its half: a send
+    // that fits the receiver's buffers completes before the data arrives, on NCCL as here.
+    const bool both_ways = pendingTransfer(comm, pair->to, pair->from, true) ||
                            pendingTransfer(comm, pair->from, pair->to, false);
     if (both_ways) v.suspects.push_back(linkSuspect({pair->to, pair->from}));
     wording_.p2pPairUndecided(v, *pair, pf, both_ways);

@@ -241,7 +241,7 @@ TEST_CASE("ALinkBetweenTwoStagesIsSaidAsSuch") {
   queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
   queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, false);
   queue(ranks[3], "ncclAllReduce", kTp1, 6, std::nullopt, true);
-  for (FakeRank& r : ranks) talked(r, 9, 8);
+  for (FakeRank& r : ranks) talked(r, 9, 9);  // a dead link: both ends issued the transfer they wait in
 
   const Verdict v = verdictOf(ranks, 1, "ncclAllReduce", kTp0, 8);
   INFO(v.headline);
@@ -294,4 +294,63 @@ TEST_CASE("APeerThatWaitsOnAnotherPeerIsFollowedNotTakenForTheOtherEndOfTheLink"
   CHECK(v.kind == VerdictKind::kNonCommunicationHang);
   CHECK(v.culprit_ranks == std::vector<int>{0});
   CHECK(saysSomewhere(v, "rank 1 is not in the send to rank 2 that this needs: its GPU runs ncclRecv from rank 0"));
+}
+
+// Ranks 0-3 as above, each running a group with its pipeline peer (stage 0 sends, stage 1
+// receives), and what each issued to it: a dead link leaves the counts equal, a schedule that
+// differs does not.
+std::vector<FakeRank> exchangingPairs(uint64_t stage0_count, uint64_t stage1_count, uint64_t partner_count) {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
+  for (int r : {0, 1}) {
+    queue(ranks[r], "ncclSend", r == 0 ? kPp0 : kPp1, std::nullopt, 1, true);
+    queue(ranks[r], "ncclRecv", r == 0 ? kPp0 : kPp1, std::nullopt, 1, false);
+  }
+  for (int r : {2, 3}) {
+    queue(ranks[r], "ncclRecv", r == 2 ? kPp0 : kPp1, std::nullopt, 0, true);
+    queue(ranks[r], "ncclSend", r == 2 ? kPp0 : kPp1, std::nullopt, 0, false);
+  }
+  ranks[2].snap.streams[0].pending[0].age_s = 5.0;  // the walk starts at rank 2
+  talked(ranks[0], stage0_count, stage0_count);
+  talked(ranks[2], stage1_count, stage1_count);
+  talked(ranks[1], partner_count, partner_count);
+  talked(ranks[3], stage1_count, stage1_count);
+  return ranks;
+}
+
+TEST_CASE("TwoEndsThatIssuedDifferentCountsAreATransferMismatchNamingTheOddOneByTheUsualCount") {
+  // Rank 0 issued 15 to its peer where rank 2, and the other pair, issued 16: rank 0 ran one
+  // micro-batch fewer. Its TP peer, rank 1, holds the same odd count on its own pair.
+  std::vector<FakeRank> ranks = exchangingPairs(15, 16, 16);
+  // Make 16 the usual count: a third pair's worth of records.
+  for (FakeRank& r : ranks)
+    if (*r.snap.identity.rank == 3) r.snap.comms[0].p2p = {{5, 16, 16}};
+  Verdict v = verdictOf(ranks, 2, "ncclRecv", kPp0, std::nullopt, 0);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kCollectiveMismatch);
+  CHECK(v.confident);
+  CHECK(v.culprit_ranks == std::vector<int>{0});
+  CHECK(saysSomewhere(v, "Rank 0 issued 15 sends to rank 2; rank 2 posted 16 receives from rank 0."));
+  CHECK(saysSomewhere(v, "No link lost them"));
+
+  // The TP peer short the same way is named with it.
+  ranks = exchangingPairs(15, 16, 15);
+  for (FakeRank& r : ranks)
+    if (*r.snap.identity.rank == 3) r.snap.comms[0].p2p = {{5, 16, 16}};
+  v = verdictOf(ranks, 2, "ncclRecv", kPp0, std::nullopt, 0);
+  INFO(v.headline);
+  CHECK(v.culprit_ranks == std::vector<int>{0, 1});
+}
+
+TEST_CASE("ATransferMismatchWithNoUsualCountHedgesBetweenTheTwoEnds") {
+  // Half the records say 15, half 16: nothing says which stage's schedule is the odd one.
+  const Verdict v = verdictOf(exchangingPairs(15, 16, 15), 2, "ncclRecv", kPp0, std::nullopt, 0);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kCollectiveMismatch);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  std::vector<int> suspects;
+  for (const Suspect& s : v.suspects) suspects.insert(suspects.end(), s.ranks.begin(), s.ranks.end());
+  std::sort(suspects.begin(), suspects.end());
+  CHECK(suspects == std::vector<int>{0, 2});
 }

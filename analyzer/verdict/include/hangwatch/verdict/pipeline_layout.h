@@ -41,6 +41,11 @@ class PipelineLayout {
   std::optional<uint64_t> sends(const std::string& comm, int from, int to) const;
   std::optional<uint64_t> receives(const std::string& comm, int at, int from) const;
 
+  // The count most transfer records of the job hold (every counted peer's sends and receives on
+  // every communicator): in a job whose stages run one schedule, what each rank issued to each
+  // neighbour. Nothing when no record counts any, or two counts are held equally often.
+  std::optional<uint64_t> usualCount() const;
+
  private:
   const SnapshotComm* entry(int rank, const std::string& comm) const;
   int commRankOf(const std::string& comm, int global) const;

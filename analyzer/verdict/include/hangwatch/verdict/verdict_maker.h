@@ -77,6 +77,7 @@ class VerdictMaker {
   void placeInPipeline(Verdict& v) const;
   bool pendingTransfer(const std::string& comm, int rank, int peer, bool send) const;
   Verdict p2pPair(const ChainEnd& e) const;
+  std::optional<Verdict> transfersDisagree(const ChainEnd& e) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.

@@ -158,6 +158,8 @@ class VerdictWording {
   // send and its receive both running with nothing to tell the link from either GPU.
   void peerNeverPosted(Verdict& v, const ChainEnd& e, const std::vector<WaitChain::Owed>& owed) const;
   void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf, bool both_ways) const;
+  // The two ends of the waiting transfer issued different numbers of transfers to each other.
+  void transfersDisagree(Verdict& v, const std::vector<std::string>& counts, std::optional<uint64_t> usual) const;
   // Pipeline jobs: where each culprit sits (v.places), and a link that joins two stages.
   void pipelinePlaces(Verdict& v, const std::optional<Link>& link) const;
 
