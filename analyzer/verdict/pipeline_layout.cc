@@ -82,24 +82,24 @@ std::string PipelineLayout::stageText(int rank) const {
   return fmt::format("stage {} of {} (ranks {})", p->stage, p->stages, wording::ranksText(p->stage_ranks));
 }
 
-std::optional<uint64_t> PipelineLayout::sends(const std::string& comm, int from, int to) const {
-  const SnapshotComm* c = entry(from, comm);
-  const int peer = commRankOf(comm, to);
+std::optional<uint64_t> PipelineLayout::counted(const std::string& comm, int at, int peer_global,
+                                                uint64_t SnapshotP2pPeer::*field) const {
+  const SnapshotComm* c = entry(at, comm);
+  const int peer = commRankOf(comm, peer_global);
   if (c == nullptr || peer < 0) return std::nullopt;
   for (const SnapshotP2pPeer& p : c->p2p)
-    if (p.peer == peer) return p.sends;
+    if (p.peer == peer) return p.*field;
+  // Not among the kept peers: none issued, unless it may be one of the untracked.
   if (c->p2p_untracked > 0 || c->p2p.size() >= SnapshotComm::kP2pPeersKept) return std::nullopt;
   return 0;
 }
 
+std::optional<uint64_t> PipelineLayout::sends(const std::string& comm, int from, int to) const {
+  return counted(comm, from, to, &SnapshotP2pPeer::sends);
+}
+
 std::optional<uint64_t> PipelineLayout::receives(const std::string& comm, int at, int from) const {
-  const SnapshotComm* c = entry(at, comm);
-  const int peer = commRankOf(comm, from);
-  if (c == nullptr || peer < 0) return std::nullopt;
-  for (const SnapshotP2pPeer& p : c->p2p)
-    if (p.peer == peer) return p.receives;
-  if (c->p2p_untracked > 0 || c->p2p.size() >= SnapshotComm::kP2pPeersKept) return std::nullopt;
-  return 0;
+  return counted(comm, at, from, &SnapshotP2pPeer::receives);
 }
 
 std::optional<uint64_t> PipelineLayout::usualCount() const {

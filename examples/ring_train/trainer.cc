@@ -1,13 +1,13 @@
 #include "trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "communicators.h"
 #include "gpu_check.h"
 #include "host_stalls.h"
 #include "result_checks.h"
+#include "train_loop.h"
 
 namespace {
 
@@ -77,23 +77,7 @@ Trainer::~Trainer() {
 }
 
 void Trainer::run() {
-  const auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < options_.steps; ++s) {
-    step(s);
-    if ((s + 1) % options_.log_every == 0 || s + 1 == options_.steps) {
-      std::printf("ring_train rank=%d step=%d done\n", rank_, s);
-      std::fflush(stdout);
-    }
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  boot_.barrier();
-  if (rank_ == 0) {
-    const double step_ms = options_.steps > 0 ? seconds * 1000.0 / options_.steps : 0.0;
-    std::printf("ring_train summary ranks=%d steps=%d step_ms=%.2f grad_mb=%g tp=%d\n", world_size_,
-                options_.steps, step_ms, options_.grad_mb, options_.tp);
-  }
-  std::printf("ring_train rank=%d OK steps=%d%s\n", rank_, options_.steps, options_.verify ? "" : " (results not verified)");
-  std::fflush(stdout);
+  runTrainingLoop(options_, boot_, [this](int s) { step(s); }, "tp=" + std::to_string(options_.tp));
 }
 
 bool Trainer::syncsEveryLayer() const {

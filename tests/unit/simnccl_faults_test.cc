@@ -18,6 +18,22 @@
 
 namespace {
 
+// Aborts `comm` once the test asks on the board; the blocked call must then return.
+class AbortWhenAsked {
+ public:
+  AbortWhenAsked(ncclComm_t comm, testing::RankBoard& board)
+      : thread_([comm, &board] {
+          while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          ncclCommAbort(comm);
+        }) {}
+  ~AbortWhenAsked() { thread_.join(); }
+  AbortWhenAsked(const AbortWhenAsked&) = delete;
+  AbortWhenAsked& operator=(const AbortWhenAsked&) = delete;
+
+ private:
+  std::thread thread_;
+};
+
 // Each rank runs `ops` AllReduces, reporting completed ones on the board, and
 // aborts its communicator when the test asks (the blocked call must then return).
 int allReduceLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testing::RankBoard& board,
@@ -26,10 +42,7 @@ int allReduceLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testing
   if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 100;
   cudaStream_t stream;
   cudaStreamCreate(&stream);
-  std::thread aborter([&] {
-    while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ncclCommAbort(comm);
-  });
+  AbortWhenAsked aborter(comm, board);
   std::vector<float> buf(200000, 1.0f), gathered(200000 * nranks);
   for (int op = 0; op < ops; ++op) {
     if (rank == mismatch_rank && op == mismatch_op)
@@ -40,7 +53,6 @@ int allReduceLoop(int rank, int nranks, const ncclUniqueId& id, int ops, testing
     if (board.abort_requested.load()) break;
     board.progress[rank].store(op + 1);
   }
-  aborter.join();
   return 0;
 }
 
@@ -106,10 +118,7 @@ TEST_CASE("DeadLinkOnAPointToPointConnectionStopsItsKthLaunch") {
       [&](int rank) {
         ncclComm_t comm;
         if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 100;
-        std::thread aborter([&] {
-          while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          ncclCommAbort(comm);
-        });
+        AbortWhenAsked aborter(comm, board);
         std::vector<float> out(4096, 1.0f), in(4096);
         for (int step = 0; step < steps && !board.abort_requested.load(); ++step) {
           ncclGroupStart();
@@ -119,7 +128,6 @@ TEST_CASE("DeadLinkOnAPointToPointConnectionStopsItsKthLaunch") {
           cudaDeviceSynchronize();
           if (!board.abort_requested.load()) board.progress[rank].store(step + 1);
         }
-        aborter.join();
         return 0;
       },
       {{"SIMGPU_FAULTS", "dead-link=0->1@op=3"}});
@@ -189,10 +197,7 @@ TEST_CASE("DeadRanksHostReturnsFromTheCollectiveAndWaitsWhenItSynchronizes") {
       [&](int rank) {
         ncclComm_t comm;
         if (ncclCommInitRank(&comm, 4, id, rank) != ncclSuccess) return 100;
-        std::thread aborter([&] {
-          while (!board.abort_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          ncclCommAbort(comm);
-        });
+        AbortWhenAsked aborter(comm, board);
         std::vector<float> buf(10000, 1.0f);
         for (int op = 0; op < 5 && !board.abort_requested.load(); ++op) {
           board.progress[rank].store(op * 10 + 1);  // entered the call
@@ -204,7 +209,6 @@ TEST_CASE("DeadRanksHostReturnsFromTheCollectiveAndWaitsWhenItSynchronizes") {
           if (board.abort_requested.load()) break;
           board.progress[rank].store(op * 10 + 3);  // the collective completed
         }
-        aborter.join();
         return 0;
       },
       {{"SIMGPU_FAULTS", "dead-rank=2@op=2"}});

@@ -74,6 +74,21 @@ void queue(FakeRank& r, const std::string& op, const std::string& comm, std::opt
   }
 }
 
+// Link 0 -> 2 (stage 0 -> stage 1) stopped: rank 0's send and rank 2's receive both run. Rank
+// 1's send to 3 went through; rank 1 then waits in TP collective 8 for rank 0, and rank 3 in TP
+// collective 6 for rank 2.
+std::vector<FakeRank> deadLinkBetweenStages() {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
+  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
+  queue(ranks[0], "ncclAllReduce", kTp0, 8, std::nullopt, false);
+  queue(ranks[1], "ncclAllReduce", kTp0, 8, std::nullopt, true);
+  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
+  queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, false);
+  queue(ranks[3], "ncclAllReduce", kTp1, 6, std::nullopt, true);
+  return ranks;
+}
+
 void writeTrigger(const std::string& dir, int rank, const std::string& op, const std::string& comm,
                   std::optional<uint64_t> seq, std::optional<int> peer) {
   TriggerRecord t;
@@ -142,14 +157,7 @@ TEST_CASE("ASendAndItsReceiveBothRunningInsideANodeLeaveTheirLinkTheOneSuspect")
   // Link 0 -> 2 (stage 0 -> stage 1) stopped: rank 0's send and rank 2's receive both run.
   // Rank 1's send to 3 went through; rank 1 then waits in TP collective 8 for rank 0, and rank 3
   // in TP collective 6 for rank 2. The snapshots hold no proxy steps (links inside a node).
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
-  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
-  queue(ranks[0], "ncclAllReduce", kTp0, 8, std::nullopt, false);
-  queue(ranks[1], "ncclAllReduce", kTp0, 8, std::nullopt, true);
-  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
-  queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, false);
-  queue(ranks[3], "ncclAllReduce", kTp1, 6, std::nullopt, true);
+  std::vector<FakeRank> ranks = deadLinkBetweenStages();
 
   const Verdict v = verdictOf(ranks, 1, "ncclAllReduce", kTp0, 8);
   INFO(v.headline);
@@ -233,14 +241,7 @@ TEST_CASE("AStageThatRanOneMicroBatchFewerIsNamedWithWhatEachSideIssued") {
 TEST_CASE("ALinkBetweenTwoStagesIsSaidAsSuch") {
   // As the inconclusive link case above, with the transfers counted: the suspect link's ends
   // are in stages 0 and 1.
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
-  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
-  queue(ranks[0], "ncclAllReduce", kTp0, 8, std::nullopt, false);
-  queue(ranks[1], "ncclAllReduce", kTp0, 8, std::nullopt, true);
-  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
-  queue(ranks[2], "ncclAllReduce", kTp1, 6, std::nullopt, false);
-  queue(ranks[3], "ncclAllReduce", kTp1, 6, std::nullopt, true);
+  std::vector<FakeRank> ranks = deadLinkBetweenStages();
   for (FakeRank& r : ranks) talked(r, 9, 9);  // a dead link: both ends issued the transfer they wait in
 
   const Verdict v = verdictOf(ranks, 1, "ncclAllReduce", kTp0, 8);

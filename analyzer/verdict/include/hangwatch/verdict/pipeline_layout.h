@@ -48,6 +48,8 @@ class PipelineLayout {
 
  private:
   const SnapshotComm* entry(int rank, const std::string& comm) const;
+  std::optional<uint64_t> counted(const std::string& comm, int at, int peer_global,
+                                  uint64_t SnapshotP2pPeer::*field) const;
   int commRankOf(const std::string& comm, int global) const;
 
   const JobData& job_;
