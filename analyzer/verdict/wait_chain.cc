@@ -137,7 +137,10 @@ ChainEnd WaitChain::follow(Walk& w, int rank, std::string how) const {
   const int peer = h->peer ? seq_.globalRank(h->comm, *h->peer) : -1;
   if (!how.empty())
     w.origin.moved.push_back(fmt::format("{}: its GPU runs {}, for {:.1f} s", how, described(*h, peer), h->age_s));
-  return h->op_class == "p2p" ? throughTransfer(w, rank, *h) : throughCollective(w, rank, *h);
+  // A transfer names its peer, a collective its sequence number; one that does not is no hop.
+  if (h->op_class == "p2p") return h->peer ? throughTransfer(w, rank, *h) : stopped("a transfer without its peer");
+  return h->seq ? throughCollective(w, rank, *h)
+                : stopped(fmt::format("rank {}'s {} has no sequence number", rank, h->op));
 }
 
 ChainEnd WaitChain::throughCollective(Walk& w, int rank, const SnapshotPendingOp& op) const {
@@ -159,7 +162,7 @@ ChainEnd WaitChain::throughCollective(Walk& w, int rank, const SnapshotPendingOp
     if (queued || never)
       return follow(
           w, m,
-          fmt::format("rank {}, a member, {} it", m, queued ? "has it queued behind other work" : "never called"));
+          fmt::format("rank {}, a member, {}", m, queued ? "has it queued behind other work" : "never called it"));
   }
   return ended(ChainEnd::Kind::kCollective, here);
 }
