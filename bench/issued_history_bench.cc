@@ -1,6 +1,7 @@
 // What keeping the last collectives per communicator (IssuedHistory, comm_table.h) adds to
-// each collective call's bookkeeping, against the seq the interposer took before it: report
-// the ratio of the two, measured in the same run.
+// each collective call's bookkeeping, against the seq the interposer took before it, and what
+// counting a send or receive per peer (P2pCounts) costs: report the ratios, measured in the
+// same run.
 //   build/bench/issued_history_bench
 #include <benchmark/benchmark.h>
 
@@ -36,6 +37,19 @@ void BM_ReadTheRecord(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(entry.recent.read(entry.issued.load()));
 }
 BENCHMARK(BM_ReadTheRecord);
+
+// A transfer counted against its peer (P2pCounts): a pipeline stage talks to two neighbours, so
+// the second slot is the one found; against BM_TakeSeq, what a send or receive's bookkeeping adds.
+void BM_CountATransfer(benchmark::State& state) {
+  CommEntry entry;
+  entry.p2p.note(0, true);
+  entry.p2p.note(2, false);
+  for (auto _ : state) {
+    entry.p2p.note(2, true);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_CountATransfer);
 
 }  // namespace
 
