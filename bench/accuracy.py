@@ -75,6 +75,7 @@ class Case:
         self.truth = None
         self.alternatives = []
         self.dumps_expected = self.nranks  # a rank whose process is gone writes nothing
+        self.steps = 60  # the job's length: every fault fires well before its end
 
     @property
     def per_node(self):
@@ -303,6 +304,7 @@ def pp_skip(rng):
     c = pipeline(rng)
     r = rng.randrange(c.nranks)
     c.args += ["--skip-microbatch-rank", str(r), "--skip-at-step", str(c.step), "--no-verify"]
+    c.steps = c.step + 3  # out of step it may only hang at the job's end: no longer than needed
     # Its whole TP group skips (one schedule): any of its ranks named is the culprit, as a transfer
     # mismatch (the ranks wait out of step) or, where the group finished and idles, as ranks that
     # never posted what their peers wait for.
@@ -380,7 +382,7 @@ def run(case, build, keep_dir, keep_all=False):
     env = report_jobs.watchdog_env(root, timeout_s=TIMEOUT_S, faults=";".join(case.faults))
     env.update({"HANGWATCH_ON_HANG": case.mode, "HANGWATCH_COLLECT": "1" if case.collector == "on" else "0",
                 "SIMGPU_RANKS_PER_NODE": "", "NCCL_PAT_ENABLE": "", **case.env})
-    argv = report_jobs.job_argv(case.program, case.args, 60)
+    argv = report_jobs.job_argv(case.program, case.args, case.steps)
     if case.nodes > 1:
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), str(case.per_node), "--", *argv]
