@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "wording_text.h"
 
@@ -20,7 +21,17 @@ bool pipelineLike(const SnapshotComm& c) {
 
 }  // namespace
 
-PipelineLayout::PipelineLayout(const JobData& job) : job_(job) {}
+// Every communicator's members and every pipeline position's ranks, once: a report asks for
+// several ranks' places, and each answer would otherwise read every rank's communicators.
+PipelineLayout::PipelineLayout(const JobData& job) : job_(job) {
+  for (const RankSummary& r : job_.ranks) {
+    for (const SnapshotComm& c : r.comms) {
+      if (c.rank < 0 || c.state == "destroyed") continue;
+      members_[c.hash][c.rank] = r.rank;
+      if (pipelineLike(c)) positions_[{c.size, c.rank}].insert(r.rank);
+    }
+  }
+}
 
 const SnapshotComm* PipelineLayout::entry(int rank, const std::string& comm) const {
   const RankSummary* s = job_.find(rank);
@@ -48,21 +59,13 @@ std::optional<PipelinePlace> PipelineLayout::of(int rank) const {
   PipelinePlace place;
   place.stage = pipe->rank;
   place.stages = pipe->size;
-  // Members of every communicator, from every snapshot: this stage's ranks are those whose own
-  // pipeline communicator, of the same size, has them at the same position.
-  std::map<std::string, std::map<int, int>> members;  // comm -> comm rank -> global
-  for (const RankSummary& r : job_.ranks) {
-    for (const SnapshotComm& c : r.comms) {
-      if (c.rank < 0 || c.state == "destroyed") continue;
-      members[c.hash][c.rank] = r.rank;
-      if (pipelineLike(c) && c.size == pipe->size && c.rank == pipe->rank) place.stage_ranks.push_back(r.rank);
-    }
-  }
-  std::sort(place.stage_ranks.begin(), place.stage_ranks.end());
-  place.stage_ranks.erase(std::unique(place.stage_ranks.begin(), place.stage_ranks.end()), place.stage_ranks.end());
+  // This stage's ranks: those whose own pipeline communicator, of the same size, has them at the
+  // same position.
+  const std::set<int>& at = positions_.at({pipe->size, pipe->rank});
+  place.stage_ranks.assign(at.begin(), at.end());
   const auto groupOf = [&](const SnapshotComm& c) {
     RankGroup g{c.hash, {}};
-    for (const auto& [comm_rank, global] : members[c.hash]) g.ranks.push_back(global);
+    for (const auto& [comm_rank, global] : members_.at(c.hash)) g.ranks.push_back(global);
     return g;
   };
   place.pipeline = groupOf(*pipe);
@@ -74,12 +77,6 @@ std::optional<PipelinePlace> PipelineLayout::of(int rank) const {
   std::sort(place.groups.begin(), place.groups.end(),
             [](const RankGroup& a, const RankGroup& b) { return a.ranks.size() < b.ranks.size(); });
   return place;
-}
-
-std::string PipelineLayout::stageText(int rank) const {
-  const std::optional<PipelinePlace> p = of(rank);
-  if (!p) return "";
-  return fmt::format("stage {} of {} (ranks {})", p->stage, p->stages, wording::ranksText(p->stage_ranks));
 }
 
 std::optional<uint64_t> PipelineLayout::counted(const std::string& comm, int at, int peer_global,

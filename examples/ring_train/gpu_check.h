@@ -65,3 +65,10 @@ struct CheckIdentity {
     if (status_ != ncclSuccess)                                                                            \
       failGpuCall(#call, ncclGetErrorString(status_), ncclGetLastError(nullptr), __FILE__, __LINE__);      \
   } while (0)
+
+// `count` floats on the current device; the job ends if they cannot be had.
+inline float* deviceFloats(size_t count) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, count * sizeof(float)));
+  return static_cast<float*>(p);
+}

@@ -12,12 +12,6 @@ namespace {
 
 constexpr float kLearningRate = 1e-6f;
 
-float* deviceFloats(size_t count) {
-  void* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, count * sizeof(float)));
-  return static_cast<float*>(p);
-}
-
 std::vector<float*> deviceBuffers(int n, size_t count) {
   std::vector<float*> buffers;
   for (int i = 0; i < n; ++i) buffers.push_back(deviceFloats(count));

@@ -13,13 +13,6 @@ namespace {
 
 constexpr float kLearningRate = 1e-6f;
 
-float* deviceFloats(size_t count) {
-  void* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, count * sizeof(float)));
-  return static_cast<float*>(p);
-}
-
-
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& options, Bootstrap& boot)

@@ -6,7 +6,9 @@
 // data parallel: NCCL does not tell which, so they are named by their members). Megatron,
 // DeepSpeed and TorchTitan build their groups this way, each a split of the world, and a
 // GPU job's snapshots hold the same facts: the interposer counts every send and receive.
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,8 +36,6 @@ class PipelineLayout {
   // Nothing when the rank sent and received on no communicator, or on more than one, or
   // left no snapshot.
   std::optional<PipelinePlace> of(int rank) const;
-  // "stage 1 of 2 (ranks 4-7)".
-  std::string stageText(int rank) const;
   // Sends `from` issued to `to` on communicator `comm` (global ranks); nothing when `from`'s
   // snapshot does not count them (an older watchdog, or past its kept peers).
   std::optional<uint64_t> sends(const std::string& comm, int from, int to) const;
@@ -53,6 +53,8 @@ class PipelineLayout {
   int commRankOf(const std::string& comm, int global) const;
 
   const JobData& job_;
+  std::map<std::string, std::map<int, int>> members_;       // comm hash -> comm rank -> global rank
+  std::map<std::pair<int, int>, std::set<int>> positions_;  // (size, rank) in a pipeline communicator -> ranks
 };
 
 }  // namespace hangwatch::verdict
