@@ -305,7 +305,12 @@ bool Communicator::runCollectives(std::vector<Op> ops) {
   return !batch->aborted;
 }
 
-bool Communicator::runPeerOps(const std::vector<Op>& ops, uint64_t launch) {
+bool Communicator::runPeerOps(const std::vector<Op>& ops, uint64_t launch_index) {
+  // DESIGN.md's op K counts the collectives a rank issued on the communicator. A communicator
+  // that has run none (a pipeline's) never reaches K > 0 that way, so there K counts its
+  // transfer launches; once it runs collectives, the contract's count holds.
+  const uint64_t collectives = next_seq_.load();
+  const uint64_t launch = collectives > 0 ? collectives : launch_index;
   const size_t slot = segment_->shape().slot_bytes;
   for (const Op& op : ops) {
     if (aborted()) return false;

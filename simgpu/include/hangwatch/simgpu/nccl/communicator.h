@@ -82,9 +82,10 @@ class Communicator {
   // Runs on the stream thread: all channels run the batch; returns when they are done.
   bool runCollectives(std::vector<Op> ops);
   // Runs p2p operations with one peer in one direction, in order.
-  // `launch`: this communicator's point-to-point launch (group) number, from 0 (nextP2pLaunch):
-  // what a fault's op=K counts on a point-to-point connection.
-  bool runPeerOps(const std::vector<Op>& ops, uint64_t launch);
+  // `launch_index`: this communicator's point-to-point launch (group) number, from 0
+  // (nextP2pLaunch): what a fault's op=K counts on a point-to-point connection of a
+  // communicator that has run no collective.
+  bool runPeerOps(const std::vector<Op>& ops, uint64_t launch_index);
   uint64_t nextP2pLaunch() { return p2p_launches_++; }
 
   std::atomic<ncclResult_t> async_error{ncclSuccess};
