@@ -27,6 +27,7 @@ void checkAgainstWorld(const TrainOptions& o, int world_size) {
   inWorld(o.gc_rank, "--gc-rank");
   inWorld(o.slow_dataloader_rank, "--slow-dataloader-rank");
   inWorld(o.skip_microbatch_rank, "--skip-microbatch-rank");
+  inWorld(o.extra_work_rank, "--extra-work-rank");
   if (world_size % (o.tp * o.pp) != 0)
     throw UsageError(o.pp == 1 ? fmt::format("--tp {} does not divide the world size {}", o.tp, world_size)
                                : fmt::format("--tp {} x --pp {} does not divide the world size {}", o.tp, o.pp,

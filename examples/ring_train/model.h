@@ -33,6 +33,10 @@ class Model {
   void forward(bool sync_every_layer);
   void backward(bool sync_every_layer);
 
+  // `count` more GEMMs of a layer's forward shape, into a scratch buffer: the work a heavier
+  // layer, an extra head or a longer optimizer step adds.
+  void extraGemms(int count);
+
   float* masterWeights() const { return master_; }
   size_t masterWeightCount() const;
 
@@ -49,5 +53,6 @@ class Model {
   std::vector<void*> activations_;  // layers + 1 x (hidden x batch)
   std::vector<void*> act_grads_;    // 2 x (hidden x batch), ping-pong
   float* master_ = nullptr;         // fp32 copy the optimizer updates
+  void* scratch_ = nullptr;         // hidden x batch, what extraGemms writes
   std::vector<void*> owned_;
 };

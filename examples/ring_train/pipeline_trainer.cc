@@ -122,6 +122,7 @@ void PipelineTrainer::step(int s) {
   const auto skips = [&](int r) { return r / options_.tp == rank_ / options_.tp; };
   if (options_.skip_microbatch_rank && skips(*options_.skip_microbatch_rank) && options_.skip_at_step == s)
     --microbatches;
+  if (extraWork(s, ExtraWorkIn::Bubble)) model_->extraGemms(options_.extra_work_gemms);
   runSchedule(s, oneFOneB(stage_, stages_, microbatches));
   reduceGradients(s);
   if (options_.exit_rank == rank_ && options_.exit_at_step == s) {
@@ -132,6 +133,7 @@ void PipelineTrainer::step(int s) {
   }
   CUDA_CHECK(launchSgdUpdate(model_->masterWeights(), grads_, std::min(grad_count_, model_->masterWeightCount()),
                              kLearningRate, stream_));
+  if (extraWork(s, ExtraWorkIn::Optimizer)) model_->extraGemms(options_.extra_work_gemms);
   if (options_.verify)
     verify(s, microbatches);
   else
@@ -158,6 +160,7 @@ void PipelineTrainer::forward(int s, int microbatch) {
     CUDA_CHECK(
         cudaMemcpyAsync(model_->input(), act_in_[microbatch], model_->inputBytes(), cudaMemcpyDeviceToDevice, stream_));
   model_->forward(false);
+  if (extraWork(s, ExtraWorkIn::Forward)) model_->extraGemms(options_.extra_work_gemms);
   tensorParallelAllReduce(s, microbatch);
   if (stage_ + 1 < stages_)
     CUDA_CHECK(launchFillPattern(act_out_[microbatch], act_count_, Pattern::Activation, activationId(rank_, microbatch),
@@ -225,6 +228,11 @@ void PipelineTrainer::verify(int s, int microbatches_run) {
   }
   if (tp_.comm) checkSumOf(host_tp_.data(), act_count_, Pattern::TpBlock, tp_.members, rank_, s);
   checkSumOf(host_grads_.data(), grad_count_, Pattern::Gradient, dp_.members, rank_, s);
+}
+
+// The injected slowdown: from its step on, this rank's extra GEMMs in that place.
+bool PipelineTrainer::extraWork(int s, ExtraWorkIn where) const {
+  return options_.extra_work_rank == rank_ && s >= options_.extra_work_at_step && options_.extra_work_in == where;
 }
 
 void PipelineTrainer::misbehave(int s) {

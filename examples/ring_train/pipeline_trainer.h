@@ -46,6 +46,7 @@ class PipelineTrainer {
   void reduceGradients(int s);
   void verify(int s, int microbatches_run);
   void misbehave(int s);
+  bool extraWork(int s, ExtraWorkIn where) const;
   int activationId(int stage, int microbatch) const;
 
   TrainOptions options_;

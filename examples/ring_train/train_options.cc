@@ -26,6 +26,13 @@ T parseNumber(std::string_view flag, std::string_view text, T min) {
   return value;
 }
 
+ExtraWorkIn parseExtraWorkIn(std::string_view text) {
+  if (text == "bubble") return ExtraWorkIn::Bubble;
+  if (text == "forward") return ExtraWorkIn::Forward;
+  if (text == "optimizer") return ExtraWorkIn::Optimizer;
+  throw UsageError("--extra-work-in must be bubble, forward or optimizer, not '" + std::string(text) + "'");
+}
+
 StallKind parseStallKind(std::string_view text) {
   if (text == "host-loop") return StallKind::HostLoop;
   if (text == "dataloader") return StallKind::Dataloader;
@@ -66,6 +73,13 @@ std::string trainUsage() {
                             with --pp: rank R (with its tensor-parallel group, which runs the
                             same schedule) runs one micro-batch fewer at step S, so its sends
                             and receives no longer match the neighbouring stages'
+  --extra-work-rank R --extra-work-at-step S [--extra-work-gemms N] [--extra-work-in bubble|forward|optimizer]
+                            with --pp: from step S on, rank R runs N (default 8) more GEMMs of
+                            a layer's forward shape each step: before its first transfer
+                            (default; on a later stage that is the warm-up bubble, where the
+                            schedule absorbs work shorter than the bubble; on the first stage
+                            it delays the whole pipeline), in every forward (a heavier stage),
+                            or after its optimizer step
   --dataloader-ms M         host work per batch in the dataloader thread (default 0)
   --log-every N             print "step=S done" every N steps (default 1)
   --stall-rank R --stall-at-step S|init --stall-kind host-loop|dataloader|sleep
@@ -125,10 +139,12 @@ void checkTogether(const TrainOptions& o, bool stall_step_given, bool exit_step_
 }
 
 // What the pipeline job does not run, refused rather than ignored.
-void checkPipeline(const TrainOptions& o, bool skip_step_given) {
+void checkPipeline(const TrainOptions& o, bool skip_step_given, bool extra_step_given) {
   if (o.skip_microbatch_rank && !skip_step_given) throw UsageError("--skip-microbatch-rank needs --skip-at-step");
+  if (o.extra_work_rank && !extra_step_given) throw UsageError("--extra-work-rank needs --extra-work-at-step");
   if (o.pp == 1) {
     if (o.skip_microbatch_rank) throw UsageError("--skip-microbatch-rank needs --pp");
+    if (o.extra_work_rank) throw UsageError("--extra-work-rank needs --pp");
     return;
   }
   if (o.skip_microbatch_rank && o.microbatches < 2)
@@ -147,6 +163,7 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
   bool exit_step_given = false;
   bool mismatch_step_given = false;
   bool skip_step_given = false;
+  bool extra_step_given = false;
   using Setter = std::function<void(std::string_view flag, std::string_view value)>;
   const std::map<std::string_view, Setter> with_value = {
       {"--steps", [&](auto f, auto v) { o.steps = parseNumber<int>(f, v, 0); }},
@@ -164,6 +181,14 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
          o.skip_at_step = parseNumber<int>(f, v, 0);
          skip_step_given = true;
        }},
+      {"--extra-work-rank", [&](auto f, auto v) { o.extra_work_rank = parseNumber<int>(f, v, 0); }},
+      {"--extra-work-at-step",
+       [&](auto f, auto v) {
+         o.extra_work_at_step = parseNumber<int>(f, v, 0);
+         extra_step_given = true;
+       }},
+      {"--extra-work-gemms", [&](auto f, auto v) { o.extra_work_gemms = parseNumber<int>(f, v, 1); }},
+      {"--extra-work-in", [&](auto, auto v) { o.extra_work_in = parseExtraWorkIn(v); }},
       {"--dataloader-ms", [&](auto f, auto v) { o.dataloader_ms = parseNumber<int>(f, v, 0); }},
       {"--log-every", [&](auto f, auto v) { o.log_every = parseNumber<int>(f, v, 1); }},
       {"--stall-rank", [&](auto f, auto v) { o.stall_rank = parseNumber<int>(f, v, 0); }},
@@ -218,6 +243,6 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
   }
 
   checkTogether(o, stall_step_given, exit_step_given, mismatch_step_given);
-  checkPipeline(o, skip_step_given);
+  checkPipeline(o, skip_step_given, extra_step_given);
   return o;
 }

@@ -7,6 +7,9 @@
 #include "kernels.h"
 
 enum class StallKind { HostLoop, Dataloader, Sleep };
+// Where a rank's extra work goes (--extra-work-in): before its first transfer of the step (on
+// a later stage, the warm-up bubble), into every forward, or after its optimizer step.
+enum class ExtraWorkIn { Bubble, Forward, Optimizer };
 // How a rank's process ends in the middle of a collective: SIGKILL (the OOM killer, a node
 // agent), abort() (a failed assertion: SIGABRT), or exit(1) (an uncaught error path).
 enum class ExitHow { Kill, Abort, Exit, Stop };
@@ -38,6 +41,12 @@ struct TrainOptions {
 
   std::optional<int> skip_microbatch_rank;  // with --pp: runs one micro-batch fewer at that step
   int skip_at_step = 0;
+
+  // With --pp: from that step on, the rank runs extra GEMMs (a slowdown the schedule may absorb).
+  std::optional<int> extra_work_rank;
+  int extra_work_at_step = 0;
+  int extra_work_gemms = 8;
+  ExtraWorkIn extra_work_in = ExtraWorkIn::Bubble;
 
   bool sync_every_layer = false;
   std::optional<int> sync_rank;  // every rank when empty
