@@ -78,6 +78,7 @@ Expected<JobProfile> JobProfile::load(const std::string& job_dir) {
     RankProfile p = profileRank(*file, timeline ? &*timeline : nullptr);
     p.rank = rank;  // the file name is the rank the watchdog meant
     job.ranks_.emplace(rank, std::move(p));
+    if (timeline) job.timelines_.emplace(rank, std::move(*timeline));
   }
   if (job.ranks_.empty()) {
     std::string why = metric_ranks.empty() ? "no metrics/rNNNNN.jsonl files" : "no readable metrics file";
@@ -88,8 +89,9 @@ Expected<JobProfile> JobProfile::load(const std::string& job_dir) {
   return job;
 }
 
-JobProfile JobProfile::fromProfiles(std::vector<RankProfile> ranks) {
+JobProfile JobProfile::fromProfiles(std::vector<RankProfile> ranks, std::map<int, TimelineWindow> timelines) {
   JobProfile job;
+  job.timelines_ = std::move(timelines);
   for (RankProfile& p : ranks) job.ranks_.emplace(p.rank, std::move(p));
   job.indexCommunicators();
   return job;

@@ -14,30 +14,24 @@ namespace {
 bool isCommunication(const std::string& cls) { return cls == "coll" || cls == "p2p"; }
 
 // The anchor key the step tracker wrote: "<name> <comm> <bytes>".
-struct AnchorKey {
-  std::string name, comm;
-  uint64_t bytes = 0;
-};
-
-std::optional<AnchorKey> anchorOf(const MetricsFile& metrics) {
+std::optional<StepAnchor> anchorOf(const MetricsFile& metrics) {
   for (auto it = metrics.windows.rbegin(); it != metrics.windows.rend(); ++it) {
     if (!it->step || it->step->anchor.empty()) continue;
     std::istringstream in(it->step->anchor);
-    AnchorKey k;
+    StepAnchor k;
     if (in >> k.name >> k.comm >> k.bytes) return k;
   }
   return std::nullopt;
 }
 
 // Longest GPU idle gap inside each step, steps ending at each completion of the anchor.
-std::vector<int64_t> stepGaps(const TimelineWindow& t, const AnchorKey& anchor) {
+std::vector<int64_t> stepGaps(const TimelineWindow& t, const StepAnchor& anchor) {
   std::vector<std::pair<int64_t, int64_t>> busy;
   std::vector<int64_t> step_ends;
   for (const TimelineOp& o : t.ops) {
     if (o.end_ns < o.start_ns || o.start_ns <= 0) continue;
     busy.emplace_back(o.start_ns, o.end_ns);
-    if (o.cls == "coll" && o.name == anchor.name && o.comm == anchor.comm && o.bytes == anchor.bytes)
-      step_ends.push_back(o.end_ns);
+    if (anchor.closes(o)) step_ends.push_back(o.end_ns);
   }
   std::sort(busy.begin(), busy.end());
   std::sort(step_ends.begin(), step_ends.end());
@@ -162,7 +156,8 @@ RankProfile profileRank(const MetricsFile& metrics, const TimelineWindow* timeli
     p.has_timeline = true;
     if (p.rank < 0) p.rank = timeline->rank;
     if (p.host.empty()) p.host = timeline->host;
-    if (auto anchor = anchorOf(metrics)) p.step_gaps_ns = stepGaps(*timeline, *anchor);
+    p.step_anchor = anchorOf(metrics);
+    if (p.step_anchor) p.step_gaps_ns = stepGaps(*timeline, *p.step_anchor);
     p.gemms_alone = gemmsAlone(*timeline);
     for (const TimelineOp& o : timeline->ops)
       if (o.cls == "coll" && !o.comm.empty())

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hangwatch/slowdown/communicator_bandwidth.h"
 #include "hangwatch/slowdown/detector.h"
@@ -47,7 +48,44 @@ nlohmann::json measurements(const JobProfile& job) {
   return {{"ranks", ranks}, {"communicators", comms}};
 }
 
+// A rank's pipeline stage: its rank in the one communicator it sends and receives on.
+std::optional<int> pipelineStage(const TimelineWindow& w) {
+  const TimelineOp* first = nullptr;
+  for (const TimelineOp& o : w.ops) {
+    if (o.cls != "p2p" || o.comm.empty() || o.comm_rank < 0) continue;
+    if (first == nullptr) first = &o;
+    if (o.comm != first->comm) return std::nullopt;
+  }
+  return first ? std::optional<int>(first->comm_rank) : std::nullopt;
+}
+
 }  // namespace
+
+std::optional<CriticalPathAnalysis> criticalPathOf(const JobProfile& job, std::vector<std::string>& notes) {
+  std::map<int, RankTimeline> ranks;
+  std::vector<int> no_anchor;
+  for (const auto& [rank, w] : job.timelines()) {
+    auto p = job.ranks().find(rank);
+    if (p == job.ranks().end() || !p->second.step_anchor) {
+      no_anchor.push_back(rank);
+      continue;
+    }
+    RankTimeline& rt = ranks[rank];
+    rt.timeline = &w;
+    rt.stage = pipelineStage(w);
+    for (const TimelineOp& o : w.ops)
+      if (p->second.step_anchor->closes(o) && o.end_ns > 0) rt.step_ends.push_back({o.seq, o.end_ns});
+  }
+  if (!no_anchor.empty())
+    notes.push_back(fmt::format("critical path: rank(s) {} have no step anchor (no collective ends their steps): "
+                                "left out of the step graph",
+                                fmt::join(no_anchor, ",")));
+  if (ranks.size() < 2) return std::nullopt;
+  CriticalPathAnalysis a = analyzeCriticalPath(ranks);
+  for (const std::string& n : a.notes) notes.push_back("critical path: " + n);
+  if (a.steps.empty()) return std::nullopt;
+  return a;
+}
 
 SlowdownAnalysis SlowdownAnalyzer::analyze(const JobProfile& job, const JobProfile* baseline) const {
   SlowdownAnalysis out;
@@ -59,6 +97,7 @@ SlowdownAnalysis SlowdownAnalyzer::analyze(const JobProfile& job, const JobProfi
   for (Detector detect : kDetectors) detect(in, out);
   for (SlowdownFinding& f : out.findings) std::sort(f.ranks.begin(), f.ranks.end());
   out.metrics = measurements(job);
+  if (t_.critical_path) out.critical_path = criticalPathOf(job, out.notes);
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "hangwatch/slowdown/slowdown_text.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -24,6 +25,50 @@ void writeFinding(std::string& out, const SlowdownFinding& f, bool with_baseline
   for (const std::string& e : f.evidence) fmt::format_to(o, "  - {}\n", e);
 }
 
+std::string rankPlace(const CriticalPathAnalysis& a, int rank) {
+  auto it = a.stages.find(rank);
+  return it == a.stages.end() ? fmt::format("rank {}", rank) : fmt::format("rank {} (stage {})", rank, it->second);
+}
+
+std::string shares(const std::map<int, int64_t>& by_rank, const std::map<std::string, int64_t>& by_kind, double total_ns) {
+  std::vector<std::pair<int64_t, std::string>> parts;
+  for (const auto& [r, ns] : by_rank) parts.push_back({ns, fmt::format("rank {} {:.0f}%", r, 100 * ns / total_ns)});
+  std::sort(parts.rbegin(), parts.rend());
+  std::vector<std::string> ranks, kinds;
+  for (size_t i = 0; i < parts.size() && i < 6; ++i) ranks.push_back(parts[i].second);
+  for (const auto& [k, ns] : by_kind) kinds.push_back(fmt::format("{} {:.0f}%", k, 100 * ns / total_ns));
+  return fmt::format("{}; {}", fmt::join(ranks, ", "), fmt::join(kinds, ", "));
+}
+
+// The slowest step's path, one line per segment, and what made slow steps slow.
+void writeCriticalPath(std::string& out, const CriticalPathAnalysis& a) {
+  auto o = std::back_inserter(out);
+  const StepPath& slowest = *std::find_if(a.steps.begin(), a.steps.end(), [&](auto& s) { return s.id == a.slowest_step; });
+  fmt::format_to(o, "\ncritical path: {} step(s), usually {:.1f} ms; the slowest (step {}) took {:.1f} ms\n",
+                 a.steps.size(), a.baseline_step_ms, slowest.id, slowest.ms());
+  if (a.causes.empty()) out += "  no step was made slow by one rank: nothing to blame\n";
+  for (const SlowStepCause& c : a.causes) {
+    const std::string who = c.rank >= 0 ? rankPlace(a, c.rank)
+                                        : fmt::format("stage {} (ranks {})", c.stage.value_or(-1), fmt::join(c.ranks, ","));
+    fmt::format_to(o, "  [cause] {}: {} {}\n", who, c.kind, c.op);
+    for (const std::string& e : c.evidence) fmt::format_to(o, "    - {}\n", e);
+  }
+  for (const AbsorbedSlowdown& s : a.absorbed) {
+    fmt::format_to(o, "  [absorbed] {}: {}\n", rankPlace(a, s.rank), s.kind);
+    for (const std::string& e : s.evidence) fmt::format_to(o, "    - {}\n", e);
+  }
+  const double total = std::max<double>(1, static_cast<double>(slowest.end_ns - slowest.start_ns));
+  fmt::format_to(o, "  share of step {}'s path: {}\n", slowest.id, shares(slowest.rank_ns, slowest.kind_ns, total));
+  fmt::format_to(o, "  step {}, one line per segment (ms from the step's start):\n", slowest.id);
+  for (const PathSegment& seg : slowest.segments) {
+    const std::string what = seg.kind == "host" ? (seg.op == "launch" ? "host: issued late" : "GPU gap: untimed work or a wait on another stream")
+                                                : fmt::format("{} {}{}", seg.kind, seg.op,
+                                                              seg.ops > 1 ? fmt::format(" x{}", seg.ops) : "");
+    fmt::format_to(o, "    {:8.2f} {:7.2f} ms  {}  {}\n", (seg.start_ns - slowest.start_ns) / 1e6,
+                   (seg.end_ns - seg.start_ns) / 1e6, rankPlace(a, seg.rank), what);
+  }
+}
+
 }  // namespace
 
 std::string formatSlowdownText(const SlowdownAnalysis& a, const std::string& job_dir, bool with_baseline) {
@@ -31,6 +76,7 @@ std::string formatSlowdownText(const SlowdownAnalysis& a, const std::string& job
       fmt::format("slowdown analysis of {}{}\n", job_dir, with_baseline ? " (against a baseline run)" : "");
   if (a.findings.empty()) out += "no findings: no rank, link or communicator stands out\n";
   for (const SlowdownFinding& f : a.findings) writeFinding(out, f, with_baseline);
+  if (a.critical_path) writeCriticalPath(out, *a.critical_path);
   if (!a.notes.empty()) {
     out += "\nnotes:\n";
     for (const std::string& n : a.notes) fmt::format_to(std::back_inserter(out), "  - {}\n", n);
@@ -45,7 +91,8 @@ nlohmann::json slowdownJson(const SlowdownAnalysis& a, const std::string& job_di
           {"baseline", baseline_dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(baseline_dir)},
           {"findings", findings},
           {"notes", a.notes},
-          {"metrics", a.metrics}};
+          {"metrics", a.metrics},
+          {"critical_path", a.critical_path ? toJson(*a.critical_path) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace hangwatch::slowdown

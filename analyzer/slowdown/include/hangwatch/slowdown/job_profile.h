@@ -32,14 +32,18 @@ class JobProfile {
   // Ranks that appear in a communicator or a timeline but have no usable metrics.
   const std::vector<int>& ranksMissing() const { return missing_; }
 
-  // For tests: build from profiles directly.
-  static JobProfile fromProfiles(std::vector<RankProfile> ranks);
+  // Every rank's timeline as read (ranks that wrote one and have metrics).
+  const std::map<int, TimelineWindow>& timelines() const { return timelines_; }
+
+  // For tests: build from profiles (and timelines) directly.
+  static JobProfile fromProfiles(std::vector<RankProfile> ranks, std::map<int, TimelineWindow> timelines = {});
 
  private:
   void indexCommunicators();
 
   std::string job_dir_;
   std::map<int, RankProfile> ranks_;
+  std::map<int, TimelineWindow> timelines_;
   std::map<std::string, CommunicatorInfo> comms_;
   std::vector<std::string> problems_;
   std::vector<int> missing_;

@@ -55,6 +55,14 @@ struct CollectiveInstance {
   int64_t end_ns = 0;
 };
 
+// The collective whose completions end this rank's steps (the watchdog's step tracker,
+// metrics windows' `step.key`: "<name> <comm> <bytes>").
+struct StepAnchor {
+  std::string name, comm;
+  uint64_t bytes = 0;
+  bool closes(const TimelineOp& o) const { return o.cls == "coll" && o.name == name && o.comm == comm && o.bytes == bytes; }
+};
+
 struct RankProfile {
   int rank = -1;
   std::string host;
@@ -75,6 +83,7 @@ struct RankProfile {
   std::vector<double> step_p50_ns;  // one per window with steps
   // From the timeline, when the rank wrote one.
   bool has_timeline = false;
+  std::optional<StepAnchor> step_anchor;
   std::vector<int64_t> step_gaps_ns;  // the longest GPU idle gap of each step
   std::map<std::string, GemmShapeTotals> gemms_alone;  // GEMMs that overlap no communication op
   std::vector<CollectiveInstance> collective_instances;

@@ -2,9 +2,11 @@
 // Who is slow: compares ranks with each other (robust statistics, analyzer/slowdown/
 // README.md explains every threshold) and, given a saved healthy run, with that run.
 // Each finding kind is one detector pass (detector.h), run in a fixed order.
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "hangwatch/slowdown/critical_path.h"
 #include "hangwatch/slowdown/job_profile.h"
 #include "hangwatch/slowdown/slowdown_finding.h"
 
@@ -39,6 +41,9 @@ struct SlowdownThresholds {
   int64_t link_rate_min_busy_ns = 20'000'000;
   double link_rate_step_bytes_ratio = 2.0;
   size_t min_ranks = 3;              // fewer ranks cannot say which one is odd
+  // The critical path of every step the timelines hold (critical_path.h); off: the op-by-op
+  // comparison alone, as before issue #45.
+  bool critical_path = true;
 };
 
 struct SlowdownAnalysis {
@@ -46,7 +51,12 @@ struct SlowdownAnalysis {
   // Per-rank and per-communicator figures (the measurements behind the findings).
   nlohmann::json metrics;
   std::vector<std::string> notes;  // what was skipped and why
+  std::optional<CriticalPathAnalysis> critical_path;  // when the timelines gave common steps
 };
+
+// The critical path of the steps every rank's timeline holds (steps end at each rank's step
+// anchor); nullopt, with a note, when there are none.
+std::optional<CriticalPathAnalysis> criticalPathOf(const JobProfile& job, std::vector<std::string>& notes);
 
 class SlowdownAnalyzer {
  public:
