@@ -21,6 +21,26 @@ json metadata(const char* what, int pid, int tid, const std::string& name) {
   return e;
 }
 
+// Above every rank (Perfetto sorts processes by this index).
+constexpr int kCriticalPathPid = 1 << 30;
+
+void addPathTrack(json& events, const CriticalPathAnalysis& a, double t0_us, double from_us) {
+  events.push_back(metadata("process_name", kCriticalPathPid, -1, "critical path"));
+  events.push_back(json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", kCriticalPathPid}, {"args", {{"sort_index", -1}}}});
+  events.push_back(metadata("thread_name", kCriticalPathPid, 1, "critical path of each step"));
+  for (const StepPath& s : a.steps)
+    for (const PathSegment& seg : s.segments) {
+      const double start = static_cast<double>(seg.start_ns) / 1e3, end = static_cast<double>(seg.end_ns) / 1e3;
+      if (end < from_us) continue;
+      const std::string what = seg.kind == "host" ? "host " + seg.op : seg.op + (seg.ops > 1 ? fmt::format(" x{}", seg.ops) : "");
+      json args = {{"rank", seg.rank}, {"kind", seg.kind}, {"step", s.id}, {"step_ms", s.ms()}};
+      if (auto st = a.stages.find(seg.rank); st != a.stages.end()) args["stage"] = st->second;
+      events.push_back({{"ph", "X"}, {"name", fmt::format("rank {}: {}", seg.rank, what)}, {"cat", "critical-path"},
+                        {"pid", kCriticalPathPid}, {"tid", 1}, {"ts", start - t0_us}, {"dur", std::max(end - start, 0.0)},
+                        {"args", args}});
+    }
+}
+
 }  // namespace
 
 void ChromeTrace::addRank(const TimelineWindow& w) { ranks_.push_back(w); }
@@ -78,6 +98,7 @@ nlohmann::json ChromeTrace::build() const {
                         {"ts", start - t0}, {"dur", std::max(end - start, 0.0)}});
     }
   }
+  if (critical_path_) addPathTrack(events, *critical_path_, t0, from);
   uint64_t flow_id = 0;
   for (auto& [key, members] : flows) {
     if (members.size() < 2) continue;

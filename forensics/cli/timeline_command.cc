@@ -7,6 +7,7 @@
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
 #include "hangwatch/slowdown/chrome_trace.h"
+#include "hangwatch/slowdown/slowdown_analyzer.h"
 #include "hangwatch/common/timeline_window.h"
 
 namespace hangwatch::forensics {
@@ -91,12 +92,23 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
               << (ec ? " (" + ec.message() + ")" : "") << "\n";
     return 1;
   }
+  // The critical path needs every rank's step ends (metrics/): without them the trace is
+  // written without its track.
+  bool with_path = false;
+  if (Expected<slowdown::JobProfile> job = slowdown::JobProfile::load(job_dir)) {
+    std::vector<std::string> notes;
+    if (auto path = slowdown::criticalPathOf(*job, notes)) {
+      trace.addCriticalPath(*path);
+      with_path = true;
+    }
+  }
   auto written = writeFileAtomically(out_path, trace.build().dump() + "\n");
   if (!written) {
     std::cerr << "forensics timeline: " << written.error() << "\n";
     return 1;
   }
-  std::cout << "forensics timeline: " << read << " rank(s) written to " << out_path << "\n";
+  std::cout << "forensics timeline: " << read << " rank(s) written to " << out_path
+            << (with_path ? ", with the critical path of each step as its own track" : "") << "\n";
   return 0;
 }
 
