@@ -40,9 +40,10 @@ StepPath stepPath(const step_graph::Graph& g, int si, const CriticalPathThreshol
     facts.path_ns[{seg.rank, seg.kind}] += d;
     facts.path_ops[{seg.rank, seg.kind}][seg.op] += d;
   }
-  for (const auto& [n, latest] : step_graph::latestEnds(g, si, t.launch_gap_ns)) {
+  const std::vector<int64_t> latest = step_graph::latestEnds(g, si, t.launch_gap_ns);
+  for (int n : s.nodes) {
     const step_graph::Node& node = g.nodes[n];
-    const int64_t slack = std::max<int64_t>(latest - node.end, 0);
+    const int64_t slack = std::max<int64_t>(latest[node.local] - node.end, 0);
     auto [it, fresh] = p.rank_min_slack_ns.try_emplace(node.rank, slack);
     if (!fresh) it->second = std::min(it->second, slack);
     const RankKind key{node.rank, node.op->cls};

@@ -10,9 +10,6 @@
 namespace hangwatch::slowdown::step_graph {
 namespace {
 
-// How far back a predecessor is looked for: a rank's ops of one step, and some.
-constexpr int kPredecessorScan = 512;
-
 void addRankNodes(Graph& g, int rank, const TimelineWindow& w) {
   const int64_t offset = std::llround(w.clock_unix_s * 1e9) - w.clock_mono_ns;
   const int first = static_cast<int>(g.nodes.size());
@@ -30,6 +27,9 @@ void addRankNodes(Graph& g, int rank, const TimelineWindow& w) {
                    [](const Node& a, const Node& b) { return std::tie(a.start, a.end) < std::tie(b.start, b.end); });
   const int last = static_cast<int>(g.nodes.size());
   g.rank_nodes[rank] = {first, last};
+  auto& by_end = g.by_end[rank];
+  for (int i = first; i < last; ++i) by_end.emplace_back(g.nodes[i].end, i);
+  std::sort(by_end.begin(), by_end.end());
   std::map<std::string, int> previous_on_stream;
   for (int i = first; i < last; ++i) {
     Node& n = g.nodes[i];
@@ -79,6 +79,8 @@ void addSteps(Graph& g, const std::map<int, RankTimeline>& ranks) {
         Node& n = g.nodes[i];
         if (n.start <= from || n.start > to) continue;
         n.step = static_cast<int>(si);
+        n.local = static_cast<int>(s.nodes.size());
+        s.nodes.push_back(i);
         if (n.end <= to && (closing < 0 || n.end > g.nodes[closing].end)) closing = i;
       }
       if (closing >= 0) s.closing[rank] = closing;
@@ -126,15 +128,16 @@ void matchTransfers(Graph& g) {
     g.notes.push_back(fmt::format("{} transfer(s) had no matching send or receive in their step", unmatched));
 }
 
-// The node that ended last on `rank` at or before `limit`, scanning back from `from`.
-int latestEndBefore(const Graph& g, int rank, int from, int64_t limit) {
-  const int first = g.rank_nodes.at(rank).first;
-  int best = -1;
-  for (int i = from - 1, seen = 0; i >= first && seen < kPredecessorScan; --i, ++seen) {
-    const Node& n = g.nodes[i];
-    if (n.end <= limit && (best < 0 || n.end > g.nodes[best].end)) best = i;
+// The node that ended last on `rank` at or before `limit`, other than `n` and its group.
+int latestEndBefore(const Graph& g, int rank, int n, int64_t limit) {
+  const auto& ends = g.by_end.at(rank);
+  auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(limit, INT32_MAX));
+  while (it != ends.begin()) {
+    --it;
+    const int m = it->second;
+    if (m != n && g.nodes[m].group != g.nodes[n].group && m < n) return m;
   }
-  return best;
+  return -1;
 }
 
 std::vector<int> groupOf(const Graph& g, int n) {
@@ -260,35 +263,38 @@ std::vector<PathSegment> walk(const Graph& g, const Step& s, int64_t launch_gap_
   return merged(std::move(path), launch_gap_ns);
 }
 
-std::map<int, int64_t> latestEnds(const Graph& g, int step, int64_t launch_gap_ns) {
-  std::vector<int> order;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].step == step) order.push_back(static_cast<int>(i));
+std::vector<int64_t> latestEnds(const Graph& g, int step, int64_t launch_gap_ns) {
+  const Step& s = g.steps[step];
+  std::vector<int> order = s.nodes;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return std::tie(g.nodes[a].start, g.nodes[a].end) > std::tie(g.nodes[b].start, g.nodes[b].end);
   });
-  std::map<int, int64_t> latest, go;
-  for (int n : order) {
-    latest[n] = g.steps[step].end;
+  std::vector<int64_t> latest(s.nodes.size(), s.end), own(s.nodes.size());
+  std::vector<std::vector<int>> waiting(s.nodes.size());  // per node: the nodes whose end waits for its start
+  for (int n : s.nodes) {
     int64_t arrival = g.nodes[n].start;
     for (int p : partners(g, n))
-      if (g.nodes[p].step == step) arrival = std::max(arrival, g.nodes[p].start);
-    go[n] = arrival;
+      if (g.nodes[p].step == step) {
+        arrival = std::max(arrival, g.nodes[p].start);
+        for (int m : groupOf(g, p)) waiting[g.nodes[n].local].push_back(m);
+      }
+    own[g.nodes[n].local] = g.nodes[n].end - arrival;
   }
-  const auto own = [&](int n) { return g.nodes[n].end - go[n]; };
   for (int n : order) {
     const Node& x = g.nodes[n];
     // The latest it could have started: its own work, and every member waiting for it.
-    int64_t latest_start = latest[n] - own(n);
-    for (int p : partners(g, n))
-      if (g.nodes[p].step == step)
-        for (int m : groupOf(g, p)) latest_start = std::min(latest_start, latest[m] - own(m));
+    int64_t latest_start = latest[x.local] - own[x.local];
+    for (int m : waiting[x.local])
+      latest_start = std::min(latest_start, latest[g.nodes[m].local] - own[g.nodes[m].local]);
     const int pred = predecessor(g, n, launch_gap_ns);
     if (pred < 0 || g.nodes[pred].step != step) continue;
     const int64_t fixed = x.start - g.nodes[pred].end;  // launch latency or host time after it
-    latest[pred] = std::min(latest[pred], latest_start - std::max<int64_t>(fixed, 0));
-    if (x.stream_prev >= 0 && x.stream_prev != pred && g.nodes[x.stream_prev].step == step)
-      latest[x.stream_prev] = std::min(latest[x.stream_prev], latest_start);
+    int64_t& p = latest[g.nodes[pred].local];
+    p = std::min(p, latest_start - std::max<int64_t>(fixed, 0));
+    if (x.stream_prev >= 0 && x.stream_prev != pred && g.nodes[x.stream_prev].step == step) {
+      int64_t& q = latest[g.nodes[x.stream_prev].local];
+      q = std::min(q, latest_start);
+    }
   }
   return latest;
 }

@@ -20,6 +20,7 @@ struct Node {
   int collective = -1;                    // index into Graph::collectives
   int peer = -1;                          // the matched send or receive of a transfer
   int group = -1;                         // first node of its kernel (a group of transfers is one)
+  int local = -1;                         // its index in its step's `nodes`
 };
 
 struct Step {
@@ -27,13 +28,15 @@ struct Step {
   int64_t start = 0, end = 0;         // wall ns: the previous and this step's end on the last rank
   std::map<int, int64_t> rank_start;  // each rank's previous step end (wall)
   std::map<int, int> closing;         // each rank's node that closes the step
+  std::vector<int> nodes;             // every rank's nodes of the step
 };
 
 struct Graph {
   std::vector<Node> nodes;                    // per rank, by start
   std::vector<std::vector<int>> collectives;  // member nodes
   std::vector<Step> steps;
-  std::map<int, std::pair<int, int>> rank_nodes;  // rank -> [first, last) node index
+  std::map<int, std::pair<int, int>> rank_nodes;               // rank -> [first, last) node index
+  std::map<int, std::vector<std::pair<int64_t, int>>> by_end;  // rank -> (end, node), ascending
   std::vector<std::string> notes;
 };
 
@@ -48,8 +51,8 @@ std::vector<int> partners(const Graph& g, int n);
 int predecessor(const Graph& g, int n, int64_t launch_gap_ns);
 
 // The critical path of one step, oldest segment first, and the latest end of every node of
-// the step that does not make it end later (slack = latest end - end).
+// the step that does not make it end later (slack = latest end - end), by Node::local.
 std::vector<PathSegment> walk(const Graph& g, const Step& s, int64_t launch_gap_ns);
-std::map<int, int64_t> latestEnds(const Graph& g, int step, int64_t launch_gap_ns);
+std::vector<int64_t> latestEnds(const Graph& g, int step, int64_t launch_gap_ns);
 
 }  // namespace hangwatch::slowdown::step_graph

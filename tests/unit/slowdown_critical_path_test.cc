@@ -170,7 +170,7 @@ TEST_CASE("TheCriticalPathOfTwoStagesAndFourMicrobatchesRunsThroughTheLastStageD
   for (int i = g.rank_nodes.at(0).first, seen = 0; i < g.rank_nodes.at(0).second; ++i)
     if (g.nodes[i].op->name == "fwd" && ++seen == 2) f1 = i;
   REQUIRE(f1 >= 0);
-  CHECK(latest.at(f1) - g.nodes[f1].end == 4 * kPathMs);
+  CHECK(latest[g.nodes[f1].local] - g.nodes[f1].end == 4 * kPathMs);
   CHECK(s.rank_min_slack_ns.at(0) == 0);
 }
 
