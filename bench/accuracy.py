@@ -17,6 +17,12 @@ counted apart and another job of the class is drawn in its place. The table spli
 class's outcomes by the collector (on, off) and by where the fault is (a link inside a node,
 a link between nodes; a rank fault is neither).
 
+Two slowdown classes (issue 45) run a pipeline job to its end and judge `forensics analyze`:
+right when the critical path names the injected rank (or its stage) as the cause of the slow
+steps, hedged when it names nothing (a miss), wrong when it names another; on the absorbed
+class right only when nothing is named. Beside it, the op-by-op findings of the same analyze
+(the baseline) are scored the same way, with precision, recall and F1 per class.
+
 It also records the seconds from the first detection (TRIGGER.json) to the verdict. Every
 wrong verdict's job directory and report are kept (--keep-wrong) for diagnosis. Exit 1 when
 any verdict is wrong, except in the classes named by --tolerate (known limits).
@@ -315,6 +321,49 @@ def pp_skip(rng):
     return c
 
 
+SLOW_STEPS, SLOW_FROM = 24, 16  # the slowdown from step 16 of 24: the first two thirds are its baseline
+
+
+def pipeline_slowdown(rng):
+    """A TP x PP x DP pipeline with data parallelism (its gradient all-reduce ends each step),
+    on simgpu's GPU slowed so that GEMMs take the step, as on a real training job (simgpu's
+    transfers cost host CPU, which would otherwise drown the schedule), running to its end."""
+    t, p, d = rng.choice([(1, 2, 2), (1, 4, 2), (2, 2, 2)])
+    c = Case(rng, max_nodes=2, per_node=None)
+    c.nranks = t * p * d
+    c.nodes = rng.choice([k for k in (1, 2) if c.nranks % k == 0])
+    c.args += ["--pp", str(p), "--tp", str(t), "--microbatches", str(rng.choice((4, 8)))]
+    c.pipe = (t, p, d)
+    c.steps = SLOW_STEPS
+    c.mode, c.collector = "runs", "off"
+    c.env["SIMGPU_TFLOPS"] = "0.0005"
+    c.slowdown = True
+    return c
+
+
+def pp_slow_critical(rng):
+    """One rank's every forward runs 1-2 more GEMMs from step 16 on: its stage sets the 1F1B
+    cadence, so every later step is longer (a heavier stage, an uneven layer split)."""
+    c = pipeline_slowdown(rng)
+    r = rng.randrange(c.nranks)
+    c.args += ["--extra-work-rank", str(r), "--extra-work-at-step", str(SLOW_FROM), "--extra-work-in", "forward",
+               "--extra-work-gemms", str(rng.choice((1, 2)))]
+    c.truth = {"kind": "slowdown", "rank": r, "critical": True}
+    return c
+
+
+def pp_slow_absorbed(rng):
+    """A last-stage rank runs more GEMMs before its first transfer from step 16 on: less than the
+    1F1B warm-up bubble (the P - 1 forwards it waits for anyway), so no step is longer."""
+    c = pipeline_slowdown(rng)
+    t, p, d = c.pipe
+    r = rng.randrange(c.nranks - t * d, c.nranks)  # the last stage
+    c.args += ["--extra-work-rank", str(r), "--extra-work-at-step", str(SLOW_FROM), "--extra-work-in", "bubble",
+               "--extra-work-gemms", str(1 if p == 2 else 2)]
+    c.truth = {"kind": "slowdown", "rank": r, "critical": False}
+    return c
+
+
 CLASSES = {
     "dead-link": (dead_link, "a ring link stops delivering (IB)"),
     "dead-gpu": (dead_rank, "a rank's GPU stops inside a collective"),
@@ -337,7 +386,116 @@ CLASSES = {
     "pp-dead-link": (pp_dead_link, "pipeline: a link between two stages stops (TP x PP x DP, 1F1B)"),
     "pp-stuck-stage": (pp_stuck_stage, "pipeline: a stage's rank loops in host code"),
     "pp-skip": (pp_skip, "pipeline: a stage runs one micro-batch fewer at one step"),
+    "pp-slow-critical": (pp_slow_critical, "pipeline: a rank's forwards get slower from a step on (critical path)"),
+    "pp-slow-absorbed": (pp_slow_absorbed, "pipeline: a last-stage rank's extra work fits in its 1F1B bubble"),
 }
+
+
+def named_by(ranks_sets, truth, stage_ranks):
+    """What a slowdown method said about a job: "rank" (the injected rank, or its stage, among
+    what it named), "other" (only other ranks), "nothing"."""
+    named = set().union(*ranks_sets) if ranks_sets else set()
+    if not named:
+        return "nothing"
+    return "rank" if truth["rank"] in named and named <= set(stage_ranks) | {truth["rank"]} else \
+        ("rank+other" if truth["rank"] in named else "other")
+
+
+def slowdown_judge(analysis, case):
+    """The critical path's call (right / hedged = missed / wrong) and both methods' calls. Right
+    on the critical-path class: the injected rank or its stage named as a cause, nothing else;
+    on the absorbed class: no cause named at all. The op-by-op baseline's call is what its
+    findings name (every finding is a flag)."""
+    t, p, d = case.pipe
+    r = case.truth["rank"]
+    stage = r // (t * d)
+    stage_ranks = range(stage * t * d, (stage + 1) * t * d)
+    path = analysis.get("critical_path") or {}
+    causes = path.get("causes") or []
+    cause_sets = [set([c["rank"]] if c.get("rank") is not None else c.get("ranks") or []) for c in causes]
+    ours = named_by(cause_sets, case.truth, stage_ranks)
+    baseline = named_by([set(f.get("ranks") or []) for f in analysis.get("findings") or []], case.truth, stage_ranks)
+    absorbed = [a["rank"] for a in path.get("absorbed") or []]
+    said = "; ".join(e for c in causes for e in c.get("evidence", [])[1:2]) or (
+        f"absorbed: ranks {absorbed}" if absorbed else "no cause")
+    if case.truth["critical"]:
+        outcome = {"rank": "right", "nothing": "hedged"}.get(ours, "wrong")
+    else:
+        outcome = "right" if ours == "nothing" else "wrong"
+    return outcome, said[:300], ours, baseline
+
+
+def run_slowdown(case, build, keep_dir, keep_all=False):
+    """A slowdown job runs to its end; `forensics analyze --format json` is judged."""
+    import report_jobs
+    from harness import MpiJob
+
+    root = Path(tempfile.mkdtemp(prefix="hangwatch-accuracy-"))
+    env = report_jobs.watchdog_env(root, timeout_s=60)
+    env.update({"HANGWATCH_METRICS_INTERVAL": "1", "SIMGPU_RANKS_PER_NODE": "", **case.env})
+    argv = report_jobs.job_argv(case.program, case.args, case.steps)
+    if case.nodes > 1:
+        env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
+        argv = [sys.executable, str(report_jobs.AS_NODE), str(case.per_node), "--", *argv]
+    launcher = report_jobs.LAUNCHERS[case.launcher]
+    job_dir = root / report_jobs.JOB_ID
+    result = {"outcome": "wrong", "why": "", "seconds": None}
+    try:
+        with MpiJob(case.nranks, argv, env=env, program=case.program,
+                    launcher=launcher(case.nranks) if launcher else None) as job:
+            code = job.wait_exit(JOB_WAIT_S)
+            output = job.output()
+        if code != 0:
+            result["why"] = f"the job exited {code}: {output[-300:]}"
+            return result
+        started = time.monotonic()
+        done = subprocess.run([str(build / "forensics" / "forensics"), "analyze", "--format", "json", str(job_dir)],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            result["why"] = f"forensics analyze exited {done.returncode}: {done.stderr[-300:]}"
+            return result
+        outcome, why, ours, baseline = slowdown_judge(json.loads(done.stdout), case)
+        result = {"outcome": outcome, "why": why, "seconds": round(time.monotonic() - started, 2),
+                  "path_call": ours, "baseline_call": baseline}
+        return result
+    finally:
+        if (result["outcome"] == "wrong" or keep_all) and keep_dir:
+            kept = Path(keep_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{random.randrange(1 << 30)}"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(root), kept)
+            (kept / "case.txt").write_text(case.describe() + "\n" + json.dumps(result, indent=1) + "\n")
+            result["kept"] = str(kept)
+        shutil.rmtree(root, True)
+
+
+def scores(results, key, critical):
+    """Precision, recall and F1 of one method's calls over a class's jobs: on the critical-path
+    class naming the injected rank (or its stage) is a true positive, naming only others a false
+    positive and a miss, naming nothing a miss; on the absorbed class anything named is a false
+    positive."""
+    tp = fp = fn = 0
+    for r in results:
+        call = r.get(key, "nothing")
+        if critical:
+            tp += call in ("rank", "rank+other")
+            fp += call in ("other", "rank+other")
+            fn += call in ("other", "nothing")
+        else:
+            fp += call != "nothing"
+    return {"tp": tp, "fp": fp, "fn": fn}
+
+
+def f1_line(name, results, critical):
+    out = []
+    for key, label in (("path_call", "critical path"), ("baseline_call", "op-by-op findings")):
+        s = scores(results, key, critical)
+        p = s["tp"] / (s["tp"] + s["fp"]) if s["tp"] + s["fp"] else None
+        rec = s["tp"] / (s["tp"] + s["fn"]) if s["tp"] + s["fn"] else None
+        f1 = 2 * p * rec / (p + rec) if p and rec else (0.0 if p is not None and rec is not None else None)
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"
+        out.append(f"{name} {label}: TP {s['tp']} FP {s['fp']} FN {s['fn']} precision {fmt(p)} recall {fmt(rec)} "
+                   f"F1 {fmt(f1)}")
+    return out
 
 
 def judge(verdict, case):
@@ -526,7 +684,8 @@ def main():
         for i in range(args.runs):
             for _ in range(1 + REDRAWS):
                 case = make(rng)
-                r = run(case, build, args.keep_wrong, args.keep_all)
+                runner = run_slowdown if getattr(case, "slowdown", False) else run
+                r = runner(case, build, args.keep_wrong, args.keep_all)
                 if r["outcome"] != "not-run":
                     break
                 not_run += 1
@@ -537,7 +696,14 @@ def main():
             kept = f" (kept in {r['kept']})" if r.get("kept") else ""
             print(f"{name:20s} {i + 1:3d} {r['outcome']:6s} {r['why']}{kept}\n{'':25s}{case.describe()}", flush=True)
         rows.append(row(name, results, not_run))
+        if any("path_call" in r for r in results):
+            rows[-1]["scores"] = f1_line(name, results, name == "pp-slow-critical")
+            rows[-1]["calls"] = [{"path": r.get("path_call"), "baseline": r.get("baseline_call")} for r in results]
     text = table(rows)
+    for r in rows:
+        for line in r.get("scores", []):
+            text += f"\n{line}"
+    text += "\n" if any("scores" in r for r in rows) else ""
     print(text)
     if args.out:
         Path(args.out).write_text(text)

@@ -151,7 +151,8 @@ struct UnitGrowth {
   int64_t extra = 0;
 };
 
-// The unit whose own work on the path grew most in one slow step, against the normal steps.
+// The unit whose own work on the path grew most in one slow step, against the normal steps,
+// and by no more than the own work on the path grew in all.
 UnitGrowth mostGrown(const std::vector<StepFacts>& facts, const Units& u, const std::vector<size_t>& normal,
                      size_t step) {
   UnitGrowth best;
@@ -172,6 +173,17 @@ UnitGrowth mostGrown(const std::vector<StepFacts>& facts, const Units& u, const 
     }
     if (best.unit < 0 || g.extra > best.extra) best = g;
   }
+  // Tied stages trade places on the path from step to step: one's growth is another's loss.
+  // Only what the own work on the path grew by in all counts.
+  const auto total = [&](size_t i) {
+    int64_t sum = 0;
+    for (const auto& [key, ns] : facts[i].path_ns)
+      if (ownWork(key.second)) sum += ns;
+    return sum;
+  };
+  std::vector<int64_t> usual_totals;
+  for (size_t i : normal) usual_totals.push_back(total(i));
+  best.extra = std::min(best.extra, total(step) - medianNs(usual_totals));
   return best;
 }
 
@@ -294,15 +306,14 @@ void findAbsorbed(CriticalPathAnalysis& a, const std::vector<StepFacts>& facts, 
   for (const SlowStepCause& c : a.causes) causes.insert(c.rank);
   for (const auto& [key, growth] : growths) {
     if (causes.count(key.first)) continue;
-    const int64_t on_path = usual(facts, b.normal, &StepFacts::path_ns, key);
     AbsorbedSlowdown s;
     std::vector<double> extra, slack;
+    const std::set<size_t> slow(b.slow.begin(), b.slow.end());
     for (size_t i = 0; i < facts.size(); ++i) {
       const int64_t grew = growth.extra[i];
-      if (static_cast<double>(grew) < growth.bar) continue;
-      auto p = facts[i].path_ns.find(key);
-      const int64_t path_extra = (p == facts[i].path_ns.end() ? 0 : p->second) - on_path;
-      if (path_extra >= t.cause_share * static_cast<double>(grew)) continue;  // it lengthened the path
+      // Its work grew and the step did not: the schedule had room for it. (Which of tied ranks
+      // the path took says nothing: a rank's time on the path is not compared.)
+      if (static_cast<double>(grew) < growth.bar || slow.count(i)) continue;
       s.steps.push_back(a.steps[i].id);
       extra.push_back(ms(grew));
       slack.push_back(ms(facts[i].max_slack_ns.at(key)));

@@ -98,7 +98,7 @@ struct CriticalPathThresholds {
                                    // (one or two are noise on a loaded host)
   double absorbed_min_ms = 1.5;    // busy time growth worth reporting as absorbed (beyond what
                                    // the median rank's grew in the same step)
-  double absorbed_ratio = 1.03;    // and at least this multiple of the rank's usual busy time
+  double absorbed_ratio = 1.01;    // and at least this multiple of the rank's usual busy time
                                    // (and 3 of its robust scales)
   size_t min_steps = 4;            // fewer common steps: no baseline to compare with
 };
