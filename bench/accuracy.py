@@ -472,11 +472,11 @@ def scores(results, key, critical):
     """Precision, recall and F1 of one method's calls over a class's jobs: on the critical-path
     class naming the injected rank (or its stage) is a true positive, naming only others a false
     positive and a miss, naming nothing a miss; on the absorbed class anything named is a false
-    positive."""
+    positive. `critical` None: each result says which class it is from."""
     tp = fp = fn = 0
     for r in results:
         call = r.get(key, "nothing")
-        if critical:
+        if (r["critical"] if critical is None else critical):
             tp += call in ("rank", "rank+other")
             fp += call in ("other", "rank+other")
             fn += call in ("other", "nothing")
@@ -703,7 +703,13 @@ def main():
     for r in rows:
         for line in r.get("scores", []):
             text += f"\n{line}"
-    text += "\n" if any("scores" in r for r in rows) else ""
+    slow_rows = [r for r in rows if "calls" in r]
+    if len(slow_rows) > 1:  # across the slowdown classes: every job's call pooled
+        pooled = [{"path_call": c["path"], "baseline_call": c["baseline"], "critical": r["class"] == "pp-slow-critical"}
+                  for r in slow_rows for c in r["calls"]]
+        for line in f1_line("all slowdown classes", pooled, None):
+            text += f"\n{line}"
+    text += "\n" if slow_rows else ""
     print(text)
     if args.out:
         Path(args.out).write_text(text)
