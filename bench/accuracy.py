@@ -342,10 +342,13 @@ def pipeline_slowdown(rng):
 
 
 def pp_slow_critical(rng):
-    """One rank's every forward runs 1-2 more GEMMs from step 16 on: its stage sets the 1F1B
-    cadence, so every later step is longer (a heavier stage, an uneven layer split)."""
+    """A last-stage rank's every forward runs 1-2 more GEMMs from step 16 on (a heavier last
+    stage: the LM head). The last stage's forwards and backwards are all on 1F1B's critical path
+    (the others' forwards after the first have slack, one backward less one forward, and may
+    absorb such work: not a sure truth), so every later step is longer."""
     c = pipeline_slowdown(rng)
-    r = rng.randrange(c.nranks)
+    t, p, d = c.pipe
+    r = rng.randrange(c.nranks - t * d, c.nranks)  # the last stage
     c.args += ["--extra-work-rank", str(r), "--extra-work-at-step", str(SLOW_FROM), "--extra-work-in", "forward",
                "--extra-work-gemms", str(rng.choice((1, 2)))]
     c.truth = {"kind": "slowdown", "rank": r, "critical": True}

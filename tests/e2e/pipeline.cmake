@@ -1,5 +1,6 @@
 # Pipeline jobs (issue 45): ring_train --pp as a TP x PP x DP job on the 1F1B schedule, and its
-# hangs judged from the report (tests/e2e/test_pipeline.py). About 40 s together.
+# hangs judged from the report, its slowdowns from analyze's critical path
+# (tests/e2e/test_pipeline.py). About 55 s together.
 hangwatch_e2e_test(pipeline.healthy
                    test_pipeline.HealthyPipelines.test_3d_and_4_stage_jobs_run_to_the_end_checked_and_quiet_under_the_watchdog 120)
 foreach(case
@@ -10,3 +11,5 @@ foreach(case
     a_dead_link_between_stages_on_two_nodes_is_named_from_nccls_profiler)
   hangwatch_e2e_test(pipeline.${case} test_pipeline.PipelineHangs.test_${case} 240)
 endforeach()
+hangwatch_e2e_test(pipeline.slowdowns
+                   test_pipeline.PipelineSlowdowns.test_a_slower_stage_is_the_cause_and_the_same_work_in_the_bubble_is_absorbed 180)

@@ -119,3 +119,50 @@ class PipelineHangs(PipelineCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def forensics(*args):
+    import subprocess
+    r = subprocess.run([report_jobs.forensics_binary(), *map(str, args)], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+class PipelineSlowdowns(PipelineCase):
+    """forensics analyze's critical path (issue 45) on a job that runs to its end: 4 ranks, PP 2 x
+    DP 2 (stage 0 = ranks 0,1; stage 1 = ranks 2,3), simgpu's GPU slowed so that GEMMs take the
+    step as on a real job, 24 steps, the extra work from step 16 on."""
+
+    def analysis(self, extra):
+        env = report_jobs.watchdog_env(self.root)
+        env.update({"HANGWATCH_METRICS_INTERVAL": "1", "SIMGPU_TFLOPS": "0.0005"})
+        args = ["--pp", "2", "--microbatches", "4", "--extra-work-at-step", "16", *extra]
+        with MpiJob(4, report_jobs.job_argv("ring_train", args, 24), env=env) as job:
+            self.assert_completes(job, timeout=90)
+        job_dir = Path(self.root) / report_jobs.JOB_ID
+        code, out, err = forensics("analyze", str(job_dir), "--format", "json")
+        self.assertEqual(code, 0, err)
+        return job_dir, json.loads(out)["critical_path"]
+
+    def test_a_slower_stage_is_the_cause_and_the_same_work_in_the_bubble_is_absorbed(self):
+        job_dir, path = self.analysis(["--extra-work-rank", "2", "--extra-work-in", "forward"])
+        context = json.dumps({k: path[k] for k in ("causes", "absorbed", "notes", "baseline_step_ms")}, indent=1)
+        self.assertEqual([(c["rank"], c["stage"], c["kind"]) for c in path["causes"]], [(2, 1, "gemm")], context)
+        self.assertTrue(set(path["causes"][0]["steps"]) >= {18, 19, 20, 21, 22, 23}, context)
+        slowest = next(s for s in path["steps"] if s["step"] == path["slowest_step"])
+        covered = sum(seg["end_ns"] - seg["start_ns"] for seg in slowest["segments"]) / 1e6
+        self.assertAlmostEqual(covered, slowest["ms"], delta=0.05 * slowest["ms"], msg=context)
+        # The trace holds the path as its own track.
+        trace = Path(self.root) / "trace.json"
+        code, out, err = forensics("timeline", str(job_dir), "-o", str(trace))
+        self.assertEqual(code, 0, err)
+        events = json.loads(trace.read_text())["traceEvents"]
+        self.assertTrue(any(e.get("cat") == "critical-path" for e in events), out)
+
+        import shutil
+        shutil.rmtree(self.root, ignore_errors=True)
+        # Rank 3 (the last stage) runs one GEMM before its first receive: its warm-up bubble is
+        # stage 0's first forward (two GEMMs) and the transfer, so no step is longer.
+        _, path = self.analysis(["--extra-work-rank", "3", "--extra-work-in", "bubble", "--extra-work-gemms", "1"])
+        context = json.dumps({k: path[k] for k in ("causes", "absorbed", "notes", "baseline_step_ms")}, indent=1)
+        self.assertEqual(path["causes"], [], context)
+        self.assertEqual([a["rank"] for a in path["absorbed"]], [3], context)
