@@ -151,6 +151,26 @@ void VerdictWording::transfersDisagree(Verdict& v, const std::vector<std::string
       "draining hosts will not help.");
 }
 
+void VerdictWording::lostInTransit(Verdict& v, const std::vector<LostTransfer>& lost, bool decided) const {
+  for (const LostTransfer& l : lost)
+    v.evidence.push_back(fmt::format(
+        "Rank {} completed {} sends to rank {}; rank {} completed {} receives from rank {}, and the group its GPU runs "
+        "holds receive {}: the data left rank {} and never arrived. Not a schedule mismatch: each end issued the "
+        "halves the other waits for.",
+        l.from, l.sent_done, l.to, l.to, l.received_done, l.from, l.received_done + 1, l.from));
+  if (decided) return;
+  const LostTransfer& l = lost.front();
+  v.reason = fmt::format("the data rank {} sent to rank {} on communicator {} left rank {} and never arrived: the link "
+                         "{} -> {} stopped, or rank {}'s GPU, and nothing in the snapshots tells which",
+                         l.from, l.to, v.communicator, l.from, l.from, l.to, l.to);
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "whether the link or the receiving GPU stopped";
+  v.next_steps.clear();
+  v.next_steps.push_back(fmt::format("Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand "
+                                     "error counters), then rank {}'s GPU (nvidia-smi, Xid errors in the kernel log).",
+                                     l.from, l.to, l.to));
+}
+
 void VerdictWording::pipelinePlaces(Verdict& v, const std::optional<Link>& link) const {
   const auto stageOf = [&](int rank) -> const RankPlaceInJob* {
     for (const RankPlaceInJob& p : v.places)

@@ -251,11 +251,68 @@ Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
 
 // The waits end at a send and its receive, both running: the link between them, or a GPU at
 // either end. NCCL's profiler names the link when steps sit on the wire; else both are suspects.
+// Different counts at the two ends are a schedule mismatch only when a half was never issued:
+// data that left its sender and never arrived is the link's (or the receiving GPU's).
 Verdict VerdictMaker::p2pPair(const ChainEnd& e) const {
-  if (std::optional<Verdict> m = transfersDisagree(e)) return *m;
+  std::vector<LostTransfer> lost = lostInTransit(e.at.comm, e.to);
+  if (lost.empty()) lost = lostInTransit(e.at.comm, e.from);
+  if (lost.empty())
+    if (std::optional<Verdict> m = transfersDisagree(e)) return *m;
   Verdict v = fromP2p(e.at.comm, &e);
+  if (!lost.empty()) {
+    const bool decided = v.culprit_link.has_value();
+    if (!decided) {
+      v.suspects.clear();
+      for (const LostTransfer& l : lost) v.suspects.push_back(linkSuspect({l.from, l.to}));
+      v.suspects.push_back(rankSuspect(lost.front().to));
+    }
+    wording_.lostInTransit(v, lost, decided);
+  }
   v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
   return v;
+}
+
+// How many sends to (receives from) global rank `peer` on `comm` are pending at `rank`.
+uint64_t VerdictMaker::pendingTransfers(const std::string& comm, int rank, int peer, bool send) const {
+  const RankSummary* s = job_.find(rank);
+  if (s == nullptr) return 0;
+  return static_cast<uint64_t>(std::count_if(s->pending.begin(), s->pending.end(), [&](const SnapshotPendingOp& op) {
+    return op.comm == comm && op.op_class == "p2p" && op.peer && sequences_.globalRank(comm, *op.peer) == peer &&
+           (op.op == "ncclSend") == send;
+  }));
+}
+
+// The group of transfers `rank`'s GPU runs on `comm` (its head and the transfers queued right
+// behind it: a group is one kernel, and only its first is timed), when every half of it was done
+// by its peer: each send received, each receive's data sent. Those receives' data was lost. Ops
+// that are in fact later kernels only add halves their peers cannot have done: never a false
+// "lost". Counts from comms[].p2p; completed = issued - pending.
+std::vector<LostTransfer> VerdictMaker::lostInTransit(const std::string& comm, int rank) const {
+  const RankSummary* s = job_.find(rank);
+  const SnapshotPendingOp* head = WaitChain(job_, sequences_).head(rank);
+  if (s == nullptr || head == nullptr || head->op_class != "p2p" || head->comm != comm) return {};
+  const PipelineLayout layout(job_);
+  std::map<std::pair<int, bool>, uint64_t> nth;  // (peer, send) -> halves of the group so far
+  std::vector<LostTransfer> lost;
+  for (size_t i = static_cast<size_t>(head - s->pending.data()); i < s->pending.size(); ++i) {
+    const SnapshotPendingOp& op = s->pending[i];
+    if (op.op_class != "p2p" || op.comm != comm) break;
+    if (!op.peer) return {};
+    const int peer = sequences_.globalRank(comm, *op.peer);
+    const bool send = op.op == "ncclSend";
+    const std::optional<uint64_t> mine = send ? layout.sends(comm, rank, peer) : layout.receives(comm, rank, peer);
+    const std::optional<uint64_t> theirs = send ? layout.receives(comm, peer, rank) : layout.sends(comm, peer, rank);
+    const uint64_t mine_pending = pendingTransfers(comm, rank, peer, send);
+    const uint64_t theirs_pending = pendingTransfers(comm, peer, rank, !send);
+    // No counts (dumps from before them, a peer beyond the eight counted), or fewer than pending.
+    if (!mine || !theirs || *mine < mine_pending || *theirs < theirs_pending || *mine == 0) return {};
+    const uint64_t mine_done = *mine - mine_pending;
+    const uint64_t theirs_done = *theirs - theirs_pending;
+    const uint64_t index = mine_done + 1 + nth[{peer, send}]++;  // this half's number between the two
+    if (theirs_done < index) return {};  // the peer has not done its half: not lost
+    if (!send) lost.push_back({peer, rank, theirs_done, mine_done});
+  }
+  return lost;
 }
 
 Verdict VerdictMaker::noSnapshots() const {

@@ -307,8 +307,11 @@ std::vector<FakeRank> exchangingPairs(uint64_t stage0_count, uint64_t stage1_cou
     queue(ranks[r], "ncclSend", r == 0 ? kPp0 : kPp1, std::nullopt, 1, true);
     queue(ranks[r], "ncclRecv", r == 0 ? kPp0 : kPp1, std::nullopt, 1, false);
   }
+  // Stage 1's next send to stage 0 is queued behind its receive, and so is the one after it:
+  // stage 0's group waits for data stage 1 has not sent yet (it never will: it waits first).
   for (int r : {2, 3}) {
     queue(ranks[r], "ncclRecv", r == 2 ? kPp0 : kPp1, std::nullopt, 0, true);
+    queue(ranks[r], "ncclSend", r == 2 ? kPp0 : kPp1, std::nullopt, 0, false);
     queue(ranks[r], "ncclSend", r == 2 ? kPp0 : kPp1, std::nullopt, 0, false);
   }
   ranks[2].snap.streams[0].pending[0].age_s = 5.0;  // the walk starts at rank 2
@@ -354,4 +357,34 @@ TEST_CASE("ATransferMismatchWithNoUsualCountHedgesBetweenTheTwoEnds") {
   for (const Suspect& s : v.suspects) suspects.insert(suspects.end(), s.ranks.begin(), s.ranks.end());
   std::sort(suspects.begin(), suspects.end());
   CHECK(suspects == std::vector<int>{0, 2});
+}
+
+TEST_CASE("DataThatLeftItsSenderAndNeverArrivedIsTheLinkNotATransferMismatch") {
+  // Link 2 -> 0 dropped what rank 2 sent: rank 2's sends completed into rank 0's buffers and
+  // rank 2 went on into the next step (8 transfers each way) while rank 0 still runs the group
+  // of its 4th send and its 1st receive of the step (4 each way). Counts differ, as in a
+  // schedule mismatch, but every half rank 0's group waits for was done by rank 2.
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
+  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
+  for (int i = 0; i < 4; ++i) queue(ranks[0], "ncclRecv", kPp0, std::nullopt, 1, false);
+  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
+  for (int i = 0; i < 3; ++i) queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, false);
+  for (int i = 0; i < 4; ++i) queue(ranks[2], "ncclSend", kPp0, std::nullopt, 0, false);
+  ranks[0].snap.streams[0].pending[0].age_s = 5.0;  // the walk starts at rank 0
+  talked(ranks[0], 4, 4);
+  talked(ranks[2], 8, 8);
+  talked(ranks[1], 8, 8);
+  talked(ranks[3], 8, 8);
+  const Verdict v = verdictOf(ranks, 0, "ncclSend", kPp0, std::nullopt, 1);
+  INFO(v.headline);
+  for (const std::string& e : v.evidence) INFO(e);
+  CHECK(v.kind != VerdictKind::kCollectiveMismatch);
+  CHECK(v.culprit_ranks.empty());
+  CHECK_FALSE(v.confident);
+  REQUIRE_FALSE(v.suspects.empty());
+  REQUIRE(v.suspects[0].link.has_value());
+  CHECK(std::make_pair(v.suspects[0].link->from, v.suspects[0].link->to) == std::make_pair(2, 0));
+  CHECK(saysSomewhere(v, "Rank 2 completed 4 sends to rank 0; rank 0 completed 0 receives from rank 2"));
+  CHECK(saysSomewhere(v, "never arrived"));
 }

@@ -78,6 +78,8 @@ class VerdictMaker {
   bool pendingTransfer(const std::string& comm, int rank, int peer, bool send) const;
   Verdict p2pPair(const ChainEnd& e) const;
   std::optional<Verdict> transfersDisagree(const ChainEnd& e) const;
+  std::vector<LostTransfer> lostInTransit(const std::string& comm, int rank) const;
+  uint64_t pendingTransfers(const std::string& comm, int rank, int peer, bool send) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.

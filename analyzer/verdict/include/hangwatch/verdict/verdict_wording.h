@@ -160,6 +160,9 @@ class VerdictWording {
   void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf, bool both_ways) const;
   // The two ends of the waiting transfer issued different numbers of transfers to each other.
   void transfersDisagree(Verdict& v, const std::vector<std::string>& counts, std::optional<uint64_t> usual) const;
+  // The data of a transfer left its sender and never arrived (wait_chain.h LostTransfer): said
+  // as evidence, and, where nothing else decides, as the verdict's suspects.
+  void lostInTransit(Verdict& v, const std::vector<LostTransfer>& lost, bool decided) const;
   // Pipeline jobs: where each culprit sits (v.places), and a link that joins two stages.
   void pipelinePlaces(Verdict& v, const std::optional<Link>& link) const;
 

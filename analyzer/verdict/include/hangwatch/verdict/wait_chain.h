@@ -34,6 +34,16 @@ struct ChainEnd {
   std::string why;  // kStopped: what stopped the walk
 };
 
+// A transfer whose data left its sender and never arrived: the sender finished its send, the
+// receiver's group holding the receive still runs, and every other half of that group was done
+// by its peer (issue 45: a dead link whose sends complete into the receiver's buffers).
+struct LostTransfer {
+  int from = -1;  // global ranks
+  int to = -1;
+  uint64_t sent_done = 0;      // the sender's sends to `to` that completed
+  uint64_t received_done = 0;  // the receiver's receives from `from` that completed
+};
+
 class WaitChain {
  public:
   WaitChain(const JobData& job, const SequenceAnalysis& sequences) : job_(job), seq_(sequences) {}
