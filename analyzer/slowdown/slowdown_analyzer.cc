@@ -1,6 +1,7 @@
 #include "hangwatch/slowdown/slowdown_analyzer.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -61,27 +62,66 @@ std::optional<int> pipelineStage(const TimelineWindow& w) {
 
 }  // namespace
 
+// Where a rank's steps end in its timeline: the watchdog's step anchor, when it closes enough
+// steps in the window. The step tracker keeps the first anchor it took, which in a PyTorch job
+// can be a barrier's all-reduce at start-up; then the collective on the rank's largest
+// communicator that the window holds most often (ties: the larger payload) stands in.
+std::vector<StepEnd> stepEnds(const TimelineWindow& w, const std::optional<StepAnchor>& anchor, size_t enough,
+                              bool& fell_back) {
+  std::vector<StepEnd> ends;
+  if (anchor)
+    for (const TimelineOp& o : w.ops)
+      if (anchor->closes(o) && o.end_ns > 0) ends.push_back({o.seq, o.end_ns});
+  fell_back = ends.size() < enough;
+  if (!fell_back) return ends;
+  std::map<std::tuple<std::string, std::string, uint64_t>, size_t> counts;
+  for (const TimelineOp& o : w.ops)
+    if (o.cls == "coll" && !o.comm.empty() && o.end_ns > 0) ++counts[{o.name, o.comm, o.bytes}];
+  const TimelineOp* best = nullptr;
+  std::tuple<int, size_t, uint64_t> best_rank{-1, 0, 0};
+  for (const TimelineOp& o : w.ops) {
+    if (o.cls != "coll" || o.comm.empty()) continue;
+    const std::tuple<int, size_t, uint64_t> rank{o.comm_size, counts[{o.name, o.comm, o.bytes}], o.bytes};
+    if (rank > best_rank) best_rank = rank, best = &o;
+  }
+  if (best == nullptr || std::get<1>(best_rank) <= ends.size()) return ends;
+  const StepAnchor chosen{best->name, best->comm, best->bytes};
+  ends.clear();
+  for (const TimelineOp& o : w.ops)
+    if (chosen.closes(o) && o.end_ns > 0) ends.push_back({o.seq, o.end_ns});
+  return ends;
+}
+
 std::optional<CriticalPathAnalysis> criticalPathOf(const JobProfile& job, std::vector<std::string>& notes) {
+  const CriticalPathThresholds t;
   std::map<int, RankTimeline> ranks;
-  std::vector<int> no_anchor;
+  std::vector<int> no_anchor, fell_back;
   for (const auto& [rank, w] : job.timelines()) {
     auto p = job.ranks().find(rank);
-    if (p == job.ranks().end() || !p->second.step_anchor) {
+    bool fallback = false;
+    std::vector<StepEnd> ends =
+        stepEnds(w, p == job.ranks().end() ? std::nullopt : p->second.step_anchor, t.min_steps + 1, fallback);
+    if (ends.empty()) {
       no_anchor.push_back(rank);
       continue;
     }
+    if (fallback) fell_back.push_back(rank);
     RankTimeline& rt = ranks[rank];
     rt.timeline = &w;
     rt.stage = pipelineStage(w);
-    for (const TimelineOp& o : w.ops)
-      if (p->second.step_anchor->closes(o) && o.end_ns > 0) rt.step_ends.push_back({o.seq, o.end_ns});
+    rt.step_ends = std::move(ends);
   }
   if (!no_anchor.empty())
-    notes.push_back(fmt::format("critical path: rank(s) {} have no step anchor (no collective ends their steps): "
-                                "left out of the step graph",
+    notes.push_back(fmt::format("critical path: rank(s) {} have no collective to end their steps: left out of the "
+                                "step graph",
                                 fmt::join(no_anchor, ",")));
+  if (!fell_back.empty())
+    notes.push_back(fmt::format("critical path: on rank(s) {} the watchdog's step anchor closes too few steps in the "
+                                "timeline; steps end at the collective on the largest communicator the timeline holds "
+                                "most often",
+                                fmt::join(fell_back, ",")));
   if (ranks.size() < 2) return std::nullopt;
-  CriticalPathAnalysis a = analyzeCriticalPath(ranks);
+  CriticalPathAnalysis a = analyzeCriticalPath(ranks, t);
   for (const std::string& n : a.notes) notes.push_back("critical path: " + n);
   if (a.steps.empty()) return std::nullopt;
   return a;

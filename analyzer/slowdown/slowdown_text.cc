@@ -57,7 +57,11 @@ void writeCriticalPath(std::string& out, const CriticalPathAnalysis& a) {
     fmt::format_to(o, "  [absorbed] {}: {}\n", rankPlace(a, s.rank), s.kind);
     for (const std::string& e : s.evidence) fmt::format_to(o, "    - {}\n", e);
   }
-  const double total = std::max<double>(1, static_cast<double>(slowest.end_ns - slowest.start_ns));
+  // Shares of the path itself: it may begin before the step's start (a rank that ended the
+  // previous step early starts its work, and the path, sooner).
+  double total = 0;
+  for (const PathSegment& seg : slowest.segments) total += static_cast<double>(seg.end_ns - seg.start_ns);
+  total = std::max(total, 1.0);
   fmt::format_to(o, "  share of step {}'s path: {}\n", slowest.id, shares(slowest.rank_ns, slowest.kind_ns, total));
   fmt::format_to(o, "  step {}, one line per segment (ms from the step's start):\n", slowest.id);
   for (const PathSegment& seg : slowest.segments) {
