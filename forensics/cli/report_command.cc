@@ -27,6 +27,9 @@
 #include "hangwatch/verdict/json_report_writer.h"
 #include "hangwatch/verdict/report_builder.h"
 #include "hangwatch/verdict/text_report_writer.h"
+#if HANGWATCH_WITH_SLOWDOWN
+#include "hangwatch/slowdown/slowdown_analyzer.h"
+#endif
 
 namespace hangwatch::forensics {
 namespace {
@@ -164,6 +167,37 @@ namespace {
 
 // The report in every format, saved in the job's report/ folder (unless `save` is off or the
 // folder holds no job), and the one asked for printed or written to `out_file`.
+// Timelines read for the critical path at most: beyond that the report's latency matters
+// more, and `forensics analyze` has it.
+constexpr size_t kSlowdownRanksAtMost = 256;
+
+// A hang that follows a slowdown: the critical path of the steps before it (the same graph
+// `forensics analyze` builds) says which rank made them slow, as evidence sentences.
+void addSlowdownBeforeHang(verdict::Report& report, const std::string& job_dir) {
+#if HANGWATCH_WITH_SLOWDOWN
+  if (report.verdict.kind == verdict::VerdictKind::kNoHang) return;
+  std::error_code ec;
+  size_t timelines = 0;
+  for (auto it = std::filesystem::directory_iterator(timelineDir(job_dir), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++timelines;
+  if (timelines < 2 || timelines > kSlowdownRanksAtMost) return;
+  Expected<slowdown::JobProfile> job = slowdown::JobProfile::load(job_dir);
+  if (!job) return;
+  std::vector<std::string> notes;
+  const std::optional<slowdown::CriticalPathAnalysis> path = slowdown::criticalPathOf(*job, notes);
+  if (!path) return;
+  for (const slowdown::SlowStepCause& c : path->causes)
+    if (c.evidence.size() >= 2)
+      report.verdict.evidence.push_back(fmt::format("Before the hang the job slowed down: {}. {} (`forensics analyze` "
+                                                    "has the critical path of every step)",
+                                                    c.evidence[0], c.evidence[1]));
+#else
+  (void)report;
+  (void)job_dir;
+#endif
+}
+
 int writeReport(const verdict::Report& report, const std::string& job_dir, const std::string& format,
                 const std::string& out_file, bool save) {
   std::string text = verdict::TextReportWriter::write(report);
@@ -288,6 +322,7 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     earlier.push_back({attempts[i].name(), attempts[i].dir});
   verdict::noteIdsMadeEarlier(*job, earlier);
   verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
+  addSlowdownBeforeHang(report, which->entry.dir);
   if (merged) {
     // Named and saved as the job's own folder, never the merged view's temporary one.
     job_dir = merged->original(job_dir);
