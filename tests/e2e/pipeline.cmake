@@ -13,3 +13,4 @@ foreach(case
 endforeach()
 hangwatch_e2e_test(pipeline.slowdowns
                    test_pipeline.PipelineSlowdowns.test_a_slower_stage_is_the_cause_and_the_same_work_in_the_bubble_is_absorbed 180)
+hangwatch_e2e_test(pipeline.hang_after_slowdown test_pipeline.PipelineSlowdowns.test_a_hang_that_follows_a_slowdown_says_so 180)

@@ -166,3 +166,21 @@ class PipelineSlowdowns(PipelineCase):
         context = json.dumps({k: path[k] for k in ("causes", "absorbed", "notes", "baseline_step_ms")}, indent=1)
         self.assertEqual(path["causes"], [], context)
         self.assertEqual([a["rank"] for a in path["absorbed"]], [3], context)
+
+    def test_a_hang_that_follows_a_slowdown_says_so(self):
+        # Rank 2 (the last stage) gets slower from step 12 on; rank 3 then loops in host code.
+        env = report_jobs.watchdog_env(self.root)
+        env.update({"HANGWATCH_METRICS_INTERVAL": "1", "SIMGPU_TFLOPS": "0.0005", "HANGWATCH_ON_HANG": "abort",
+                    "HANGWATCH_COLLECT": "0"})
+        args = ["--pp", "2", "--microbatches", "4", "--extra-work-rank", "2", "--extra-work-at-step", "12",
+                "--extra-work-in", "forward", "--stall-rank", "3", "--stall-at-step", "24"]
+        with MpiJob(4, report_jobs.job_argv("ring_train", args, 40), env=env) as job:
+            self.assertIsNotNone(job.wait_exit(120), job.output()[-3000:])
+        code, text, err = report_jobs.report(Path(self.root) / report_jobs.JOB_ID, "json", ("--wait", "0"))
+        self.assertEqual(code, 0, err)
+        verdict = json.loads(text)["verdict"]
+        context = json.dumps(verdict, indent=1)
+        self.assertEqual(verdict["culprit_ranks"], [3], context)
+        before = [e for e in verdict["evidence"] if e.startswith("Before the hang the job slowed down")]
+        self.assertEqual(len(before), 1, context)
+        self.assertIn("rank 2 of pipeline stage 1", before[0], context)
