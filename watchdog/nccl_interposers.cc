@@ -176,7 +176,8 @@ ncclResult_t communicate(const CollectiveArgs& a, Call&& call) {
     op.op.seq = entry->issued.fetch_add(1, std::memory_order_acq_rel);
     entry->recent.note(op.op.seq, a.name, a.count, a.dtype, a.root);
   } else if (accepted && entry && a.cls == OpClass::kP2P && a.peer >= 0) {
-    entry->p2p.note(a.peer, std::strcmp(a.name, "ncclSend") == 0);
+    // A transfer's number between the pair: its timeline record matches send k with receive k.
+    op.op.seq = entry->p2p.note(a.peer, std::strcmp(a.name, "ncclSend") == 0);
   }
   if (in_group) {
     if (rc == ncclSuccess) {

@@ -327,13 +327,18 @@ TEST_CASE("TheSnapshotCountsTheSendsAndReceivesIssuedToEachPeer") {
 
 TEST_CASE("PeersBeyondTheKeptOnesAreCountedAsUntracked") {
   hangwatch::watchdog::P2pCounts counts;
-  for (int peer = 0; peer < hangwatch::watchdog::P2pCounts::kPeers + 2; ++peer) counts.note(peer * 3, peer % 2 == 0);
-  counts.note(0, false);
+  for (int peer = 0; peer < hangwatch::watchdog::P2pCounts::kPeers + 2; ++peer) {
+    // Each transfer's number between the pair, from 1; 0 for a peer beyond the kept ones.
+    const uint64_t k = counts.note(peer * 3, peer % 2 == 0);
+    CHECK(k == (peer < hangwatch::watchdog::P2pCounts::kPeers ? 1u : 0u));
+  }
+  CHECK(counts.note(0, false) == 1u);
+  CHECK(counts.note(0, false) == 2u);
   const auto peers = counts.read();
   REQUIRE(peers.size() == static_cast<size_t>(hangwatch::watchdog::P2pCounts::kPeers));
   CHECK(peers[0].peer == 0);
   CHECK(peers[0].sends == 1u);
-  CHECK(peers[0].receives == 1u);
+  CHECK(peers[0].receives == 2u);
   CHECK(peers[1].peer == 3);
   CHECK(peers[1].receives == 1u);
   CHECK(counts.untracked() == 2u);

@@ -29,7 +29,8 @@ struct TimelineOp {
   int comm_rank = -1;      // ring position in `comm`, -1 when unknown
   int comm_size = 0;
   int peer = -1;           // p2p peer
-  uint64_t seq = 0;        // per-communicator sequence number
+  uint64_t seq = 0;        // coll: per-communicator sequence number; p2p: the k-th send to (receive
+                           // from) `peer`, from 1 (0: not counted, or a file from before 2026-11-29)
   uint64_t bytes = 0;      // count*sizeof(dtype)
   double flops = 0;        // GEMMs
   std::string shape;       // GEMMs: "MxNxK", "MxNxKxB" when batched (as the metrics key them)

@@ -67,15 +67,17 @@ class P2pCounts {
     uint64_t receives = 0;
   };
 
-  void note(int peer, bool send) {
+  // Counts one; returns its number among the sends to (receives from) `peer`, from 1 (NCCL
+  // matches a pair's transfers in that order), 0 when the peer is not counted.
+  uint64_t note(int peer, bool send) {
     for (Slot& s : slots_) {
       int now = s.peer.load(std::memory_order_acquire);
       if (now == -1 && s.peer.compare_exchange_strong(now, peer, std::memory_order_acq_rel)) now = peer;
       if (now != peer) continue;
-      (send ? s.sends : s.receives).fetch_add(1, std::memory_order_relaxed);
-      return;
+      return (send ? s.sends : s.receives).fetch_add(1, std::memory_order_relaxed) + 1;
     }
     untracked_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
   }
   // The peers talked to, in the order first seen.
   std::vector<Peer> read() const;
