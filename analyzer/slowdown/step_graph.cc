@@ -48,8 +48,9 @@ void addRankNodes(Graph& g, int rank, const TimelineWindow& w) {
   }
 }
 
-// Steps: the ids every rank closed, in order; a rank's step holds the ops it started after
-// its previous step's end, up to this one's.
+// Steps: the ids every rank closed, in order; a rank's step holds the ops that ended after its
+// previous step's end, up to this one's (by end, not start: a transfer posted on another stream
+// before the step's closing collective ended belongs to the step it completes in).
 void addSteps(Graph& g, const std::map<int, RankTimeline>& ranks) {
   std::map<uint64_t, std::map<int, int64_t>> ends;  // id -> rank -> wall end
   for (const auto& [rank, rt] : ranks) {
@@ -77,7 +78,7 @@ void addSteps(Graph& g, const std::map<int, RankTimeline>& ranks) {
       int closing = -1;
       for (int i = range.first; i < range.second; ++i) {
         Node& n = g.nodes[i];
-        if (n.start <= from || n.start > to) continue;
+        if (n.end <= from || n.end > to) continue;
         n.step = static_cast<int>(si);
         n.local = static_cast<int>(s.nodes.size());
         s.nodes.push_back(i);
@@ -101,20 +102,35 @@ void joinCollectives(Graph& g) {
   }
 }
 
-// Within a step, the k-th send from a to b on a communicator meets the k-th receive at b
-// from a (NCCL delivers a pair's transfers in order).
+// The k-th send from a to b on a communicator meets the k-th receive at b from a (NCCL matches
+// a pair's transfers in order). The watchdog numbers each (timeline seq, from 1): those match
+// exactly, wherever the ranks' windows begin and whatever step each was assigned to. Without a
+// number (a peer it did not count, an older file) the k-th of each side within one step.
 void matchTransfers(Graph& g) {
+  using Numbered = std::tuple<std::string, int, int, uint64_t>;  // comm, from, to (comm ranks), k
+  std::map<Numbered, std::pair<int, int>> numbered;
   using Key = std::tuple<int, std::string, int, int>;  // step, comm, from, to (comm ranks)
   std::map<Key, std::pair<std::vector<int>, std::vector<int>>> lanes;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const TimelineOp& o = *n.op;
-    if (o.cls != "p2p" || n.step < 0 || o.comm.empty() || o.comm_rank < 0 || o.peer < 0) continue;
-    if (o.name == "ncclSend")
-      lanes[{n.step, o.comm, o.comm_rank, o.peer}].first.push_back(static_cast<int>(i));
-    else if (o.name == "ncclRecv")
-      lanes[{n.step, o.comm, o.peer, o.comm_rank}].second.push_back(static_cast<int>(i));
+    if (o.cls != "p2p" || o.comm.empty() || o.comm_rank < 0 || o.peer < 0) continue;
+    const bool send = o.name == "ncclSend";
+    if (!send && o.name != "ncclRecv") continue;
+    const int from = send ? o.comm_rank : o.peer, to = send ? o.peer : o.comm_rank;
+    if (o.seq > 0) {
+      auto& [s, r] = numbered.try_emplace({o.comm, from, to, o.seq}, -1, -1).first->second;
+      (send ? s : r) = static_cast<int>(i);
+    } else if (n.step >= 0) {
+      auto& lane = lanes[{n.step, o.comm, from, to}];
+      (send ? lane.first : lane.second).push_back(static_cast<int>(i));
+    }
   }
+  for (const auto& [key, pair] : numbered)
+    if (pair.first >= 0 && pair.second >= 0) {
+      g.nodes[pair.first].peer = pair.second;
+      g.nodes[pair.second].peer = pair.first;
+    }
   size_t unmatched = 0;
   for (auto& [key, lane] : lanes) {
     const size_t n = std::min(lane.first.size(), lane.second.size());
