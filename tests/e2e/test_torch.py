@@ -41,7 +41,7 @@ def forensics():
     return os.environ.get("FORENSICS", str(build_dir() / "forensics" / "forensics"))
 
 
-def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5, per_node=None):
+def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5, per_node=None, script=None):
     """`simgpu-run torchrun --standalone --nproc-per-node N train.py ARGS` under the watchdog;
     with `per_node`, each rank runs under as_node.py as a host of its own node (root only)."""
     env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dump_root),
@@ -50,7 +50,7 @@ def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5
     env.update(extra_env or {})
     launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
                 str(nranks)]
-    argv = [str(TRAIN), *args]
+    argv = [str(script or TRAIN), *args]
     if per_node:
         launcher.append("--no-python")
         argv = [str(AS_NODE), str(per_node), "--", str(torch_venv() / "bin" / "python"), *argv]
@@ -367,3 +367,32 @@ class PyTorchsOwnTimeout(TorchCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+PIPELINE_TRAIN = SOURCE_DIR / "examples" / "torch_pipeline" / "train.py"
+
+
+class TorchPipeline(TorchCase):
+    """PyTorch's own pipeline schedules (torch.distributed.pipelining: PipelineStage,
+    Schedule1F1B, batched isend/irecv), 4 stages, one per process, under the real torchrun."""
+
+    def test_a_stage_stuck_in_python_after_a_slower_stage_is_named_with_both(self):
+        # Stage 3's forwards get heavier from step 8 on; at step 16 stage 2 loops in Python. The GPU
+        # is slowed (SIMGPU_TFLOPS) so that GEMMs, not simgpu's host-side transfers, take the step.
+        args = ["--steps", "40", "--slow-rank", "3", "--slow-from-step", "8", "--slow-matmuls", "16",
+                "--stall-rank", "2", "--stall-at-step", "16"]
+        env = {"SIMGPU_TFLOPS": "0.002", "HANGWATCH_METRICS_INTERVAL": "1"}
+        with torchrun_job(4, args, self.dumps, extra_env=env, script=PIPELINE_TRAIN) as job:
+            self.wait_for_dumps(job, 4)
+            self.assertIsNone(job.proc.poll(), "torchrun ended while the job was hung")
+            verdict = self.report()["verdict"]
+        context = json.dumps(verdict, indent=1)
+        self.assertEqual(verdict["kind"], "non-communication-hang", context)
+        self.assertEqual(verdict["culprit_ranks"], [2], context)
+        place = next(p for p in verdict["pipeline_places"] if p["rank"] == 2)
+        self.assertEqual((place["stage"], place["stages"]), (2, 4), context)
+        frames = [f for w in verdict["where"] if w["rank"] == 2 for f in w["frames"]]
+        self.assertTrue(any("stuck_in_host_loop" in f for f in frames), context)
+        before = [e for e in verdict["evidence"] if e.startswith("Before the hang the job slowed down")]
+        self.assertEqual(len(before), 1, context)
+        self.assertIn("rank 3 of pipeline stage 3", before[0], context)

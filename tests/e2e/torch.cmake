@@ -26,11 +26,14 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
                      test_torch.RealTorchrunRestarts.test_a_restarted_worker_that_reads_the_last_attempts_unique_id_is_named 300)
   # Beside PyTorch's Flight Recorder (issue 42): bench/vs_flight_recorder.py at --runs 1 on the
   # classes the cases above do not run.
+  # PyTorch's own pipeline schedules (issue 45): a stage stuck in Python after a slower stage.
+  hangwatch_e2e_test(torch.pipeline
+                     test_torch.TorchPipeline.test_a_stage_stuck_in_python_after_a_slower_stage_is_named_with_both 240)
   hangwatch_e2e_test(torch.vs_flight_recorder
                      test_vs_flight_recorder.SideBySide.test_hangwatch_is_never_wrong_and_right_wherever_flight_recorder_is 900)
   set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes e2e.torch.python_stall
                e2e.torch.gpu_stops ${pytorch_timeout_tests} e2e.torch.restarts.clean_second_attempt
-               e2e.torch.restarts.stale_unique_id e2e.torch.vs_flight_recorder
+               e2e.torch.restarts.stale_unique_id e2e.torch.vs_flight_recorder e2e.torch.pipeline
                APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics> SIMGPU_DROPIN_DIR=${SIMGPU_DROPIN_DIR}
                HANGWATCH_TORCH_VENV=${HANGWATCH_TORCH_VENV})
 endif()
