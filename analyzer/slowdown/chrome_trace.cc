@@ -69,11 +69,19 @@ nlohmann::json ChromeTrace::build() const {
       if (added) events.push_back(metadata("thread_name", pid, it->second, "stream " + stream));
       return it->second;
     };
-    for (const TimelineOp& o : w.ops) {
+    // Each op's slack in its step, where the critical path was read from the same file.
+    const std::vector<int64_t>* slack = nullptr;
+    if (critical_path_)
+      if (auto it = critical_path_->op_slack_ns.find(w.rank);
+          it != critical_path_->op_slack_ns.end() && it->second.size() == w.ops.size())
+        slack = &it->second;
+    for (size_t i = 0; i < w.ops.size(); ++i) {
+      const TimelineOp& o = w.ops[i];
       const double start = timelineUnixUs(w, o.start_ns), end = timelineUnixUs(w, o.end_ns);
       if (end < from) continue;
       const int tid = tidOf(o.stream);
       json args = {{"class", o.cls}};
+      if (slack && (*slack)[i] >= 0) args["slack_ms"] = static_cast<double>((*slack)[i]) / 1e6;
       if (!o.comm.empty()) {
         args["comm"] = o.comm;
         args["seq"] = o.seq;

@@ -26,7 +26,8 @@ struct StepFacts {
   std::map<RankKind, std::map<std::string, int64_t>> path_ops;  // op names on the path
 };
 
-StepPath stepPath(const step_graph::Graph& g, int si, const CriticalPathThresholds& t, StepFacts& facts) {
+StepPath stepPath(const step_graph::Graph& g, int si, const CriticalPathThresholds& t, StepFacts& facts,
+                  std::map<int, std::vector<int64_t>>& op_slack) {
   const step_graph::Step& s = g.steps[si];
   StepPath p;
   p.id = s.id;
@@ -44,6 +45,9 @@ StepPath stepPath(const step_graph::Graph& g, int si, const CriticalPathThreshol
   for (int n : s.nodes) {
     const step_graph::Node& node = g.nodes[n];
     const int64_t slack = std::max<int64_t>(latest[node.local] - node.end, 0);
+    std::vector<int64_t>& by_op = op_slack[node.rank];
+    const auto index = static_cast<size_t>(node.op - g.first_op.at(node.rank));
+    if (index < by_op.size()) by_op[index] = slack;
     auto [it, fresh] = p.rank_min_slack_ns.try_emplace(node.rank, slack);
     if (!fresh) it->second = std::min(it->second, slack);
     const RankKind key{node.rank, node.op->cls};
@@ -378,7 +382,10 @@ CriticalPathAnalysis analyzeCriticalPath(const std::map<int, RankTimeline>& rank
   for (const auto& [rank, rt] : ranks)
     if (rt.stage) a.stages[rank] = *rt.stage;
   std::vector<StepFacts> facts(g.steps.size());
-  for (size_t i = 0; i < g.steps.size(); ++i) a.steps.push_back(stepPath(g, static_cast<int>(i), t, facts[i]));
+  for (const auto& [rank, rt] : ranks)
+    if (rt.timeline) a.op_slack_ns[rank].assign(rt.timeline->ops.size(), -1);
+  for (size_t i = 0; i < g.steps.size(); ++i)
+    a.steps.push_back(stepPath(g, static_cast<int>(i), t, facts[i], a.op_slack_ns));
   if (a.steps.empty()) {
     a.notes.push_back("no step closed on every rank with a timeline: no critical path");
     return a;

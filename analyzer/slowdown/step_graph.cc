@@ -13,6 +13,7 @@ namespace {
 void addRankNodes(Graph& g, int rank, const TimelineWindow& w) {
   const int64_t offset = std::llround(w.clock_unix_s * 1e9) - w.clock_mono_ns;
   const int first = static_cast<int>(g.nodes.size());
+  g.first_op[rank] = w.ops.data();
   for (const TimelineOp& o : w.ops) {
     if (o.start_ns <= 0 || o.end_ns < o.start_ns) continue;
     Node n;

@@ -37,6 +37,7 @@ struct Graph {
   std::vector<Step> steps;
   std::map<int, std::pair<int, int>> rank_nodes;               // rank -> [first, last) node index
   std::map<int, std::vector<std::pair<int64_t, int>>> by_end;  // rank -> (end, node), ascending
+  std::map<int, const TimelineOp*> first_op;                    // rank -> its timeline's ops (index = op - this)
   std::vector<std::string> notes;
 };
 

@@ -157,6 +157,7 @@ class PipelineSlowdowns(PipelineCase):
         self.assertEqual(code, 0, err)
         events = json.loads(trace.read_text())["traceEvents"]
         self.assertTrue(any(e.get("cat") == "critical-path" for e in events), out)
+        self.assertTrue(any("slack_ms" in e.get("args", {}) for e in events), out)  # every op's slack
 
         import shutil
         shutil.rmtree(self.root, ignore_errors=True)

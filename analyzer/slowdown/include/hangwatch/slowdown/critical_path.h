@@ -110,6 +110,9 @@ struct CriticalPathAnalysis {
   std::vector<SlowStepCause> causes;
   std::vector<AbsorbedSlowdown> absorbed;
   std::map<int, int> stages;  // pipeline stage of each rank that has one
+  // The slack of every op of the analysed steps, by rank and index in its timeline's ops (-1:
+  // in no analysed step). Not in the JSON (thousands per rank): the trace carries it per op.
+  std::map<int, std::vector<int64_t>> op_slack_ns;
   std::vector<std::string> notes;
 };
 
