@@ -272,7 +272,8 @@ def socket(rng):
 
 def pipeline(rng):
     """A TP x PP x DP job (ring_train --pp, Megatron's layout: rank = tp + T * (dp + D * stage))
-    of 4-16 ranks on 1 or 2 nodes, the ring everywhere (transfers use no algorithm)."""
+    of 4-16 ranks on 1 or 2 nodes; its collectives on the ring or on NCCL's own choice (the tree
+    between nodes for mid sizes); transfers use no algorithm."""
     shapes = [(t, p, d) for t in (1, 2) for p in (2, 4) for d in (1, 2) if 4 <= t * p * d <= 16]
     t, p, d = rng.choice(shapes)
     c = Case(rng, max_nodes=2, per_node=None)
@@ -281,6 +282,7 @@ def pipeline(rng):
     c.args += ["--pp", str(p), "--tp", str(t), "--microbatches", str(rng.choice((4, 8)))]
     c.pipe = (t, p, d)
     c.dumps_expected = c.nranks
+    c.env["NCCL_ALGO"] = rng.choice(("Ring", ""))  # the TP and DP collectives: the ring, or NCCL's own choice
     return c
 
 
