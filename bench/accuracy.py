@@ -430,6 +430,19 @@ def slowdown_judge(analysis, case):
     return outcome, said[:300], ours, baseline
 
 
+def keep(root, case, result, output, keep_dir, keep_all):
+    """A wrong job's directory (every job's with --keep-all) moved under keep_dir with its case,
+    result and output; the rest removed."""
+    if (result["outcome"] == "wrong" or keep_all) and keep_dir:
+        kept = Path(keep_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{random.randrange(1 << 30)}"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(root), kept)
+        (kept / "case.txt").write_text(case.describe() + "\n" + json.dumps(result, indent=1) + "\n")
+        (kept / "job-output.txt").write_text(output)
+        result["kept"] = str(kept)
+    shutil.rmtree(root, True)
+
+
 def run_slowdown(case, build, keep_dir, keep_all=False):
     """A slowdown job runs to its end; `forensics analyze --format json` is judged."""
     import report_jobs
@@ -445,6 +458,7 @@ def run_slowdown(case, build, keep_dir, keep_all=False):
     launcher = report_jobs.LAUNCHERS[case.launcher]
     job_dir = root / report_jobs.JOB_ID
     result = {"outcome": "wrong", "why": "", "seconds": None}
+    output = ""
     try:
         with MpiJob(case.nranks, argv, env=env, program=case.program,
                     launcher=launcher(case.nranks) if launcher else None) as job:
@@ -464,13 +478,7 @@ def run_slowdown(case, build, keep_dir, keep_all=False):
                   "path_call": ours, "baseline_call": baseline}
         return result
     finally:
-        if (result["outcome"] == "wrong" or keep_all) and keep_dir:
-            kept = Path(keep_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{random.randrange(1 << 30)}"
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(root), kept)
-            (kept / "case.txt").write_text(case.describe() + "\n" + json.dumps(result, indent=1) + "\n")
-            result["kept"] = str(kept)
-        shutil.rmtree(root, True)
+        keep(root, case, result, output, keep_dir, keep_all)
 
 
 def scores(results, key, critical):
@@ -597,14 +605,7 @@ def run(case, build, keep_dir, keep_all=False):
         result = not_run() or result  # another fault of the job that did nothing: not the job drawn
         return result
     finally:
-        if (result["outcome"] == "wrong" or keep_all) and keep_dir:
-            kept = Path(keep_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{random.randrange(1 << 30)}"
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(root), kept)
-            (kept / "case.txt").write_text(case.describe() + "\n" + json.dumps(result, indent=1) + "\n")
-            (kept / "job-output.txt").write_text(output)
-            result["kept"] = str(kept)
-        shutil.rmtree(root, True)
+        keep(root, case, result, output, keep_dir, keep_all)
 
 
 OUTCOMES = ("right", "hedged", "wrong")
