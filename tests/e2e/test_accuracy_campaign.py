@@ -23,7 +23,8 @@ class Classes(unittest.TestCase):
             for c in cases(name):
                 self.assertTrue(4 <= c.nranks <= 16, c.describe())
                 self.assertEqual(c.nranks % c.nodes, 0, c.describe())
-                self.assertIn(c.truth["kind"], {"communication-hang", "non-communication-hang", "collective-mismatch"})
+                self.assertIn(c.truth["kind"],
+                              {"communication-hang", "non-communication-hang", "collective-mismatch", "slowdown"})
                 for t in [c.truth, *c.alternatives]:
                     if "nic" in t:
                         host, device = t["nic"]
@@ -58,7 +59,9 @@ class Classes(unittest.TestCase):
     def test_the_random_parameters_cover_every_value(self):
         all_cases = [c for name in accuracy.CLASSES for c in cases(name, 40)]
         self.assertEqual({c.launcher for c in all_cases}, {*accuracy.LAUNCHERS, accuracy.SRUN_KEEP})
-        self.assertEqual({c.mode for c in all_cases}, {"abort", "wait"})
+        # Slowdown jobs run to their end: "runs" is their mode, and theirs only.
+        self.assertEqual({c.mode for c in all_cases}, {"abort", "wait", "runs"})
+        self.assertEqual({c.mode == "runs" for c in all_cases}, {getattr(c, "slowdown", False) for c in all_cases})
         self.assertEqual({c.collector for c in all_cases}, {"on", "off"})
         self.assertEqual({c.nodes for c in all_cases}, set(accuracy.NODE_COUNTS))
         self.assertEqual(min(c.nranks for c in all_cases), 4)
@@ -88,6 +91,18 @@ class Classes(unittest.TestCase):
                     self.assertEqual(abs(a - b), t * d, c.describe())
                     self.assertEqual(abs(a // (t * d) - b // (t * d)), 1, c.describe())
         self.assertIn("--no-verify", cases("pp-skip")[0].args)
+
+    def test_slowdown_classes_slow_a_last_stage_rank_on_the_path_or_in_its_bubble(self):
+        for name, where in (("pp-slow-critical", "forward"), ("pp-slow-absorbed", "bubble")):
+            for c in cases(name):
+                t, p, d = c.pipe
+                self.assertEqual(d, 2, "the DP all-reduce ends each step: " + c.describe())
+                r = c.truth["rank"]
+                self.assertEqual(r // (t * d), p - 1, "a last-stage rank: " + c.describe())
+                self.assertEqual(c.args[c.args.index("--extra-work-rank") + 1], str(r))
+                self.assertEqual(c.args[c.args.index("--extra-work-in") + 1], where)
+                self.assertEqual(c.truth["critical"], name == "pp-slow-critical")
+                self.assertLess(accuracy.SLOW_FROM, c.steps)
 
     def test_the_new_algorithm_classes_run_where_nccl_runs_them(self):
         for c in cases("tree-dead-gpu"):
@@ -129,6 +144,35 @@ class NotRun(unittest.TestCase):
         self.assertEqual((r["collector_on"], r["collector_off"]), ("1/0/0", "0/1/1"))
         self.assertEqual((r["where_inside"], r["where_between"], r["where_rank"]), ("0/1/1", "1/0/0", ""))
         self.assertIn("| x | 3 | 1 | 1 | 1 | 2 | 1/0/0 | 0/1/1 | 0/1/1 | 1/0/0 |  | 1.5 |", accuracy.table([r]))
+
+
+class SlowdownScore(unittest.TestCase):
+    def analysis(self, causes, findings=(), absorbed=()):
+        return {"findings": [{"ranks": f} for f in findings],
+                "critical_path": {"causes": [{"rank": r, "ranks": rs, "evidence": ["a", "b"]} for r, rs in causes],
+                                  "absorbed": [{"rank": r} for r in absorbed]}}
+
+    def test_the_rank_or_its_stage_named_is_right_another_wrong_nothing_a_miss(self):
+        c = cases("pp-slow-critical", 1, seed=3)[0]
+        t, p, d = c.pipe
+        r = c.truth["rank"]
+        stage = [x for x in range(c.nranks) if x // (t * d) == r // (t * d)]
+        other = (r + t * d) % c.nranks
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([(r, [r])]), c)[:3:2], ("right", "rank"))
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([(None, stage)]), c)[0], "right")
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([(other, [other])]), c)[0], "wrong")
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([]), c)[0], "hedged")
+        # The baseline's call: its findings' ranks.
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([], findings=[[r]]), c)[3], "rank")
+
+    def test_on_the_absorbed_class_any_cause_is_wrong_and_scores_count_it_a_false_positive(self):
+        c = cases("pp-slow-absorbed", 1, seed=3)[0]
+        r = c.truth["rank"]
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([], absorbed=[r]), c)[0], "right")
+        self.assertEqual(accuracy.slowdown_judge(self.analysis([(r, [r])]), c)[0], "wrong")
+        results = [{"path_call": "rank", "critical": True}, {"path_call": "nothing", "critical": True},
+                   {"path_call": "nothing", "critical": False}, {"path_call": "other", "critical": False}]
+        self.assertEqual(accuracy.scores(results, "path_call", None), {"tp": 1, "fp": 1, "fn": 1})
 
 
 class Score(unittest.TestCase):
