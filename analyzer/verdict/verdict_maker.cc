@@ -141,10 +141,14 @@ void VerdictMaker::placeInPipeline(Verdict& v) const {
   const PipelineLayout layout(job_);
   std::vector<int> ranks = v.culprit_ranks;
   std::optional<Link> link = v.culprit_link;
-  // One suspect link, or one link both ways.
+  // One suspect link, or one link both ways; a GPU at one of its ends may be a suspect beside it.
   const auto sameEnds = [&](const Suspect& s) {
-    return s.link && s.link->to >= 0 && v.suspects[0].link &&
-           std::minmax(s.link->from, s.link->to) == std::minmax(v.suspects[0].link->from, v.suspects[0].link->to);
+    if (!v.suspects[0].link || v.suspects[0].link->to < 0) return false;
+    const auto ends = std::minmax(v.suspects[0].link->from, v.suspects[0].link->to);
+    if (!s.link)
+      return !s.ranks.empty() && std::all_of(s.ranks.begin(), s.ranks.end(),
+                                             [&](int r) { return r == ends.first || r == ends.second; });
+    return s.link->to >= 0 && std::minmax(s.link->from, s.link->to) == ends;
   };
   if (!link && !v.suspects.empty() && std::all_of(v.suspects.begin(), v.suspects.end(), sameEnds))
     link = v.suspects[0].link;
