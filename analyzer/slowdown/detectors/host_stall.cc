@@ -9,8 +9,10 @@ namespace hangwatch::slowdown {
 namespace {
 
 // Late in most steps: every batch arrives late (input pipeline). Late in a few:
-// intermittent host work (GC, checkpointing, logging) on the training thread.
-void addLateSteps(const DetectorInput& in, int rank, const RankProfile& p, SlowdownFinding& f) {
+// intermittent host work (GC, checkpointing, logging) on the training thread. Late in none of
+// the steps its timeline holds: the idle came before them (start-up, a one-off pause on a
+// loaded host), nothing to point at; false then, and the caller notes it instead.
+bool addLateSteps(const DetectorInput& in, int rank, const RankProfile& p, SlowdownFinding& f) {
   std::vector<double> other_gaps;
   for (const auto& [r, q] : in.job.ranks())
     if (r != rank)
@@ -22,11 +24,13 @@ void addLateSteps(const DetectorInput& in, int rank, const RankProfile& p, Slowd
   const bool have_steps = p.step_gaps_ns.size() >= 5 && !other_gaps.empty();
   const double share = have_steps ? static_cast<double>(late) / static_cast<double>(p.step_gaps_ns.size()) : 1;
   f.kind = share >= in.t.dataloader_step_share ? "dataloader-stall" : "host-stall";
-  if (!have_steps) return;
+  if (!have_steps) return true;
+  if (late == 0) return false;
   f.evidence.push_back(fmt::format("the gap exceeds {:.1f} ms in {} of its last {} steps: {}",
                                    (in.t.late_step_ratio * typical + 1e6) / 1e6, late, p.step_gaps_ns.size(),
                                    f.kind == "dataloader-stall" ? "nearly every batch is late (input pipeline)"
                                                                 : "an intermittent host pause (GC, checkpoint, logging)"));
+  return true;
 }
 
 }  // namespace
@@ -53,7 +57,13 @@ void detectHostAndDataloaderStalls(const DetectorInput& in, SlowdownAnalysis& ou
         "{}'s GPU is idle between steps {:.1f}% of the time, the group {:.1f}%: the other ranks wait for it inside "
         "the next collective",
         rankName(p), 100 * v, 100 * s.median));
-    addLateSteps(in, rank, p, f);
+    if (!addLateSteps(in, rank, p, f)) {
+      out.notes.push_back(fmt::format("{} idled between steps {:.1f}% of the time (the group {:.1f}%), but none of the "
+                                      "{} steps its timeline holds was late: the idle came before them (start-up, a "
+                                      "one-off pause); not flagged",
+                                      rankName(p), 100 * v, 100 * s.median, p.step_gaps_ns.size()));
+      continue;
+    }
     out.findings.push_back(std::move(f));
   }
 }
