@@ -68,10 +68,13 @@ std::optional<int> pipelineStage(const TimelineWindow& w) {
 // communicator that the window holds most often (ties: the larger payload) stands in.
 std::vector<StepEnd> stepEnds(const TimelineWindow& w, const std::optional<StepAnchor>& anchor, size_t enough,
                               bool& fell_back) {
-  std::vector<StepEnd> ends;
-  if (anchor)
+  const auto endsOf = [&](const StepAnchor& a) {
+    std::vector<StepEnd> out;
     for (const TimelineOp& o : w.ops)
-      if (anchor->closes(o) && o.end_ns > 0) ends.push_back({o.seq, o.end_ns});
+      if (a.closes(o) && o.end_ns > 0) out.push_back({o.seq, o.end_ns});
+    return out;
+  };
+  std::vector<StepEnd> ends = anchor ? endsOf(*anchor) : std::vector<StepEnd>{};
   fell_back = ends.size() < enough;
   if (!fell_back) return ends;
   std::map<std::tuple<std::string, std::string, uint64_t>, size_t> counts;
@@ -85,11 +88,7 @@ std::vector<StepEnd> stepEnds(const TimelineWindow& w, const std::optional<StepA
     if (rank > best_rank) best_rank = rank, best = &o;
   }
   if (best == nullptr || std::get<1>(best_rank) <= ends.size()) return ends;
-  const StepAnchor chosen{best->name, best->comm, best->bytes};
-  ends.clear();
-  for (const TimelineOp& o : w.ops)
-    if (chosen.closes(o) && o.end_ns > 0) ends.push_back({o.seq, o.end_ns});
-  return ends;
+  return endsOf(StepAnchor{best->name, best->comm, best->bytes});
 }
 
 std::optional<CriticalPathAnalysis> criticalPathOf(const JobProfile& job, std::vector<std::string>& notes) {
