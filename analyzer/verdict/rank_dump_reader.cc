@@ -82,7 +82,10 @@ void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
   s.detected_here = snap.detected_here;
   s.comms = std::move(snap.comms);
   for (SnapshotStream& st : snap.streams) {
-    for (SnapshotPendingOp& op : st.pending) s.pending.push_back(std::move(op));
+    for (SnapshotPendingOp& op : st.pending) {
+      if (!op.device) op.device = st.device;
+      s.pending.push_back(std::move(op));
+    }
   }
   s.host_calls = std::move(snap.host_calls);
   s.unique_ids_made = std::move(snap.unique_ids_made);

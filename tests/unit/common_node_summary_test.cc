@@ -36,6 +36,7 @@ SnapshotPendingOp fullPendingOp(const std::string& comm) {
   op.age_s = 301.5;
   op.issued_s_ago = 301.625;
   op.gpu_started = true;
+  op.device = 5;  // the stream's device, kept per op in a rank's flat list
   return op;
 }
 

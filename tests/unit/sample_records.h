@@ -156,8 +156,9 @@ inline WatchdogSnapshot richSnapshot() {
   st.stream = "0x10";
   st.device = 3;
   st.pending.push_back({"ncclAllReduce", "collective", "00000000deadbeef", 10, 4096, "float32", 1024, std::nullopt,
-                        3.5, 3.6, true});
-  st.pending.push_back({"ncclSend", "p2p", "00000000deadbeef", std::nullopt, 64, "uint8", 64, 3, 0, 3.4, false});
+                        3.5, 3.6, true, std::nullopt});
+  st.pending.push_back(
+      {"ncclSend", "p2p", "00000000deadbeef", std::nullopt, 64, "uint8", 64, 3, 0, 3.4, false, std::nullopt});
   s.streams.push_back(st);
   s.streams.push_back({"0x20", std::nullopt, {}});
   s.host_calls.push_back({"ncclGroupEnd", 4243, "python", 4.0, "00000000deadbeef", 11, std::nullopt});

@@ -132,6 +132,9 @@ struct SnapshotPendingOp {
   double age_s = 0;                  // since it became the oldest pending op of its stream
   double issued_s_ago = 0;           // since the host issued it
   bool gpu_started = false;
+  // The device of the op's stream. The snapshot says it once per stream; the report's flat list
+  // of a rank's ops (RankRecord::pending) keeps it per op, to tell a process's GPUs apart.
+  std::optional<int> device;
 };
 
 struct SnapshotStream {
@@ -341,6 +344,7 @@ struct Schema<SnapshotPendingOp> {
       field("age_s", &SnapshotPendingOp::age_s, "pending age_s"),
       field("issued_s_ago", &SnapshotPendingOp::issued_s_ago, "pending issued_s_ago"),
       field("gpu_started", &SnapshotPendingOp::gpu_started, "pending gpu_started"),
+      field("device", &SnapshotPendingOp::device, "pending device", Empty::kOmit),
   };
 };
 
