@@ -13,10 +13,17 @@ namespace hangwatch::verdict {
 namespace {
 
 // A communicator it talked to its neighbours on, one comm rank away, and nobody else.
-bool pipelineLike(const SnapshotComm& c) {
+bool neighboursOnly(const SnapshotComm& c) {
   if (c.size < 2 || c.rank < 0 || c.p2p.empty()) return false;
   return std::all_of(c.p2p.begin(), c.p2p.end(),
                      [&](const SnapshotP2pPeer& p) { return std::abs(p.peer - c.rank) == 1; });
+}
+
+// A transfer between its first and last rank (more than two): a ring exchange, not a pipeline,
+// whose middle ranks look like stages from their own counts alone.
+bool wrapsAround(const SnapshotComm& c) {
+  return c.size > 2 && std::any_of(c.p2p.begin(), c.p2p.end(),
+                                   [&](const SnapshotP2pPeer& p) { return std::abs(p.peer - c.rank) == c.size - 1; });
 }
 
 }  // namespace
@@ -24,6 +31,9 @@ bool pipelineLike(const SnapshotComm& c) {
 // Every communicator's members and every pipeline position's ranks, once: a report asks for
 // several ranks' places, and each answer would otherwise read every rank's communicators.
 PipelineLayout::PipelineLayout(const JobData& job) : job_(job) {
+  for (const RankSummary& r : job_.ranks)
+    for (const SnapshotComm& c : r.comms)
+      if (wrapsAround(c)) rings_.insert(c.hash);
   for (const RankSummary& r : job_.ranks) {
     for (const SnapshotComm& c : r.comms) {
       if (c.rank < 0 || c.state == "destroyed") continue;
@@ -31,6 +41,10 @@ PipelineLayout::PipelineLayout(const JobData& job) : job_(job) {
       if (pipelineLike(c)) positions_[{c.size, c.rank}].insert(r.rank);
     }
   }
+}
+
+bool PipelineLayout::pipelineLike(const SnapshotComm& c) const {
+  return neighboursOnly(c) && !rings_.count(c.hash);
 }
 
 const SnapshotComm* PipelineLayout::entry(int rank, const std::string& comm) const {

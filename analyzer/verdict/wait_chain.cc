@@ -1,5 +1,7 @@
 #include "hangwatch/verdict/wait_chain.h"
 
+#include "hangwatch/verdict/pipeline_layout.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -176,7 +178,15 @@ ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& 
   const HangFocus here{op.comm, 0, op.op, w.origin.source, w.origin.moved};
   const SnapshotPendingOp* h = head(peer);
   if (h == nullptr && inNcclCall(*theirs)) return stopped(fmt::format("rank {} is inside an NCCL call", peer));
-  if (h == nullptr) return ended(ChainEnd::Kind::kHostCode, here, peer, rank);
+  if (h == nullptr) {
+    // A group is one kernel: a transfer whose half its peer did (issued and completed: the
+    // counts say so) only waits for another transfer of its group.
+    if (peerDidItsHalf(rank, peer, op))
+      return stopped(fmt::format("rank {} did its half of rank {}'s {} (its transfer counts say so): that transfer "
+                                 "only waits in its group for another",
+                                 peer, rank, op.op));
+    return ended(ChainEnd::Kind::kHostCode, here, peer, rank);
+  }
   const bool matched = std::any_of(theirs->pending.begin(), theirs->pending.end(), [&](const SnapshotPendingOp& o) {
     return o.comm == op.comm && o.op_class == "p2p" && o.peer == my_entry->rank && isSend(o) != isSend(op);
   });
@@ -192,6 +202,29 @@ ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& 
   return follow(w, peer,
                 fmt::format("rank {} is not in the {} rank {} that this needs", peer,
                             isSend(op) ? "receive from" : "send to", rank));
+}
+
+// Whether `peer`, which runs nothing, issued the half of `op` (a pending transfer of `rank`'s)
+// and has it done: its count of that half reaches the number `op` has between the two (this
+// rank's completed ones + 1). Counts from comms[].p2p; no counts: false.
+bool WaitChain::peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op) const {
+  const PipelineLayout layout(job_);
+  const bool send = isSend(op);
+  const std::optional<uint64_t> mine = send ? layout.sends(op.comm, rank, peer) : layout.receives(op.comm, rank, peer);
+  const std::optional<uint64_t> theirs = send ? layout.receives(op.comm, peer, rank) : layout.sends(op.comm, peer, rank);
+  const RankSummary* me = job_.find(rank);
+  const RankSummary* them = job_.find(peer);
+  if (!mine || !theirs || me == nullptr || them == nullptr) return false;
+  auto pendingWith = [&](const RankSummary& s, int other, bool sending) {
+    return static_cast<uint64_t>(std::count_if(s.pending.begin(), s.pending.end(), [&](const SnapshotPendingOp& o) {
+      return o.comm == op.comm && o.op_class == "p2p" && o.peer && seq_.globalRank(op.comm, *o.peer) == other &&
+             isSend(o) == sending;
+    }));
+  };
+  const uint64_t mine_pending = pendingWith(*me, peer, send);
+  const uint64_t theirs_pending = pendingWith(*them, rank, !send);
+  if (*mine < mine_pending || *theirs < theirs_pending || *mine == 0) return false;
+  return *theirs - theirs_pending >= *mine - mine_pending + 1;
 }
 
 }  // namespace hangwatch::verdict

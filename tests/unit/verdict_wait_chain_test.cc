@@ -388,3 +388,34 @@ TEST_CASE("DataThatLeftItsSenderAndNeverArrivedIsTheLinkNotATransferMismatch") {
   CHECK(saysSomewhere(v, "Rank 2 completed 4 sends to rank 0; rank 0 completed 0 receives from rank 2"));
   CHECK(saysSomewhere(v, "never arrived"));
 }
+
+TEST_CASE("ATransferWhoseHalfItsPeerDidOnlyWaitsInItsGroupAndNamesNoHostCode") {
+  // A ring exchange (device_ring: each rank sends to its next and receives from its prev in one
+  // group) whose link 1 -> 2 stopped: every rank's group finished but rank 2's, whose send to 3
+  // is pending only because a group is one kernel. Rank 3 runs nothing, but its counts say it
+  // posted (and completed) its receive from 2: it is no rank in host code.
+  const std::string ring = "5a00000000000000";
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) {
+    FakeRank f(r, 4, 1);
+    f.snap.comms[0].hash = ring;
+    f.snap.comms[0].last_issued_seq = std::nullopt;
+    f.snap.comms[0].last_completed_seq = std::nullopt;
+    f.snap.comms[0].p2p = {{(r + 1) % 4, 1, 0}, {(r + 3) % 4, 0, 1}};
+    f.snap.streams[0].pending.clear();
+    ranks.push_back(f);
+  }
+  queue(ranks[2], "ncclSend", ring, std::nullopt, 3, true);
+  queue(ranks[2], "ncclRecv", ring, std::nullopt, 1, false);
+  const Verdict v = verdictOf(ranks, 2, "ncclSend", ring, std::nullopt, 3);
+  INFO(v.headline);
+  for (const std::string& e : v.evidence) INFO(e);
+  CHECK(v.kind != VerdictKind::kNonCommunicationHang);
+  CHECK(std::find(v.culprit_ranks.begin(), v.culprit_ranks.end(), 3) == v.culprit_ranks.end());
+  CHECK_FALSE(v.confident);
+  const bool link_suspect = std::any_of(v.suspects.begin(), v.suspects.end(), [](const Suspect& s) {
+    return s.link && s.link->from == 1 && s.link->to == 2;
+  });
+  CHECK(link_suspect);
+  CHECK(v.places.empty());  // a ring exchange's middle ranks are no pipeline stages
+}

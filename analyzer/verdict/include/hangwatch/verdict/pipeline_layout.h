@@ -51,10 +51,12 @@ class PipelineLayout {
   std::optional<uint64_t> counted(const std::string& comm, int at, int peer_global,
                                   uint64_t SnapshotP2pPeer::*field) const;
   int commRankOf(const std::string& comm, int global) const;
+  bool pipelineLike(const SnapshotComm& c) const;  // and not a ring exchange's communicator
 
   const JobData& job_;
   std::map<std::string, std::map<int, int>> members_;       // comm hash -> comm rank -> global rank
   std::map<std::pair<int, int>, std::set<int>> positions_;  // (size, rank) in a pipeline communicator -> ranks
+  std::set<std::string> rings_;  // communicators some member exchanged with across the wrap
 };
 
 }  // namespace hangwatch::verdict

@@ -73,6 +73,7 @@ class WaitChain {
   ChainEnd follow(Walk& w, int rank, std::string how) const;
   ChainEnd throughCollective(Walk& w, int rank, const SnapshotPendingOp& op) const;
   ChainEnd throughTransfer(Walk& w, int rank, const SnapshotPendingOp& op) const;
+  bool peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op) const;
   std::vector<int> members(const std::string& comm) const;
 
   const JobData& job_;
