@@ -1,3 +1,4 @@
+#include "hangwatch/verdict/gpu_ranks.h"
 #include "hangwatch/verdict/html_report_writer.h"
 
 #include <algorithm>
@@ -305,7 +306,8 @@ void writeEvidence(Out o, const Verdict& v) {
 void writeNodeList(Out o, const Report& r);
 
 void writeData(Out o, const Report& r) {
-  fmt::format_to(o, "<h2>Data</h2><p>{} of {} rank(s) answered.</p><ul>", r.job.ranks.size(), r.job.world_size);
+  fmt::format_to(o, "<h2>Data</h2><p>{} of {} {}rank(s) answered.{}</p><ul>", r.job.ranks.size(), r.job.world_size,
+                 r.job.gpu_ranks.empty() ? "" : "GPU ", r.job.gpu_ranks.empty() ? "" : " " + esc(gpuRanksText(r.job)));
   if (!r.job.ranks_missing.empty()) {
     stackmerge::RankSet missing;
     for (int m : r.job.ranks_missing) missing.insert(m);

@@ -21,6 +21,7 @@
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/stackmerge/rank_set.h"
 #include "hangwatch/verdict/collection_status.h"
+#include "hangwatch/verdict/gpu_ranks.h"
 #include "hangwatch/verdict/node_summaries.h"
 #include "hangwatch/verdict/rank_dump_reader.h"
 
@@ -404,6 +405,9 @@ std::optional<MetricsWindow> lastMetricsWindow(const std::string& path) {
 // The first few only: the wording names at most eight, and a job whose ranks are mostly
 // missing must not cost a file read per rank.
 void placeMissingRanks(JobData& job) {
+  // GPU ranks: the metrics files are named by the launcher's rank, which a missing GPU rank's
+  // process is not known by.
+  if (!job.gpu_ranks.empty()) return;
   constexpr int kMostLookedUp = 64;
   int looked_up = 0;
   for (int r : job.ranks_missing) {
@@ -458,6 +462,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
   dropForeignRanks(job, read);
   if (suspected) keepNewestWarning(job, read);
   admitRanks(job, read);
+  splitProcessesIntoGpuRanks(job);
   findWorldSize(job, listing.ranks.empty() ? -1 : *listing.ranks.rbegin());
   findMissingAndPartial(job);
   placeMissingRanks(job);

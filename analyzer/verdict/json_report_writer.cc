@@ -1,3 +1,4 @@
+#include "hangwatch/verdict/gpu_ranks.h"
 #include "hangwatch/verdict/json_report_writer.h"
 
 namespace hangwatch::verdict {
@@ -60,6 +61,18 @@ nlohmann::json JsonReportWriter::toJson(const Report& r) {
   j["job_dir"] = r.job.job_dir;
   j["job_id"] = r.job.job_id;
   j["world_size"] = r.job.world_size;
+  if (!r.job.gpu_ranks.empty()) {
+    // The report's ranks are GPU ranks (DESIGN.md §3): each with its process's launcher rank.
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const GpuRank& g : r.job.gpu_ranks)
+      gpus.push_back({{"rank", g.rank}, {"process", g.process}, {"pid", g.pid}, {"host", g.host}, {"gpu", g.device}});
+    j["ranks_are"] = "gpu";
+    j["processes"] = r.job.processes;
+    j["gpu_ranks"] = std::move(gpus);
+    j["gpu_ranks_communicator"] = r.job.gpu_ranks_comm;
+  } else {
+    j["ranks_are"] = "launcher";
+  }
   j["stage"] = stageName(r.job.stage);
   if (r.job.stage == Stage::kSuspected) {
     const SuspectSummary& s = r.job.suspect;
@@ -81,7 +94,10 @@ nlohmann::json JsonReportWriter::toJson(const Report& r) {
   for (const PartialRank& p : r.job.ranks_partial) partial.push_back({{"rank", p.rank}, {"missing", p.missing}, {"reason", p.reason}});
   j["ranks_partial"] = std::move(partial);
   j["problems"] = r.job.problems;
-  if (r.job.trigger) j["trigger"] = hangwatch::toJson(*r.job.trigger);
+  if (r.job.trigger) {
+    j["trigger"] = hangwatch::toJson(*r.job.trigger);
+    if (r.job.trigger_process) j["trigger"]["process"] = *r.job.trigger_process;
+  }
   else j["trigger"] = nullptr;
   nlohmann::json classes = nlohmann::json::array();
   for (const stackmerge::StackClass& c : r.stack_classes) {

@@ -1,3 +1,4 @@
+#include "hangwatch/verdict/gpu_ranks.h"
 #include "hangwatch/verdict/text_report_writer.h"
 
 #include <algorithm>
@@ -130,9 +131,11 @@ void writeNodes(Out o, const Report& r) {
 }
 
 void writeJob(Out o, const Report& r) {
-  fmt::format_to(o, "\nJob {} in {} (stage: {}): {} of {} rank(s) answered{}\n", r.job.job_id, r.job.job_dir,
-                 stageName(r.job.stage), r.job.ranks.size(), r.job.world_size,
+  fmt::format_to(o, "\nJob {} in {} (stage: {}): {} of {} {}rank(s) answered{}\n", r.job.job_id, r.job.job_dir,
+                 stageName(r.job.stage), r.job.ranks.size(), r.job.world_size, r.job.gpu_ranks.empty() ? "" : "GPU ",
                  r.job.world_size_known ? "" : " (world size guessed from the files)");
+  if (!r.job.gpu_ranks.empty())
+    fmt::format_to(o, "  {}\n", gpuRanksText(r.job));
   if (r.job.attempt.count > 1)
     fmt::format_to(o, "  {}\n", attemptText(r.job.attempt));
   if (!r.job.ranks_missing.empty()) {

@@ -204,6 +204,7 @@ std::string describeRank(const JobData& job, int rank) {
   if (devices.size() > 1) inner.push_back(fmt::format("GPUs {}", fmt::join(devices, ", ")));
   else if (s->device) inner.push_back(fmt::format("GPU {}", *s->device));
   if (s->pid) inner.push_back(fmt::format("pid {}", s->pid));
+  if (s->launcher_rank) inner.push_back(fmt::format("process {}", *s->launcher_rank));
   return inner.empty() ? out : fmt::format("{} ({})", out, fmt::join(inner, ", "));
 }
 

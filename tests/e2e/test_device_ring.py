@@ -124,9 +124,14 @@ class DeadLink(DeviceRingCase):
         context = json.dumps(verdict, indent=1)
         self.assertEqual(verdict["kind"], "communication-hang", context)
         self.assertEqual(verdict["culprit_link"], {"from": 1, "to": 2}, context)
-        self.assertEqual(verdict["culprit_link_ranks"], "communicator", context)
-        self.assertEqual(verdict["culprit_ranks"], [0], context)  # the one process
-        self.assertIn("GPU 1 of pid", verdict["headline"])
+        # The report's ranks are the GPUs' (DESIGN.md §3): the link's ends, each on the process.
+        report = json.loads(r.stdout)
+        self.assertEqual((report["ranks_are"], report["world_size"], report["processes"]), ("gpu", 4, 1), context)
+        self.assertEqual([(g["rank"], g["gpu"], g["process"]) for g in report["gpu_ranks"]],
+                         [(d, d, 0) for d in range(4)])
+        self.assertEqual(verdict["culprit_ranks"], [1, 2], context)
+        self.assertRegex(verdict["headline"], r"rank 1 \(host \S+, GPU 1, pid \d+, process 0\)")
+        self.assertEqual(verdict["pipeline_places"], [], context)  # a ring exchange is no pipeline
 
 
 class SeveralProcessesOfSeveralDevices(DeviceRingCase):
@@ -163,13 +168,32 @@ class SeveralProcessesOfSeveralDevices(DeviceRingCase):
         self.assertEqual(verdict["kind"], "communication-hang", context)
         self.assertTrue(verdict["confident"], context)
         self.assertEqual(verdict["culprit_link"], {"from": 3, "to": 0}, context)
-        self.assertEqual(verdict["culprit_link_ranks"], "communicator", context)
+        self.assertEqual(verdict["culprit_ranks"], [0, 3], context)
         self.assertEqual(report["ranks_missing"], [], context)
         self.assertNotIn("did not dump", json.dumps(report["verdict"]))
-        # Communicator rank 3 is process 1's second device; rank 0 process 0's first.
-        self.assertRegex(verdict["headline"], r"rank 3 \(GPU 3 of pid \d+ on host .*rank 0 \(GPU 0 of pid \d+")
-        self.assertTrue(any("Test the link GPU 3 of pid" in s for s in verdict["next_steps"]), verdict["next_steps"])
+        # The report's ranks are GPU ranks, world size the communicator's; each process's launcher
+        # rank beside its GPUs: communicator rank 3 is process 1's second device, 0 process 0's first.
+        self.assertEqual((report["ranks_are"], report["world_size"], report["processes"]), ("gpu", 4, 2), context)
+        self.assertEqual([(g["rank"], g["gpu"], g["process"]) for g in report["gpu_ranks"]],
+                         [(0, 0, 0), (1, 1, 0), (2, 2, 1), (3, 3, 1)])
+        self.assertEqual(report["ranks_answered"], 4)
+        self.assertRegex(verdict["headline"], r"rank 3 \(GPU 3 on host \S+\) to rank 0 \(GPU 0 on host")
+        self.assertTrue(any("Test the link GPU 3 on host" in s for s in verdict["next_steps"]), verdict["next_steps"])
         # Each process's debugger read both of its communicator ranks' channels.
         for process, ranks in ((0, {0, 1}), (1, {2, 3})):
             dump = json.loads((job_dir / "ranks" / f"r{process:05d}.forensics.json").read_text())
             self.assertEqual({rp["comm_rank"] for rp in dump["ring_progress"]}, ranks, process)
+
+        # A GPU that stops is named as the GPU rank it is, on its process: never "no dump".
+        code, out, job_dir = self.job("dead-gpu", "dead-rank=3@op=2", 10)
+        self.assertNotEqual(code, 0, out[-3000:])
+        r = subprocess.run([forensics_binary(), "report", str(job_dir), "--format", "json", "--wait", "0"],
+                           capture_output=True, text=True, timeout=120)
+        report = json.loads(r.stdout)
+        verdict = report["verdict"]
+        context = json.dumps(verdict, indent=1)
+        self.assertEqual(verdict["kind"], "communication-hang", context)
+        self.assertEqual(verdict["culprit_ranks"], [3], context)
+        self.assertIn("GPU 3", verdict["headline"])
+        self.assertEqual(verdict["lacking_data"], [], context)
+        self.assertNotIn("no dump", json.dumps(verdict))

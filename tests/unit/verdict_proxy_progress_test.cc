@@ -9,6 +9,7 @@
 #include <set>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
@@ -291,12 +292,18 @@ TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
   s.identity.pid = 4242;
   s.identity.job_id = "job1";
   for (int d = 0; d < 4; ++d) s.comms.push_back({verdict_test::kComm, d, 4, d, "live", std::nullopt, std::nullopt, kNcclId, "", {}});
-  SnapshotStream st;
-  st.stream = "0x5100030";
-  st.device = 2;
-  st.pending.push_back({"ncclSend", "p2p", verdict_test::kComm, std::nullopt, 4096, "float32", 1024, 3, 2.0, 2.1, true});
-  st.pending.push_back({"ncclRecv", "p2p", verdict_test::kComm, std::nullopt, 4096, "float32", 1024, 1, 0.0, 2.1, true});
-  s.streams.push_back(st);
+  // Each device's stream holds its group of the hung step: the send to its next, the receive
+  // from its prev.
+  for (int d = 0; d < 4; ++d) {
+    SnapshotStream st;
+    st.stream = fmt::format("0x51000{}0", d);
+    st.device = d;
+    st.pending.push_back({"ncclSend", "p2p", verdict_test::kComm, std::nullopt, 4096, "float32", 1024, (d + 1) % 4, 2.0,
+                          2.1, true, std::nullopt});
+    st.pending.push_back({"ncclRecv", "p2p", verdict_test::kComm, std::nullopt, 4096, "float32", 1024, (d + 3) % 4, 0.0,
+                          2.1, true, std::nullopt});
+    s.streams.push_back(st);
+  }
   s.progress = SnapshotProgress{};
   s.progress->plugin_inits = 4;
   for (int d = 0; d < 4; ++d) {
@@ -307,16 +314,26 @@ TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
   (void)writeFileAtomically(watchdogSnapshotPath(dir.path, 0), toJson(s).dump());
   Expected<JobData> job = JobLoader(1).load(dir.path);
   REQUIRE(job.ok());
-  CHECK(job->world_size == 1);  // one process, not four
+  // The report's ranks are the four GPUs' (DESIGN.md §3), each on the one process.
+  CHECK(job->world_size == 4);
+  REQUIRE(job->gpu_ranks.size() == 4);
+  CHECK(job->processes == 1);
+  for (int d = 0; d < 4; ++d) {
+    CHECK(job->gpu_ranks[d].rank == d);
+    CHECK(job->gpu_ranks[d].process == 0);
+    CHECK(job->gpu_ranks[d].device == d);
+    REQUIRE(job->find(d));
+    CHECK(job->find(d)->pending.size() == 2);  // its own stream's ops only
+    CHECK(job->find(d)->proxy_ends.size() == 1);
+  }
   const Verdict v = ReportBuilder::build(std::move(*job)).verdict;
   INFO(all(v));
   CHECK(v.kind == VerdictKind::kCommunicationHang);
   REQUIRE(v.culprit_link);
   CHECK(*v.culprit_link == Link{1, 2});
   CHECK(v.source == "profiler");
-  CHECK(v.headline.find("rank 1 (GPU 1 of pid 4242 on host box)") != std::string::npos);
-  CHECK(v.link_in_comm_ranks);
-  CHECK(v.culprit_ranks == std::vector<int>{0});  // the one process
+  CHECK(v.headline.find("rank 1 (host box, GPU 1, pid 4242, process 0)") != std::string::npos);
+  CHECK_FALSE(v.link_in_comm_ranks);
 }
 
 namespace {

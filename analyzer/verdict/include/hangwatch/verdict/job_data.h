@@ -67,11 +67,28 @@ struct IdMadeEarlier {
   int rank = -1;
 };
 
+// One report rank of a job whose processes drive several GPUs each (gpu_ranks.h): the GPU's
+// rank in the job's widest communicator, on its process.
+struct GpuRank {
+  int rank = -1;
+  int process = -1;  // the launcher's rank of the process
+  int64_t pid = 0;
+  std::string host;
+  int device = -1;
+};
+
 struct JobData {
   std::string job_dir;         // the attempt's folder
   AttemptInfo attempt;
   std::string job_id;          // the job most snapshots belong to
   int world_size = 0;          // from the snapshots; else highest rank seen + 1
+  // When processes drive several GPUs each, the report's ranks are GPU ranks: world_size is
+  // the widest communicator's, and this maps each answered GPU rank to its process. Empty
+  // when every process drives one GPU (then ranks are the launcher's).
+  std::vector<GpuRank> gpu_ranks;
+  int processes = 0;           // processes that answered, when gpu_ranks is set
+  std::string gpu_ranks_comm;  // the widest communicator's hash
+  std::optional<int> trigger_process;  // TRIGGER.json's rank (the launcher's) when trigger->rank became a GPU rank
   bool world_size_known = false;
   Stage stage = Stage::kNone;
   SuspectSummary suspect;      // stage kSuspected only

@@ -24,6 +24,9 @@ using ::hangwatch::ProxyEnd;
 // Each thread's stack is an id in JobData::stacks: ranks share a few hundred distinct stacks.
 struct RankSummary : RankRecord {
   bool collecting = false;  // its collector was still at work when the report was made
+  // Set when the report's ranks are GPU ranks (gpu_ranks.h): the launcher's rank of the process
+  // that drives this GPU. The rank files, TRIGGER.json and metrics are named by it.
+  std::optional<int> launcher_rank;
 
   bool answered() const { return has_snapshot || has_forensics; }
   // Why this rank's data is short of complete, for the verdict to name; empty when complete
