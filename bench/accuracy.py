@@ -82,6 +82,12 @@ class Case:
         self.alternatives = []
         self.dumps_expected = self.nranks  # a rank whose process is gone writes nothing
         self.steps = 60  # the job's length: every fault fires well before its end
+        self.gpus_per_process = 1  # nranks counts processes; the report's ranks are their GPUs
+
+    @property
+    def job_ranks(self):
+        """The job's ranks as the report counts them: its GPUs (DESIGN.md §3)."""
+        return self.nranks * self.gpus_per_process
 
     @property
     def per_node(self):
@@ -102,12 +108,16 @@ class Case:
         links = [t["link"] for t in [self.truth, *self.alternatives] if "link" in t]
         if not links:
             return "rank"
+        if self.nodes == 1:
+            return "inside"
         crossing = [a // self.per_node != b // self.per_node for a, b in links]
         return "between" if any(crossing) else "inside"
 
     def describe(self):
         where = f"{self.nodes} node(s) of {self.per_node}"
-        return (f"{self.nranks} ranks on {where}, {self.launcher}, {self.mode}, collector {self.collector}, "
+        who = (f"{self.nranks} processes of {self.gpus_per_process} GPUs" if self.gpus_per_process > 1
+               else f"{self.nranks} ranks")
+        return (f"{who} on {where}, {self.launcher}, {self.mode}, collector {self.collector}, "
                 f"faults '{';'.join(self.faults)}' args {' '.join(self.args)} "
                 f"{' '.join(f'{k}={v}' for k, v in self.env.items())}")
 
@@ -261,6 +271,30 @@ def dead_nic(rng):
     return c
 
 
+def multi_gpu(rng):
+    """Processes that drive 2 GPUs each, one communicator rank per GPU: nccl-tests' -t 2 and -g 2
+    shapes (examples/device_ring --devices 2 --allreduce, a thread per GPU or one thread and a
+    group), 2-4 processes on one node, one AllReduce per step on the ring; a dead link between
+    two GPU ranks (inside one process or between two) or a GPU that stops. The truth is in GPU
+    ranks, the report's ranks for such jobs (DESIGN.md §3)."""
+    c = Case(rng, max_nodes=1, launchers=LAUNCHERS, program="device_ring")
+    processes = rng.choice((2, 3, 4))
+    c.nranks = c.dumps_expected = processes  # the launcher's ranks: one snapshot each
+    c.gpus_per_process = 2
+    gpus = c.job_ranks
+    c.args += ["--devices", "2", "--allreduce"] + (["--threads"] if rng.random() < 0.5 else [])
+    if rng.random() < 0.5:
+        a = rng.randrange(gpus)
+        link = (a, (a + 1) % gpus)
+        c.faults.append(f"dead-link={link[0]}->{link[1]}@op={c.op}")
+        c.truth = {"kind": "communication-hang", "link": link}
+    else:
+        g = rng.randrange(gpus)
+        c.faults.append(f"dead-rank={g}@op={c.op}")
+        c.truth = {"kind": "communication-hang", "rank": g}
+    return c
+
+
 def socket(rng):
     c = dead_link(rng, min_nodes=2)
     c.env["NCCL_NET"] = "Socket"
@@ -387,6 +421,7 @@ CLASSES = {
     "tree-dead-gpu": (tree_dead_gpu, "a GPU that stops inside NCCL's tree between nodes"),
     "pat": (pat, "a dead link or a GPU that stops in NCCL's PAT (one rank per node)"),
     "socket": (socket, "a dead link between nodes over NCCL_NET=Socket"),
+    "multi-gpu": (multi_gpu, "processes of 2 GPUs each (nccl-tests -t/-g): a dead link or a GPU that stops"),
     "dead-nic": (dead_nic, "a NIC stops: the ring link between nodes it carries, the NIC named"),
     "pp-dead-link": (pp_dead_link, "pipeline: a link between two stages stops (TP x PP x DP, 1F1B)"),
     "pp-stuck-stage": (pp_stuck_stage, "pipeline: a stage's rank loops in host code"),
@@ -452,6 +487,8 @@ def run_slowdown(case, build, keep_dir, keep_all=False):
     env = report_jobs.watchdog_env(root, timeout_s=60)
     env.update({"HANGWATCH_METRICS_INTERVAL": "1", "SIMGPU_RANKS_PER_NODE": "", **case.env})
     argv = report_jobs.job_argv(case.program, case.args, case.steps)
+    if case.program == "device_ring":  # its processes meet through NCCL's unique id in a file
+        argv += ["--id-file", str(root / "nccl.id")]
     if case.nodes > 1:
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), str(case.per_node), "--", *argv]
@@ -554,6 +591,8 @@ def run(case, build, keep_dir, keep_all=False):
     env.update({"HANGWATCH_ON_HANG": case.mode, "HANGWATCH_COLLECT": "1" if case.collector == "on" else "0",
                 "SIMGPU_RANKS_PER_NODE": "", "NCCL_PAT_ENABLE": "", **case.env})
     argv = report_jobs.job_argv(case.program, case.args, case.steps)
+    if case.program == "device_ring":  # its processes meet through NCCL's unique id in a file
+        argv += ["--id-file", str(root / "nccl.id")]
     if case.nodes > 1:
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), str(case.per_node), "--", *argv]

@@ -72,7 +72,13 @@ SCENARIOS = {
 }
 
 
+def device_ring_binary():
+    return os.environ.get("DEVICE_RING", str(build_dir() / "examples" / "device_ring" / "device_ring"))
+
+
 def job_argv(program, args, steps):
+    if program == "device_ring":
+        return [device_ring_binary(), "--steps", str(steps), "--log-every", str(steps), *args]
     if program == "python_train":
         return [sys.executable, train_py(), "--steps", str(steps), "--grad-mb", "1", "--hidden", "128", *args]
     return [ring_train_binary(), "--steps", str(steps), *SMALL_MODEL, *args]

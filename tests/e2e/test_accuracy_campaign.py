@@ -21,7 +21,7 @@ class Classes(unittest.TestCase):
         self.assertGreaterEqual(len(accuracy.CLASSES), 10)
         for name in accuracy.CLASSES:
             for c in cases(name):
-                self.assertTrue(4 <= c.nranks <= 16, c.describe())
+                self.assertTrue(4 <= c.job_ranks <= 16, c.describe())
                 self.assertEqual(c.nranks % c.nodes, 0, c.describe())
                 self.assertIn(c.truth["kind"],
                               {"communication-hang", "non-communication-hang", "collective-mismatch", "slowdown"})
@@ -36,10 +36,10 @@ class Classes(unittest.TestCase):
                         self.assertEqual(b, (a + 1) % c.nranks, c.describe())
                     elif "link" in t:
                         a, b = t["link"]
-                        self.assertTrue(0 <= a < c.nranks and 0 <= b < c.nranks and a != b, c.describe())
+                        self.assertTrue(0 <= a < c.job_ranks and 0 <= b < c.job_ranks and a != b, c.describe())
                         self.assertTrue(any(f"->{b}@" in f or f"->{b}:" in f for f in c.faults), c.describe())
                     else:
-                        self.assertTrue(0 <= t["rank"] < c.nranks, c.describe())
+                        self.assertTrue(0 <= t["rank"] < c.job_ranks, c.describe())
 
     def test_ring_classes_break_a_ring_link_and_the_tree_class_a_tree_link(self):
         for name in ("dead-link", "slow-then-dead-link", "two-faults", "graph-replay", "nonblocking", "lost-credit",
@@ -64,8 +64,23 @@ class Classes(unittest.TestCase):
         self.assertEqual({c.mode == "runs" for c in all_cases}, {getattr(c, "slowdown", False) for c in all_cases})
         self.assertEqual({c.collector for c in all_cases}, {"on", "off"})
         self.assertEqual({c.nodes for c in all_cases}, set(accuracy.NODE_COUNTS))
-        self.assertEqual(min(c.nranks for c in all_cases), 4)
-        self.assertEqual(max(c.nranks for c in all_cases), 16)
+        self.assertEqual(min(c.job_ranks for c in all_cases), 4)
+        self.assertEqual(max(c.job_ranks for c in all_cases), 16)
+
+    def test_multi_gpu_jobs_are_processes_of_two_gpus_judged_in_gpu_ranks(self):
+        drawn = cases("multi-gpu", 40)
+        for c in drawn:
+            self.assertEqual((c.program, c.gpus_per_process, c.nodes), ("device_ring", 2, 1), c.describe())
+            self.assertEqual(c.dumps_expected, c.nranks, "one snapshot per process")
+            self.assertIn("--devices", c.args)
+            t = c.truth
+            if "link" in t:
+                self.assertEqual(t["link"][1], (t["link"][0] + 1) % c.job_ranks, c.describe())
+                self.assertEqual(c.where(), "inside")
+            # A fault on a process's second GPU is drawn: GPU ranks, not launcher ranks.
+        self.assertTrue(any(max(t.get("link", (t.get("rank", 0),))) >= c.nranks
+                            for c in drawn for t in [c.truth]))
+        self.assertEqual({"--threads" in c.args for c in drawn}, {True, False})  # -t and -g shapes
 
 
     def test_a_rank_that_exits_runs_under_srun_that_keeps_the_others_and_is_expected_to_leave_no_dump(self):
