@@ -5,6 +5,7 @@ address equals the head/tail pointer in NCCL's host copy of that connection. A j
 record has the kernel's view of its waiting side (target and observed step from registers,
 `waiting`, the op from the device function) and the host's of the rest."""
 from . import ring_records
+from .nccl_host_reader import TREE_KEY
 from .ring_reader import RingReader
 
 
@@ -33,28 +34,35 @@ class CudaBackend(RingReader):
         if self.kernel is None:
             if self.no_kernel_reason:
                 errors.append(f"kernel not read: {self.no_kernel_reason}")
-            return records, errors
+            return _without_tree_keys(records), errors
         errors.extend(self.kernel.errors)
         errors.extend(self.kernel.not_read)
         counters = self.host.counters if self.host else {}
         for view in views:
-            where = f"kernel {view['kernel']} block {view['block']} thread {view['thread']} ({view['side']})"
+            where = f"kernel {view['kernel']} block {view['block']} thread {view['thread']}"
+            if view["side"]:
+                where += f" ({view['side']})"
             hit = counters.get(view["counter_address"])
             if hit is None:
                 errors.append(f"{where}: waits on the counter at {view['counter_address']:#x} (saw "
                               f"{view['observed']}, needs {view['target']}), which no connection of the "
                               "communicators read on the host has: not tied to a communicator")
                 continue
-            record, side = hit
-            if side != view["side"] or record[side] is None:
-                errors.append(f"{where}: its counter is the {side} side of channel {record['channel']}, not "
-                              f"{view['side']}: not used")
+            record, side, connection = hit
+            # A ring thread's side is its index's (thread 0 recv, 1 send); a tree thread's is its
+            # counter's: a recv tail or a send head of one connection of the channel.
+            if view["side"] is not None and (side != view["side"] or record[side] is not connection):
+                errors.append(f"{where}: its counter is the {side} side of channel {record['channel']}'s connection "
+                              f"with rank {connection['peer']}, not its ring {view['side']}: not used")
                 continue
-            self._join(record, side, view)
-        return records, errors
+            self._join(record, side, connection, view)
+        for record in records:
+            if record.get("algorithm") == "TREE":
+                # The algorithm's own graph (ring_records: direction, role), as the sim reader writes it.
+                record["connections"] = [dict(c, direction=side, role=role) for side, role, c in record[TREE_KEY]]
+        return _without_tree_keys(records), errors
 
-    def _join(self, record, side, view):
-        c = record[side]
+    def _join(self, record, side, c, view):
         c["target_step"] = view["target"]
         c["observed_step"] = view["observed"]
         c["waiting"] = True
@@ -76,3 +84,9 @@ class CudaBackend(RingReader):
             out["kernels"] = self.kernel.kernels
             out["threads_not_waiting"] = self.kernel.not_waiting
         return out
+
+
+def _without_tree_keys(records):
+    for record in records:
+        record.pop(TREE_KEY, None)
+    return records

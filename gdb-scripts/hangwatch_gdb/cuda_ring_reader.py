@@ -4,8 +4,11 @@ NCCL's device code is built -O3 without -G/-lineinfo: no variables, no ncclShmem
 registers, SASS and the function names of the ELF symbols. What can be read honestly:
   - in ring SIMPLE primitives with one recv peer (ring prev) and one send peer (ring next),
     thread 0 waits on the recv tail and thread 1 on the send head (prims_simple.h: tid <
-    nrecv waits on recv, nrecv <= tid < nrecv+nsend on send). Nothing else follows that
-    rule (trees, NVLS, CollNet, PAT, SendRecv's warp groups, LL/LL128 flags in the buffer):
+    nrecv waits on recv, nrecv <= tid < nrecv+nsend on send);
+  - in tree SIMPLE AllReduce (all_reduce.h runTreeSplit), the same rule in each of its two
+    groups: reduce-up from thread 0, broadcast-down from nthreadsSplit (tree_splits); which
+    connection a found wait is on comes from its counter's address, not its index. Nothing
+    else is read (NVLS, CollNet, PAT, SendRecv's warp groups, LL/LL128 flags in the buffer):
     those blocks are listed as not read, with the reason;
   - in a waiting thread, the spin loop at its PC (spin_loop.py): the load's destination is
     the counter it saw, the compare's other operand the counter it needs, the load's
@@ -21,6 +24,8 @@ DISASSEMBLY_WINDOW = 48  # instructions either side of the PC
 MAX_BLOCKS = 64          # NCCL launches one block per channel, MAXCHANNELS = 64
 RING_RULE_COLLECTIVES = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce")
 RING_SIMPLE_THREADS = ((0, "recv"), (1, "send"))
+NCCL_MAX_TREE_ARITY = 3  # src/include/device.h: a tree node's children
+WARP_SIZE = 32
 
 
 class DebuggerCommandError(Exception):
@@ -33,6 +38,47 @@ def kernel_kind(name):
     if name.startswith("ncclDevKernel"):
         return "collective"
     return None
+
+
+def tree_simple_rule(collective, algorithm, protocol):
+    """None when the block runs NCCL's tree AllReduce over SIMPLE (all_reduce.h runTreeSplit, the
+    function CUDA >= 11.4 builds), whose waiting threads are known from prims_simple.h, else why
+    not."""
+    if algorithm != "TREE":
+        return f"{algorithm} algorithm"
+    if protocol != "SIMPLE":
+        return f"TREE {protocol}: progress is in flags inside the receive buffer, not in a head/tail counter"
+    if collective != "AllReduce":
+        return f"{collective or 'unknown collective'} over TREE: only AllReduce runs the tree"
+    return None
+
+
+def tree_splits(block_threads):
+    """Where runTreeSplit's broadcast-down threads may start: nthreadsSplit (all_reduce.h, SIMPLE:
+    nthreads/2, plus 64 from 256 on) for the thread counts the work may run with, most likely
+    first. NCCL 2.28's tree always runs NCCL_MAX_NTHREADS (src/enqueue.cc: "Tree now uses all
+    threads always"), the block's own count; older NCCLs halve it for small sizes while it is a
+    multiple of 128, so those come after."""
+    out = []
+    n = block_threads
+    while n >= 2 * WARP_SIZE:
+        split = n // 2 + (64 if n // 2 >= 256 else 0)
+        if split not in out:
+            out.append(split)
+        if n % 128:
+            break
+        n //= 2
+    return out
+
+
+def tree_threads(split):
+    """Threads that may wait on a tree connection (prims_simple.h: tid < nrecv waits on a recv
+    tail, nrecv <= tid < nrecv + nsend on a send head). The reduce-up group (or a root's one
+    group) from thread 0: up to 3 children in, the parent out; the broadcast-down group from
+    `split`: the parent in, up to 3 children out. Which connection each waits on is what its
+    spin loop's address says (joined with NCCL's host copy), not its index."""
+    first = list(range(NCCL_MAX_TREE_ARITY + 1))  # 3 in and 1 out, or a root's 2 in and 2 out
+    return first + ([split + i for i in range(1 + NCCL_MAX_TREE_ARITY)] if split is not None else [])
 
 
 def ring_simple_rule(collective, algorithm, protocol):
@@ -60,6 +106,7 @@ class CudaKernelReader:
         # Threads of a readable block found past their wait (at a barrier, copying, done): not
         # blocked on that side, which is an answer, not a failure to read.
         self.not_waiting = []
+        self._tree_split = {}  # kernel -> where its tree blocks' broadcast-down group starts
 
     def read(self):
         """Device views: {"kernel", "kernel_name", "block", "thread", "side", "observed",
@@ -100,8 +147,12 @@ class CudaKernelReader:
             return []
         algorithm, protocol = cuda_kernels.protocol_from_backtrace("", frames)
         collective = _collective(frames) or (cuda_kernels.parse_nccl_function(k["name"]) or {}).get("collective")
+        if algorithm == "TREE" and not tree_simple_rule(collective, algorithm, protocol):
+            return self._tree_block(k, block, where, collective, algorithm, protocol)
         reason = ring_simple_rule(collective, algorithm, protocol)
         if reason:
+            if algorithm == "TREE":
+                reason = tree_simple_rule(collective, algorithm, protocol)
             self.not_read.append(f"{where}: not read: {reason}")
             return []
         views = []
@@ -120,12 +171,46 @@ class CudaKernelReader:
             views.append(view)
         return views
 
-    def _waiting_thread(self, where, thread, side):
+    def _tree_block(self, k, block, where, collective, algorithm, protocol):
+        """A tree block's waiting threads, found by probing the indices a wait may sit at; the
+        split of its two groups is found once per kernel (every block runs one work's nWarps)."""
+        known = self._tree_split.get(k["kernel"])
+        splits = [known] if known is not None else tree_splits(k.get("block_dim", (0,))[0]) or [None]
+        views = []
+        probed = set()
+        for split in splits:
+            found_here = False
+            for thread in tree_threads(split):
+                if thread in probed:
+                    continue
+                probed.add(thread)
+                try:
+                    self.cuda.focus(k["kernel"], block, thread)
+                    view = self._waiting_thread(where, thread, None, quiet=True)
+                except (DebuggerCommandError, MemoryReadError):
+                    continue  # no such thread (a smaller block), or unreadable: not a wait found
+                if view is None:
+                    continue
+                found_here = found_here or (split is not None and thread >= split)
+                view.update({"kernel": k["kernel"], "kernel_name": k["name"], "block": block, "thread": thread,
+                             "side": None, "collective": collective, "algorithm": algorithm, "protocol": protocol,
+                             "function": (self.cuda.frames() or [""])[0]})
+                views.append(view)
+            if found_here:
+                self._tree_split[k["kernel"]] = split
+                break
+        if not views:
+            self.not_waiting.append(f"{where}: TREE block, no thread found in a counter wait loop (threads "
+                                    f"{sorted(probed)} probed)")
+        return views
+
+    def _waiting_thread(self, where, thread, side, quiet=False):
         pc = self.cuda.register("pc")
         loop = spin_loop.find_spin_loop(spin_loop.parse_disassembly(
             self.cuda.instructions(pc - 16 * DISASSEMBLY_WINDOW, 2 * DISASSEMBLY_WINDOW)), pc)
         if loop is None:
-            self.not_waiting.append(f"{where} thread {thread} ({side}): not in a counter wait loop at pc {pc:#x}")
+            if not quiet:
+                self.not_waiting.append(f"{where} thread {thread} ({side}): not in a counter wait loop at pc {pc:#x}")
             return None
         if len(loop["target_regs"]) != 2 or not loop["address_reg"]:
             self.not_read.append(f"{where} thread {thread} ({side}): wait loop at pc {pc:#x} without a 64-bit "

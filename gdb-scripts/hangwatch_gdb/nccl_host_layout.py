@@ -12,7 +12,7 @@ FIELDS = (
     ("ncclComm", "startMagic"), ("ncclComm", "endMagic"), ("ncclComm", "commHash"), ("ncclComm", "rank"),
     ("ncclComm", "nRanks"), ("ncclComm", "nChannels"), ("ncclComm", "channels"), ("ncclComm", "proxyState"),
     ("ncclChannel", "peers"), ("ncclChannel", "devPeersHostPtr"), ("ncclChannel", "ring.prev"),
-    ("ncclChannel", "ring.next"),
+    ("ncclChannel", "ring.next"), ("ncclChannel", "tree.up"), ("ncclChannel", "tree.down"),
     ("ncclChannelPeer", "send"), ("ncclChannelPeer", "recv"),
     ("ncclDevChannelPeer", "send"), ("ncclDevChannelPeer", "recv"),
     ("ncclConnector", "connected"), ("ncclConnector", "conn"), ("ncclConnector", "transportComm"),

@@ -24,6 +24,7 @@ NCCL_MAGIC = 0x0280028002800280  # src/include/comm.h; commFree sets both magics
 MAX_CHANNELS = 64                 # MAXCHANNELS in NCCL 2.28
 MAX_PROXY_OPS = 4096              # bound on the active list walk (a corrupt list must not loop)
 MAX_NAME = 64                     # bound on a C string read through a pointer (a net's name)
+TREE_KEY = "_tree_connections"    # a record's tree connections until the kernel says it runs the tree
 NIC_INDEX_KEYS = ("ncclConnector.proxyConn.sameProcess", "ncclProxyConnection.transportResources",
                   "sendNetResources.netDev", "recvNetResources.netDev")
 
@@ -53,7 +54,7 @@ class NcclHostReader(RingReader):
         self.comms = comms
         self.device = device_memory
         self.communicators_read = 0
-        self.counters = {}  # counter address the kernel polls -> (record, side); for the kernel join
+        self.counters = {}  # counter address the kernel polls -> (record, side, connection); for the kernel join
         self._proxy_subs = {}  # ncclProxyConnection address -> sub-args dict
         self._proxy_states_read = set()
         self._device_unread = 0
@@ -123,19 +124,44 @@ class NcclHostReader(RingReader):
                                          algorithm="RING", protocol="", nccl_comm=nccl_comm)
         peers = self._field(channel, "ncclChannel.peers")
         dev_peers = self._field(channel, "ncclChannel.devPeersHostPtr")
+        seen = {}  # (side, peer) -> its connection: a ring neighbour may be a tree neighbour too
+
+        def connection(side, peer):
+            if (side, peer) not in seen:
+                try:
+                    seen[(side, peer)] = self._connection(record, side, peer, peers, dev_peers, net)
+                except MemoryReadError as e:
+                    seen[(side, peer)] = None
+                    self.errors.append(f"comm {nccl_comm} channel {c} {side} (peer {peer}): {e}")
+            return seen[(side, peer)]
+
         for side, peer in (("recv", prev), ("send", next_)):
+            if 0 <= peer < nranks and peers:
+                record[side] = connection(side, peer)
+        # The tree's connections (src/transport/generic.cc connects them on connector 0, as the
+        # ring's): the parent and each child, data both ways (reduce up, broadcast down). Kept
+        # aside: they become the record's `connections` only where the kernel runs the tree.
+        tree = []
+        for role, peer in [("tree-parent", self._signed(channel, "ncclChannel.tree.up"))] + \
+                [("tree-child", d) for d in self._tree_down(channel)]:
             if not (0 <= peer < nranks) or not peers:
                 continue
-            try:
-                record[side] = self._connection(record, side, peer, peers, dev_peers, net)
-            except MemoryReadError as e:
-                self.errors.append(f"comm {nccl_comm} channel {c} {side} (peer {peer}): {e}")
+            for side in ("recv", "send"):
+                conn = connection(side, peer)
+                if conn is not None:
+                    tree.append((side, role, conn))
+        record[TREE_KEY] = tree
         return record
+
+    def _tree_down(self, channel):
+        at = channel + self.layout.off("ncclChannel.tree.down")
+        count = self.layout.size_of("ncclChannel.tree.down") // 4  # int down[NCCL_MAX_TREE_ARITY]
+        return [self.memory.signed(at + 4 * i, 4) for i in range(count)]
 
     def _connection(self, record, side, peer, peers, dev_peers, net):
         L = self.layout
         peer_at = self.memory.pointer(peers + 8 * peer)
-        # Rings use connector 0 of send[]/recv[] (1 is for p2p over the network, NVLS, ...).
+        # Rings and trees use connector 0 of send[]/recv[] (1 is for p2p over the network, NVLS, ...).
         connector = peer_at + L.off(f"ncclChannelPeer.{side}")
         if not self._field(connector, "ncclConnector.connected"):
             return None  # NCCL connects rings when first used (NCCL_RUNTIME_CONNECT)
@@ -146,7 +172,7 @@ class NcclHostReader(RingReader):
         # and has written its own tail at the peer (what it posted).
         observed_at = tail_at if side == "recv" else head_at
         observed, where = self._counter(observed_at, transport)
-        c = ring_records.seen_connection(record["prev"] if side == "recv" else record["next"], observed_step=observed)
+        c = ring_records.seen_connection(peer, observed_step=observed)
         if side == "send":
             c["posted_step"], _ = self._counter(tail_at, transport)
         c["transport"] = transport
@@ -160,9 +186,9 @@ class NcclHostReader(RingReader):
             c["base_step"] = proxy["base"]
             record["nccl_op_count"] = proxy["op_count"]
         else:
-            c["base_step"] = self._device_step(dev_peers, record["prev"] if side == "recv" else record["next"], side)
+            c["base_step"] = self._device_step(dev_peers, peer, side)
         if observed_at:
-            self.counters[observed_at] = (record, side)
+            self.counters[observed_at] = (record, side, c)
         return c
 
     def _transport(self, transport_comm, side):

@@ -158,8 +158,10 @@ class Connection:
 
 def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=None):
     """An ncclComm in nccl.host; channels: [{"prev", "next", "recv": Connection|None,
-    "send": Connection|None}]; net: the name of its ncclNet (None: a null ncclNet).
-    Returns its address."""
+    "send": Connection|None, optional "up": int, "down": [int], "tree": {(side, peer):
+    Connection}}] (the tree's connections besides the ring's: NCCL uses connector 0 for both,
+    so a peer that is a ring and a tree neighbour has one connection each way); net: the name
+    of its ncclNet (None: a null ncclNet). Returns its address."""
     h = nccl.host
     comm = nccl.new(h, "ncclComm")
     nccl.put(h, comm, "ncclComm", "startMagic", magic)
@@ -177,7 +179,12 @@ def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=No
         ch = comm + nccl.off("ncclComm", "channels") + c * nccl.sizes["ncclChannel"]
         nccl.put(h, ch, "ncclChannel", "ring.prev", spec["prev"])
         nccl.put(h, ch, "ncclChannel", "ring.next", spec["next"])
+        nccl.put(h, ch, "ncclChannel", "tree.up", spec.get("up", -1))
+        down = (list(spec.get("down", [])) + [-1, -1, -1])[:3]
+        h.write(ch + nccl.off("ncclChannel", "tree.down"), struct.pack("<3i", *down))
         nccl.put(h, ch, "ncclChannel", "id", c)
+        conns = {("recv", spec["prev"]): spec.get("recv"), ("send", spec["next"]): spec.get("send"),
+                 **spec.get("tree", {})}
         peers = h.alloc(8 * (nranks + 1))
         dev_peers_host = h.alloc(8 * (nranks + 1))
         nccl.put(h, ch, "ncclChannel", "peers", peers)
@@ -187,8 +194,7 @@ def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=No
             h.write(peers + 8 * r, struct.pack("<Q", peer))
             dev_peer = nccl.new(nccl.device, "ncclDevChannelPeer")
             h.write(dev_peers_host + 8 * r, struct.pack("<Q", dev_peer))
-            for side, want_peer in (("recv", spec["prev"]), ("send", spec["next"])):
-                conn = spec.get(side)
+            for (side, want_peer), conn in conns.items():
                 if r != want_peer or conn is None:
                     continue
                 proxy_ops.extend(_connector(nccl, peer, dev_peer, side, conn))
@@ -198,7 +204,7 @@ def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=No
 
 def _connector(nccl, peer, dev_peer, side, conn):
     h = nccl.host
-    connector = peer + nccl.off("ncclChannelPeer", side)  # connector 0: the ring's
+    connector = peer + nccl.off("ncclChannelPeer", side)  # connector 0: the ring's and the tree's
     nccl.put(h, connector, "ncclConnector", "connected", int(conn.connected))
     transport = nccl.transport(conn.transport)
     nccl.put(h, connector, "ncclConnector", "transportComm", transport + nccl.off("ncclTransport", side))

@@ -23,6 +23,7 @@ WATCHDOG_HASH = "57a76bac89a0c4ad"
 COMM_HASH = 0x2F6C1A0E9B7D4C31
 NCCL_ID = "%016x" % COMM_HASH
 ALLREDUCE_SIMPLE = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+ALLREDUCE_TREE = ["ncclDevFunc_AllReduce_Sum_f32_TREE_SIMPLE", "ncclDevKernel_AllReduce_Sum_f32_TREE_LL"]
 PROXY = ("base", "nsteps", "posted", "received", "transmitted", "done")
 # NCCL's device tables in the synthetic process: IB merged devices by netDev (3: one port;
 # 4: two ports NCCL merged), IB ports by index (ncclIbDevs[0] is a port no right read reaches),
@@ -38,7 +39,12 @@ def rank2_channels():
     memory). Every number differs, so a read from a wrong place cannot give the right one."""
     return [
         # The proxy has not started this op yet (Ready): its sub-args are stale, the device step is the base.
-        {"prev": 1, "next": 3,
+        # Channel 0's tree: parent 0, one child 3 (also its ring next: the send to 3 is one
+        # connection); the tree's other connections are P2P with their counters in device memory.
+        {"prev": 1, "next": 3, "up": 0, "down": [3],
+         "tree": {("recv", 0): syn.Connection("P2P", observed=70, device_step=66),
+                  ("send", 0): syn.Connection("P2P", observed=81, posted=84, device_step=80),
+                  ("recv", 3): syn.Connection("P2P", observed=93, device_step=90)},
          "recv": syn.Connection("NET", observed=130, device_step=129, counters="host", op_count=34,
                                 proxy={"base": 128, "nsteps": 64, "posted": 12, "received": 5, "transmitted": 2,
                                        "done": 1}, proxy_state=syn.PROXY_OP_READY),
@@ -255,6 +261,53 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertEqual(errors, [])  # a thread past its wait is an answer, not a failure to read
         self.assertEqual(len(backend.summary()["threads_not_waiting"]), 1)
         self.assertEqual(backend.joined, 3)
+
+    def test_a_tree_kernels_waits_join_the_tree_connections_and_the_record_is_on_the_trees_graph(self):
+        # runTreeSplit on a 640-thread block with all of it (nthreads 640: split 384): thread 0
+        # of the reduce-up group waits for data from child 3; thread 1 (the parent send) is past
+        # its wait; thread 384 of the broadcast-down group waits for data from parent 0.
+        tree = self.channels[0]["tree"]
+        kernel = FakeKernel(5, "ncclDevKernel_AllReduce_Sum_f32_TREE_LL", {
+            0: {0: waiting(ALLREDUCE_TREE, tree[("recv", 3)].observed_at, observed=93, target=95),
+                1: FakeThread(ALLREDUCE_TREE),
+                384: waiting(ALLREDUCE_TREE, tree[("recv", 0)].observed_at, observed=70, target=72)}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout,
+                              [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID)],
+                              ProcessMemory(self.nccl.device))
+        kernels = CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device))
+        records, errors = CudaBackend(host, kernels).read()
+        r0, r1 = records
+        self.assertEqual((r0["algorithm"], r0["protocol"], r0["op"], r0["source"]),
+                         ("TREE", "SIMPLE", "ncclAllReduce", "cuda-registers"))
+        got = {(c["direction"], c["peer"], c["role"]): c for c in r0["connections"]}
+        self.assertEqual(set(got), {("recv", 0, "tree-parent"), ("send", 0, "tree-parent"),
+                                    ("recv", 3, "tree-child"), ("send", 3, "tree-child")})
+        self.assertEqual((got[("recv", 3, "tree-child")]["target_step"], got[("recv", 3, "tree-child")]["waiting"],
+                          got[("recv", 3, "tree-child")]["base_step"]), (95, True, 90))
+        self.assertEqual((got[("recv", 0, "tree-parent")]["target_step"], got[("recv", 0, "tree-parent")]["observed_step"]),
+                         (72, 70))
+        sent_up = got[("send", 0, "tree-parent")]
+        self.assertEqual((sent_up["waiting"], sent_up["observed_step"], sent_up["posted_step"], sent_up["base_step"]),
+                         (False, 81, 84, 80))
+        # The send to 3 is the ring's next as well: one connection, read once.
+        self.assertEqual(got[("send", 3, "tree-child")]["posted_step"], r0["send"]["posted_step"])
+        self.assertEqual([w["direction"] for w in r0["waiting_threads"]], ["recv", "recv"])
+        self.assertNotIn("connections", r1)  # channel 1 has no tree and no thread read: nothing claimed
+        for r in records:
+            self.assertNotIn("_tree_connections", r)
+        self.assertEqual(errors, [])
+        self.assertEqual(kernels._tree_split, {5: 384})
+
+    def test_a_ring_kernel_keeps_the_ring_and_lists_no_tree_connections(self):
+        recv0 = self.channels[0]["recv"]
+        kernel = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {
+            0: {0: waiting(ALLREDUCE_SIMPLE, recv0.observed_at, observed=130, target=132), 1: FakeThread(ALLREDUCE_SIMPLE)}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(self.comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        records, _ = CudaBackend(host, CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device))).read()
+        self.assertEqual(records[0]["algorithm"], "RING")
+        self.assertNotIn("connections", records[0])
+        self.assertNotIn("_tree_connections", records[0])
 
     def test_a_wait_on_a_counter_no_communicator_has_is_said_not_recorded(self):
         kernel = FakeKernel(0, "ncclDevKernel_AllGather_RING_LL", {

@@ -8,7 +8,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_cuda_gdb import FakeCudaGdb, FakeKernel, FakeThread, waiting  # noqa: E402
-from hangwatch_gdb.cuda_ring_reader import CudaKernelReader, kernel_kind, ring_simple_rule  # noqa: E402
+from hangwatch_gdb.cuda_ring_reader import (CudaKernelReader, kernel_kind, ring_simple_rule, tree_simple_rule,  # noqa: E402
+                                            tree_splits, tree_threads)
 
 COUNTER = 0x7ffe00001000
 
@@ -38,7 +39,44 @@ class RingSimpleRule(unittest.TestCase):
         self.assertIsNone(kernel_kind("my_gemm_kernel"))
 
 
+class TreeRule(unittest.TestCase):
+    def test_only_the_tree_allreduce_over_simple_is_read(self):
+        self.assertIsNone(tree_simple_rule("AllReduce", "TREE", "SIMPLE"))
+        self.assertIn("flags", tree_simple_rule("AllReduce", "TREE", "LL128"))
+        self.assertIn("PAT", tree_simple_rule("AllGather", "PAT", "SIMPLE"))
+
+    def test_the_split_of_runtreesplit_for_each_thread_count_a_work_may_run_with(self):
+        # all_reduce.h, SIMPLE: nthreads/2, + 64 from 256 on; the work's nthreads is the block's
+        # (NCCL 2.28), or in older NCCLs a halving of it while a multiple of 128.
+        self.assertEqual(tree_splits(640), [384, 160])
+        self.assertEqual(tree_splits(512), [320, 128, 64, 32])
+        self.assertEqual(tree_threads(384), [0, 1, 2, 3, 384, 385, 386, 387])
+        self.assertEqual(tree_threads(None), [0, 1, 2, 3])
+
+
 class KernelReader(unittest.TestCase):
+    def test_tree_blocks_probe_each_split_once_then_only_the_one_that_held_a_wait(self):
+        tree = ["ncclDevFunc_AllReduce_Sum_f32_TREE_SIMPLE"]
+        # The work ran with 320 of the block's 640 threads: its broadcast-down group starts at 160.
+        blocks = {b: {t: FakeThread(tree) for t in (0, 1, 2, 3, 160, 161, 384, 385)} for b in (0, 1)}
+        blocks[0][160] = waiting(tree, COUNTER, observed=7, target=9)
+        blocks[1][0] = waiting(tree, COUNTER + 64, observed=3, target=4)
+        blocks[1][161] = waiting(tree, COUNTER + 128, observed=5, target=6)
+        blocks[1][384] = waiting(tree, COUNTER + 192, observed=1, target=2)  # not this work's: never probed
+        reader, views = read(FakeKernel(0, "ncclDevKernel_AllReduce_Sum_f32_TREE_LL", blocks))
+        self.assertEqual([(v["block"], v["thread"], v["side"], v["counter_address"]) for v in views],
+                         [(0, 160, None, COUNTER), (1, 0, None, COUNTER + 64), (1, 161, None, COUNTER + 128)])
+        self.assertEqual(reader._tree_split, {0: 160})
+        self.assertEqual(reader.kernels[0]["read"], 2)
+        self.assertEqual(reader.not_read, [])
+
+    def test_a_tree_block_with_no_thread_in_a_wait_says_what_it_probed(self):
+        tree = ["ncclDevFunc_AllReduce_Sum_f32_TREE_SIMPLE"]
+        reader, views = read(FakeKernel(0, "ncclDevKernel_AllReduce_Sum_f32_TREE_LL", {0: {0: FakeThread(tree)}}))
+        self.assertEqual(views, [])
+        self.assertIn("TREE block, no thread found in a counter wait loop", reader.not_waiting[0])
+
+
     def test_a_ring_ll_kernel_running_the_simple_function_is_read(self):
         frames = ["ncclDevFunc_AllReduce_Sum_bf16_RING_SIMPLE", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"]
         reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", frames,
@@ -56,15 +94,15 @@ class KernelReader(unittest.TestCase):
         self.assertEqual(views, [])
         self.assertTrue(any("no ncclDevFunc_ frame" in n for n in reader.not_read), reader.not_read)
 
-    def test_tree_and_ll_blocks_are_said_not_read(self):
-        tree = ["ncclDevFunc_AllReduce_Sum_f32_TREE_SIMPLE"]
+    def test_tree_ll_and_ring_ll_blocks_are_said_not_read(self):
+        tree = ["ncclDevFunc_AllReduce_Sum_f32_TREE_LL"]
         ll = ["ncclDevFunc_AllGather_RING_LL"]
         reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_f32_TREE_LL", tree,
                                        thread0=waiting(tree, COUNTER, 1, 2)),
                              FakeKernel(1, "ncclDevKernel_AllGather_RING_LL", {0: {0: FakeThread(ll)}}))
         self.assertEqual(views, [])
         self.assertEqual(len(reader.not_read), 2)
-        self.assertIn("TREE algorithm", reader.not_read[0])
+        self.assertIn("TREE LL: progress is in flags", reader.not_read[0])
         self.assertIn("RING LL", reader.not_read[1])
 
     def test_symmetric_kernels_are_named_and_not_read(self):
