@@ -56,6 +56,9 @@ LAUNCHERS = ("mpirun", "torchrun", "srun")
 # srun under Slurm's default KillOnBadExit=0: a task that exits leaves the others running.
 # (mpirun and torchrun tear the job down at the first failed rank: no hang to diagnose.)
 SRUN_KEEP = "srun-keep"
+# --shape and --collector: every job of the run drawn with these (the rest as drawn), e.g. issue
+# 43's cases on 8 ranks as 2 nodes x 4 with the collector on and then off.
+FORCED = {}
 
 
 class Case:
@@ -70,9 +73,12 @@ class Case:
         shapes = [(n, k) for n in range(4, 17) for k in NODE_COUNTS
                   if min_nodes <= k <= max_nodes and n % k == 0 and n // k >= 1 and per_node in (None, n // k)]
         self.nranks, self.nodes = rng.choice(shapes)
+        if "shape" in FORCED and min_nodes <= FORCED["shape"][1] <= max_nodes and per_node in (
+                None, FORCED["shape"][0] // FORCED["shape"][1]):
+            self.nranks, self.nodes = FORCED["shape"]
         self.launcher = rng.choice(launchers)
         self.mode = rng.choice(("abort", "wait"))
-        self.collector = rng.choice(("on", "off"))
+        self.collector = FORCED.get("collector") or rng.choice(("on", "off"))
         self.op = rng.randint(4, 12)
         self.step = rng.randint(3, 6)
         self.faults = []
@@ -693,8 +699,20 @@ def main():
     ap.add_argument("--tolerate", default="",
                     help="comma-separated classes whose wrong verdicts are known limits (docs/accuracy.md): "
                          "counted and kept, but they do not fail the run")
+    ap.add_argument("--shape", help="RANKSxNODES for every job whose class allows it, e.g. 8x2 (default: drawn)")
+    ap.add_argument("--collector", choices=("on", "off"), help="the collector of every job (default: drawn)")
     ap.add_argument("--list", action="store_true", help="print the classes and exit")
     args = ap.parse_args()
+    if args.shape:
+        try:
+            ranks, nodes = (int(x) for x in args.shape.lower().split("x"))
+        except ValueError:
+            ap.error(f"--shape {args.shape}: want RANKSxNODES, e.g. 8x2")
+        if not (4 <= ranks <= 16 and nodes in NODE_COUNTS and ranks % nodes == 0):
+            ap.error(f"--shape {args.shape}: 4-16 ranks on {NODE_COUNTS} node(s), the same number on each")
+        FORCED["shape"] = (ranks, nodes)
+    if args.collector:
+        FORCED["collector"] = args.collector
     if args.list:
         for name, (_, what) in CLASSES.items():
             print(f"{name:20s} {what}")

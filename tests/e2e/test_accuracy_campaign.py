@@ -67,6 +67,18 @@ class Classes(unittest.TestCase):
         self.assertEqual(min(c.job_ranks for c in all_cases), 4)
         self.assertEqual(max(c.job_ranks for c in all_cases), 16)
 
+    def test_a_forced_shape_and_collector_hold_for_every_class_that_allows_them(self):
+        accuracy.FORCED.update(shape=(8, 2), collector="off")
+        try:
+            for name in ("tree", "tree-dead-gpu", "socket", "lost-credit", "graph-replay", "nonblocking"):
+                for c in cases(name, 10):
+                    self.assertEqual((c.nranks, c.nodes, c.collector), (8, 2, "off"), c.describe())
+            for c in cases("pat", 5):  # one rank per node: its own shape
+                self.assertEqual(c.per_node, 1, c.describe())
+                self.assertEqual(c.collector, "off")
+        finally:
+            accuracy.FORCED.clear()
+
     def test_multi_gpu_jobs_are_processes_of_two_gpus_judged_in_gpu_ranks(self):
         drawn = cases("multi-gpu", 40)
         for c in drawn:
