@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -181,10 +182,7 @@ ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& 
   if (h == nullptr) {
     // A group is one kernel: a transfer whose half its peer did (issued and completed: the
     // counts say so) only waits for another transfer of its group.
-    if (peerDidItsHalf(rank, peer, op))
-      return stopped(fmt::format("rank {} did its half of rank {}'s {} (its transfer counts say so): that transfer "
-                                 "only waits in its group for another",
-                                 peer, rank, op.op));
+    if (peerDidItsHalf(rank, peer, op, 0)) return throughRestOfGroup(w, rank, op);
     return ended(ChainEnd::Kind::kHostCode, here, peer, rank);
   }
   const bool matched = std::any_of(theirs->pending.begin(), theirs->pending.end(), [&](const SnapshotPendingOp& o) {
@@ -204,10 +202,11 @@ ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& 
                             isSend(op) ? "receive from" : "send to", rank));
 }
 
-// Whether `peer`, which runs nothing, issued the half of `op` (a pending transfer of `rank`'s)
-// and has it done: its count of that half reaches the number `op` has between the two (this
-// rank's completed ones + 1). Counts from comms[].p2p; no counts: false.
-bool WaitChain::peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op) const {
+// Whether `peer` issued the half of `op` (a pending transfer of `rank`'s, the `nth` of its kind
+// with that peer in its group) and has it done: its count of that half, less what it has
+// pending, reaches the number `op` has between the two (this rank's completed ones + 1 + nth).
+// Counts from comms[].p2p; no counts: false.
+bool WaitChain::peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op, uint64_t nth) const {
   const PipelineLayout layout(job_);
   const bool send = isSend(op);
   const std::optional<uint64_t> mine = send ? layout.sends(op.comm, rank, peer) : layout.receives(op.comm, rank, peer);
@@ -224,7 +223,32 @@ bool WaitChain::peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op) 
   const uint64_t mine_pending = pendingWith(*me, peer, send);
   const uint64_t theirs_pending = pendingWith(*them, rank, !send);
   if (*mine < mine_pending || *theirs < theirs_pending || *mine == 0) return false;
-  return *theirs - theirs_pending >= *mine - mine_pending + 1;
+  return *theirs - theirs_pending >= *mine - mine_pending + 1 + nth;
+}
+
+// The transfers queued right behind `first` on `rank`'s stream (its group: one kernel) whose
+// half their peer has not done: the first one is what the group waits for. None: every half
+// was done by its peer (data lost in transit; the verdict's rules for that decide).
+ChainEnd WaitChain::throughRestOfGroup(Walk& w, int rank, const SnapshotPendingOp& first) const {
+  const RankSummary* s = job_.find(rank);
+  const size_t at = static_cast<size_t>(&first - s->pending.data());
+  std::map<std::pair<int, bool>, uint64_t> nth;  // (peer, send) -> its kind's ops so far in the group
+  for (size_t i = at; i < s->pending.size(); ++i) {
+    const SnapshotPendingOp& op = s->pending[i];
+    if (op.op_class != "p2p" || op.comm != first.comm || !op.peer) break;
+    const int peer = seq_.globalRank(op.comm, *op.peer);
+    const uint64_t n = nth[{peer, isSend(op)}]++;
+    if (i == at || peerDidItsHalf(rank, peer, op, n)) continue;
+    const RankSummary* theirs = job_.find(peer);
+    const HangFocus here{op.comm, 0, op.op, w.origin.source, w.origin.moved};
+    if (theirs != nullptr && head(peer) == nullptr && !inNcclCall(*theirs))
+      return ended(ChainEnd::Kind::kHostCode, here, peer, rank);
+    return follow(w, peer,
+                  fmt::format("rank {}'s group waits for its {} rank {}, which rank {} has not done", rank,
+                              isSend(op) ? "send to" : "receive from", peer, peer));
+  }
+  return stopped(fmt::format("every transfer of rank {}'s group on communicator {} had its half done by its peer",
+                             rank, first.comm));
 }
 
 }  // namespace hangwatch::verdict

@@ -419,3 +419,25 @@ TEST_CASE("ATransferWhoseHalfItsPeerDidOnlyWaitsInItsGroupAndNamesNoHostCode") {
   CHECK(link_suspect);
   CHECK(v.places.empty());  // a ring exchange's middle ranks are no pipeline stages
 }
+
+TEST_CASE("AGroupWhoseFirstHalfItsPeerDidWaitsForTheNextOneThePeerNeverPosted") {
+  // pp-skip as the campaign ran it: rank 1 (stage 0) ran one micro-batch fewer and went on to
+  // its step's barrier (host code, nothing on its GPU). Rank 3 (stage 1) runs the group of its
+  // 71st send to rank 1 (which rank 1 received: 71 receives issued and done) and its 72nd
+  // receive from rank 1, which rank 1 never sent (71 sends). The group waits for that receive.
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
+  queue(ranks[3], "ncclSend", kPp1, std::nullopt, 0, true);
+  queue(ranks[3], "ncclRecv", kPp1, std::nullopt, 0, false);
+  queue(ranks[3], "ncclSend", kPp1, std::nullopt, 0, false);
+  talked(ranks[3], 72, 72);
+  talked(ranks[1], 71, 71);
+  talked(ranks[0], 72, 72);
+  talked(ranks[2], 72, 72);
+  const Verdict v = verdictOf(ranks, 3, "ncclSend", kPp1, std::nullopt, 0);
+  INFO(v.headline);
+  for (const std::string& e : v.evidence) INFO(e);
+  CHECK(v.kind == VerdictKind::kNonCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{1});
+  CHECK(v.headline.find("rank 1 never posted the send to rank 3") != std::string::npos);
+}

@@ -73,7 +73,8 @@ class WaitChain {
   ChainEnd follow(Walk& w, int rank, std::string how) const;
   ChainEnd throughCollective(Walk& w, int rank, const SnapshotPendingOp& op) const;
   ChainEnd throughTransfer(Walk& w, int rank, const SnapshotPendingOp& op) const;
-  bool peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op) const;
+  bool peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op, uint64_t nth) const;
+  ChainEnd throughRestOfGroup(Walk& w, int rank, const SnapshotPendingOp& first) const;
   std::vector<int> members(const std::string& comm) const;
 
   const JobData& job_;
