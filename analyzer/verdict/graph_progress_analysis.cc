@@ -194,13 +194,26 @@ GraphFinding GraphProgressAnalysis::analyze(const std::string& comm, std::option
   GraphFinding out;
   std::map<int, ChannelData> channels;
   std::set<int> read_op;
+  // The collective's records; where none says its sequence number, those that cannot say
+  // (NCCL's memory does not hold the watchdog's seq: the cuda-gdb reader's) stand for it.
+  auto ofThisOp = [&](const RingProgress& r, bool unknown_seq) {
+    if (r.comm != comm || r.rank < 0 || r.channel < 0) return false;
+    if (!seq) return true;
+    return unknown_seq ? !r.seq_known : r.seq_known && r.seq == *seq;
+  };
+  const bool by_seq = std::any_of(records_.begin(), records_.end(), [&](const RingProgress* r) { return ofThisOp(*r, false); });
   for (const RingProgress* record : records_) {
     const RingProgress& r = *record;
-    if (r.comm != comm || (seq && (!r.seq_known || r.seq != *seq)) || r.rank < 0 || r.channel < 0) continue;
+    if (!ofThisOp(r, !by_seq)) continue;
     if (out.algorithm.empty() && r.algorithm != "RING") out.algorithm = r.algorithm;
     ChannelData& ch = channels[r.channel];
-    ch.read.insert(r.rank);
-    read_op.insert(r.rank);
+    // A record with no debugger's view of the rank's waits (NCCL's host memory alone: no
+    // kernel thread was found waiting) says nothing of whether the rank waits: not read.
+    const bool waits_seen = r.source != "nccl-host";
+    if (waits_seen) {
+      ch.read.insert(r.rank);
+      read_op.insert(r.rank);
+    }
     for (const RingConnection& c : r.connections) {
       if (c.peer < 0) continue;
       const bool recv = c.direction == "recv";

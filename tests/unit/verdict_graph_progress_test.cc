@@ -185,3 +185,34 @@ TEST_CASE("ATreeJobsReportNamesTheDeadLinkConfidentlyFromTheDebuggersGraph") {
     said = said || e.find("TREE channel(s) every wait") != std::string::npos;
   CHECK(said);
 }
+
+TEST_CASE("TheCudaReadersTreeRecordsWithoutASeqStandForTheCollective") {
+  // cuda-gdb reads NCCL's memory, which does not hold the watchdog's seq: the records of the hung
+  // tree kernel say none, and are the collective's when no record says its seq.
+  std::vector<RingProgress> records = treeWithDeadLink(0);
+  for (RingProgress& r : records) {
+    r.seq_known = false;
+    r.seq = 0;
+    r.source = "cuda-registers";
+  }
+  GraphFinding f = analyze(records);
+  REQUIRE(f.link);
+  CHECK(*f.link == Link{3, 2});
+  // A record of another collective (its seq known, not this one's) is not taken for it.
+  std::vector<RingProgress> other = treeWithDeadLink(0);
+  for (RingProgress& r : other) r.seq = 9;
+  CHECK(analyze(other).channels_total == 0);
+}
+
+TEST_CASE("ARecordFromNcclsHostMemoryAloneSaysNothingOfTheRanksWaits") {
+  // cuda-gdb found no thread of rank 2's tree block in a wait (its roles' threads were not
+  // where they were looked for, or past their waits): its record is NCCL's host copy only. The
+  // others wait on it: rank 2 is not read, a suspect, never a GPU that stopped.
+  RingProgress host_only = record(2, 0, {end("recv", "tree-child", 3, 0, 0, false), end("send", "tree-parent", 0, 0, 0, false)});
+  host_only.source = "nccl-host";
+  GraphFinding f = analyze({record(0, 0, {end("recv", "tree-child", 1, 1, 8, false), end("recv", "tree-child", 2, 0, 0, true)}),
+                            record(1, 0, {end("send", "tree-parent", 0, 8, 1, true)}), host_only,
+                            record(3, 0, {end("send", "tree-parent", 2, 8, 0, true)})});
+  CHECK_FALSE(f.rank);
+  CHECK(f.unread == std::vector<int>{2});
+}
