@@ -201,7 +201,8 @@ GraphFinding GraphProgressAnalysis::analyze(const std::string& comm, std::option
     if (!seq) return true;
     return unknown_seq ? !r.seq_known : r.seq_known && r.seq == *seq;
   };
-  const bool by_seq = std::any_of(records_.begin(), records_.end(), [&](const RingProgress* r) { return ofThisOp(*r, false); });
+  const bool by_seq =
+      std::any_of(records_.begin(), records_.end(), [&](const RingProgress* r) { return ofThisOp(*r, false); });
   for (const RingProgress* record : records_) {
     const RingProgress& r = *record;
     if (!ofThisOp(r, !by_seq)) continue;

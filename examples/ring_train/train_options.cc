@@ -155,17 +155,16 @@ void checkPipeline(const TrainOptions& o, bool skip_step_given, bool extra_step_
   if (o.stall_at_init) throw UsageError("--stall-at-step init is not run with --pp");
 }
 
-}  // namespace
+// Which --*-at-step options the command line gave (their checks need to know).
+struct StepsGiven {
+  bool stall = false, exit = false, mismatch = false, skip = false, extra = false;
+};
 
-TrainOptions parseTrainOptions(int argc, char** argv) {
-  TrainOptions o;
-  bool stall_step_given = false;
-  bool exit_step_given = false;
-  bool mismatch_step_given = false;
-  bool skip_step_given = false;
-  bool extra_step_given = false;
-  using Setter = std::function<void(std::string_view flag, std::string_view value)>;
-  const std::map<std::string_view, Setter> with_value = {
+using Setter = std::function<void(std::string_view flag, std::string_view value)>;
+
+// Every option that takes a value, setting `o` (and `given`).
+std::map<std::string_view, Setter> valueOptions(TrainOptions& o, StepsGiven& given) {
+  return {
       {"--steps", [&](auto f, auto v) { o.steps = parseNumber<int>(f, v, 0); }},
       {"--layers", [&](auto f, auto v) { o.layers = parseNumber<int>(f, v, 1); }},
       {"--hidden", [&](auto f, auto v) { o.hidden = parseNumber<int>(f, v, 1); }},
@@ -179,13 +178,13 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
       {"--skip-at-step",
        [&](auto f, auto v) {
          o.skip_at_step = parseNumber<int>(f, v, 0);
-         skip_step_given = true;
+         given.skip = true;
        }},
       {"--extra-work-rank", [&](auto f, auto v) { o.extra_work_rank = parseNumber<int>(f, v, 0); }},
       {"--extra-work-at-step",
        [&](auto f, auto v) {
          o.extra_work_at_step = parseNumber<int>(f, v, 0);
-         extra_step_given = true;
+         given.extra = true;
        }},
       {"--extra-work-gemms", [&](auto f, auto v) { o.extra_work_gemms = parseNumber<int>(f, v, 1); }},
       {"--extra-work-in", [&](auto, auto v) { o.extra_work_in = parseExtraWorkIn(v); }},
@@ -198,13 +197,13 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
            o.stall_at_init = true;
          else
            o.stall_at_step = parseNumber<int>(f, v, 0);
-         stall_step_given = true;
+         given.stall = true;
        }},
       {"--exit-rank", [&](auto f, auto v) { o.exit_rank = parseNumber<int>(f, v, 0); }},
       {"--exit-at-step",
        [&](auto f, auto v) {
          o.exit_at_step = parseNumber<int>(f, v, 0);
-         exit_step_given = true;
+         given.exit = true;
        }},
       {"--exit-how", [&](auto, auto v) { o.exit_how = parseExitHow(v); }},
       {"--stall-kind", [&](auto, auto v) { o.stall_kind = parseStallKind(v); }},
@@ -212,7 +211,7 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
       {"--mismatch-at-step",
        [&](auto f, auto v) {
          o.mismatch_at_step = parseNumber<int>(f, v, 0);
-         mismatch_step_given = true;
+         given.mismatch = true;
        }},
       {"--sync-rank", [&](auto f, auto v) { o.sync_rank = parseNumber<int>(f, v, 0); }},
       {"--gc-pause-ms", [&](auto f, auto v) { o.gc_pause_ms = parseNumber<int>(f, v, 0); }},
@@ -222,7 +221,14 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
       {"--slow-dataloader-rank", [&](auto f, auto v) { o.slow_dataloader_rank = parseNumber<int>(f, v, 0); }},
       {"--slow-dataloader-ms", [&](auto f, auto v) { o.slow_dataloader_ms = parseNumber<int>(f, v, 0); }},
   };
+}
 
+}  // namespace
+
+TrainOptions parseTrainOptions(int argc, char** argv) {
+  TrainOptions o;
+  StepsGiven given;
+  const std::map<std::string_view, Setter> with_value = valueOptions(o, given);
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     std::string_view value;
@@ -242,7 +248,7 @@ TrainOptions parseTrainOptions(int argc, char** argv) {
     it->second(arg, value);
   }
 
-  checkTogether(o, stall_step_given, exit_step_given, mismatch_step_given);
-  checkPipeline(o, skip_step_given, extra_step_given);
+  checkTogether(o, given.stall, given.exit, given.mismatch);
+  checkPipeline(o, given.skip, given.extra);
   return o;
 }

@@ -227,6 +227,91 @@ int writeReport(const verdict::Report& report, const std::string& job_dir, const
   return 0;
 }
 
+// What the command line asked for.
+struct ReportOptions {
+  std::string job_dir, format = "text", out_file, attempt;
+  std::vector<std::string> fallbacks;
+  unsigned threads = 0;
+  double wait_s = kDefaultWaitS;
+  bool save = true, flat = false;
+};
+
+// The options, or the usage error's message.
+Expected<ReportOptions> parseReportOptions(const std::vector<std::string>& args) {
+  ReportOptions o;
+  std::string threads_text, wait_text, fallback;
+  OptionCursor cur{args};
+  while (!cur.done()) {
+    Expected<bool> took = cur.take("--format", o.format);
+    if (took && !*took) took = cur.take("-o", o.out_file);
+    if (took && !*took) took = cur.take("--threads", threads_text);
+    if (took && !*took) took = cur.take("--wait", wait_text);
+    if (took && !*took) took = cur.take("--attempt", o.attempt);
+    if (took && !*took && (took = cur.take("--fallback", fallback)) && *took) o.fallbacks.push_back(fallback);
+    if (!took) return Error{took.error()};
+    if (*took) continue;
+    const std::string& a = args[cur.i++];
+    if (a == "--no-save") {
+      o.save = false;
+    } else if (a == "--flat") {
+      o.flat = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return Error{"unknown option '" + a + "'"};
+    } else if (o.job_dir.empty()) {
+      o.job_dir = a;
+    } else {
+      return Error{"expected one <job-dir>, got also '" + a + "'"};
+    }
+  }
+  if (o.job_dir.empty()) return Error{"missing <job-dir>"};
+  if (o.format != "text" && o.format != "json" && o.format != "html") return Error{"--format wants text, json or html"};
+  if (!threads_text.empty()) {
+    Expected<int> n = parseInt("--threads", threads_text, 1, 1024);
+    if (!n) return Error{n.error()};
+    o.threads = static_cast<unsigned>(*n);
+  }
+  if (!wait_text.empty()) {
+    char* end = nullptr;
+    o.wait_s = std::strtod(wait_text.c_str(), &end);
+    if (*end != '\0' || !(o.wait_s >= 0) || o.wait_s > 86400)
+      return Error{"--wait wants seconds >= 0, got '" + wait_text + "'"};
+  }
+  return o;
+}
+
+// Split dumps are read through a merged view of the job folder and the fallbacks (job_dir
+// becomes the view's); a fallback folder read alone says where the rest is. Notes on stderr.
+Expected<std::optional<MergedDumps>> openSplitDumps(std::string& job_dir, std::vector<std::string> fallbacks,
+                                                    std::vector<std::string>& notes) {
+  std::optional<MergedDumps> merged;
+  if (!fallbacks.empty()) {
+    for (std::string& f : fallbacks) f = fallbackJobFolder(f, job_dir);
+    Expected<MergedDumps> m = MergedDumps::make(job_dir, fallbacks);
+    if (!m) return Error{m.error()};
+    merged.emplace(std::move(*m));
+    notes = merged->notes();
+    job_dir = merged->dir();
+  } else if (Expected<FallbackRecord> rec = readFallbackRecord(job_dir)) {
+    notes.push_back(fmt::format("{} is the node-local fallback folder of {} (host {}: {}); the other ranks' dumps "
+                                "are there: `forensics report {} --fallback {}` reads both",
+                                job_dir, rec->primary, rec->host, rec->why, rec->primary, job_dir));
+  }
+  for (const std::string& note : notes) std::cerr << "forensics report: " << note << "\n";
+  return merged;
+}
+
+// A restarted rank may join with an id an earlier launch made: those launches' snapshots say.
+void noteEarlierLaunches(verdict::JobData& job, const ChosenAttempt& which) {
+  std::vector<verdict::EarlierAttempt> earlier;
+  const std::filesystem::path chosen(which.entry.dir);
+  const bool later = chosen.parent_path().filename() == "attempts";
+  const std::vector<AttemptEntry> attempts =
+      listAttempts(later ? chosen.parent_path().parent_path().string() : chosen.string());
+  for (size_t i = 0; i + 1 < static_cast<size_t>(which.number) && i < attempts.size(); ++i)
+    earlier.push_back({attempts[i].name(), attempts[i].dir});
+  verdict::noteIdsMadeEarlier(job, earlier);
+}
+
 }  // namespace
 
 int ReportCommand::run(const std::vector<std::string>& args) {
@@ -234,78 +319,27 @@ int ReportCommand::run(const std::vector<std::string>& args) {
     std::cout << usage();
     return 0;
   }
-  std::string job_dir, format = "text", out_file, threads_text, wait_text, attempt, fallback;
-  std::vector<std::string> fallbacks;
-  bool save = true, flat = false;
-  OptionCursor cur{args};
-  while (!cur.done()) {
-    Expected<bool> took = cur.take("--format", format);
-    if (took && !*took) took = cur.take("-o", out_file);
-    if (took && !*took) took = cur.take("--threads", threads_text);
-    if (took && !*took) took = cur.take("--wait", wait_text);
-    if (took && !*took) took = cur.take("--attempt", attempt);
-    if (took && !*took && (took = cur.take("--fallback", fallback)) && *took) fallbacks.push_back(fallback);
-    if (!took) return usageError(took.error());
-    if (*took) continue;
-    const std::string& a = args[cur.i++];
-    if (a == "--no-save") {
-      save = false;
-    } else if (a == "--flat") {
-      flat = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usageError("unknown option '" + a + "'");
-    } else if (job_dir.empty()) {
-      job_dir = a;
-    } else {
-      return usageError("expected one <job-dir>, got also '" + a + "'");
-    }
-  }
-  if (job_dir.empty()) return usageError("missing <job-dir>");
-  if (format != "text" && format != "json" && format != "html") return usageError("--format wants text, json or html");
-  unsigned threads = 0;
-  if (!threads_text.empty()) {
-    Expected<int> n = parseInt("--threads", threads_text, 1, 1024);
-    if (!n) return usageError(n.error());
-    threads = static_cast<unsigned>(*n);
-  }
-
-  double wait_s = kDefaultWaitS;
-  if (!wait_text.empty()) {
-    char* end = nullptr;
-    wait_s = std::strtod(wait_text.c_str(), &end);
-    if (*end != '\0' || !(wait_s >= 0) || wait_s > 86400) return usageError("--wait wants seconds >= 0, got '" + wait_text + "'");
-  }
-  job_dir = jobOfDumpRoot(job_dir);
-  // Split dumps: read through a merged view of the job folder and the fallbacks.
-  std::optional<MergedDumps> merged;
+  Expected<ReportOptions> parsed = parseReportOptions(args);
+  if (!parsed) return usageError(parsed.error());
+  ReportOptions& o = *parsed;
+  std::string job_dir = jobOfDumpRoot(o.job_dir);
   std::vector<std::string> split_notes;
-  if (!fallbacks.empty()) {
-    for (std::string& f : fallbacks) f = fallbackJobFolder(f, job_dir);
-    Expected<MergedDumps> m = MergedDumps::make(job_dir, fallbacks);
-    if (!m) {
-      std::cerr << "forensics report: " << m.error() << "\n";
-      return 1;
-    }
-    merged.emplace(std::move(*m));
-    split_notes = merged->notes();
-    job_dir = merged->dir();
-  } else if (Expected<FallbackRecord> rec = readFallbackRecord(job_dir)) {
-    split_notes.push_back(fmt::format("{} is the node-local fallback folder of {} (host {}: {}); the other ranks' dumps "
-                                      "are there: `forensics report {} --fallback {}` reads both",
-                                      job_dir, rec->primary, rec->host, rec->why, rec->primary, job_dir));
+  Expected<std::optional<MergedDumps>> merged = openSplitDumps(job_dir, o.fallbacks, split_notes);
+  if (!merged) {
+    std::cerr << "forensics report: " << merged.error() << "\n";
+    return 1;
   }
-  for (const std::string& note : split_notes) std::cerr << "forensics report: " << note << "\n";
-  Expected<ChosenAttempt> which = chooseAttemptFor(name(), job_dir, attempt);
+  Expected<ChosenAttempt> which = chooseAttemptFor(name(), job_dir, o.attempt);
   if (!which) {
     std::cerr << "forensics report: " << which.error() << "\n";
-    return attempt.empty() ? 1 : 2;
+    return o.attempt.empty() ? 1 : 2;
   }
   job_dir = which->entry.dir;
   verdict::LoadOptions load;
-  load.node_summaries = !flat;
-  if (wait_s > 0)
-    load.before_rank_files = [&](const std::vector<int>& ranks) { return waitForCollectors(job_dir, wait_s, ranks); };
-  Expected<verdict::JobData> job = verdict::JobLoader(threads, load).load(job_dir);
+  load.node_summaries = !o.flat;
+  if (o.wait_s > 0)
+    load.before_rank_files = [&](const std::vector<int>& ranks) { return waitForCollectors(job_dir, o.wait_s, ranks); };
+  Expected<verdict::JobData> job = verdict::JobLoader(o.threads, load).load(job_dir);
   if (!job) {
     std::cerr << "forensics report: " << job.error() << "\n";
     return 1;
@@ -313,24 +347,18 @@ int ReportCommand::run(const std::vector<std::string>& args) {
   for (const std::string& note : job->read_notes) std::cerr << "forensics report: " << note << "\n";
   job->attempt = attemptInfo(*which);
   for (const std::string& note : split_notes) job->problems.push_back(note);
-  // A restarted rank may join with an id an earlier launch made: those launches' snapshots say.
-  std::vector<verdict::EarlierAttempt> earlier;
-  const std::filesystem::path chosen(which->entry.dir);
-  const bool later = chosen.parent_path().filename() == "attempts";
-  const std::vector<AttemptEntry> attempts = listAttempts(later ? chosen.parent_path().parent_path().string() : chosen.string());
-  for (size_t i = 0; i + 1 < static_cast<size_t>(which->number) && i < attempts.size(); ++i)
-    earlier.push_back({attempts[i].name(), attempts[i].dir});
-  verdict::noteIdsMadeEarlier(*job, earlier);
+  noteEarlierLaunches(*job, *which);
   verdict::Report report = verdict::ReportBuilder::build(std::move(*job));
   addSlowdownBeforeHang(report, which->entry.dir);
-  if (merged) {
+  bool save = o.save;
+  if (*merged) {
     // Named and saved as the job's own folder, never the merged view's temporary one.
-    job_dir = merged->original(job_dir);
+    job_dir = (*merged)->original(job_dir);
     report.job.job_dir = job_dir;
     std::error_code ec;
     if (save && !std::filesystem::is_directory(job_dir, ec)) save = false;
   }
-  return writeReport(report, job_dir, format, out_file, save);
+  return writeReport(report, job_dir, o.format, o.out_file, save);
 }
 
 }  // namespace hangwatch::forensics

@@ -24,6 +24,40 @@ std::string TimelineCommand::usage() const {
          "Exit 0 when the trace was written, 1 when no timeline could be read, 2 on usage errors.\n";
 }
 
+namespace {
+
+// Every rank's timeline of the job folder into `trace`; how many were read.
+int addTimelines(const std::string& job_dir, slowdown::ChromeTrace& trace, std::error_code& ec) {
+  namespace fs = std::filesystem;
+  int read = 0;
+  for (const auto& entry : fs::directory_iterator(timelineDir(job_dir), ec)) {
+    std::optional<RankFile> file = parseRankFileName(entry.path().filename().string());
+    if (!file || file->kind != RankFileKind::kTimeline) continue;
+    Expected<TimelineWindow> w = readTimelineFile(entry.path().string());
+    if (!w) {
+      std::cerr << "forensics timeline: skipped " << w.error() << "\n";
+      continue;
+    }
+    trace.addRank(*w);
+    ++read;
+  }
+  return read;
+}
+
+// The critical path needs every rank's step ends (metrics/): without them the trace is written
+// without its track. Whether it was added.
+bool addCriticalPath(const std::string& job_dir, slowdown::ChromeTrace& trace) {
+  Expected<slowdown::JobProfile> job = slowdown::JobProfile::load(job_dir);
+  if (!job) return false;
+  std::vector<std::string> notes;
+  std::optional<slowdown::CriticalPathAnalysis> path = slowdown::criticalPathOf(*job, notes);
+  if (!path) return false;
+  trace.addCriticalPath(*path);
+  return true;
+}
+
+}  // namespace
+
 int TimelineCommand::run(const std::vector<std::string>& args) {
   if (wantsHelp(args)) {
     std::cout << usage();
@@ -32,25 +66,11 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
   std::string job_dir, out_path, last_text, attempt;
   OptionCursor cursor{args};
   while (!cursor.done()) {
-    std::string value;
-    Expected<bool> o = cursor.take("-o", value);
-    if (!o) return usageError(o.error());
-    if (*o) {
-      out_path = value;
-      continue;
-    }
-    Expected<bool> l = cursor.take("--last", value);
-    if (!l) return usageError(l.error());
-    if (*l) {
-      last_text = value;
-      continue;
-    }
-    Expected<bool> at = cursor.take("--attempt", value);
-    if (!at) return usageError(at.error());
-    if (*at) {
-      attempt = value;
-      continue;
-    }
+    Expected<bool> took = cursor.take("-o", out_path);
+    if (took && !*took) took = cursor.take("--last", last_text);
+    if (took && !*took) took = cursor.take("--attempt", attempt);
+    if (!took) return usageError(took.error());
+    if (*took) continue;
     const std::string& a = args[cursor.i];
     if (!a.empty() && a[0] == '-') return usageError("unknown option '" + a + "'");
     if (!job_dir.empty()) return usageError("expected one <job-dir>");
@@ -65,43 +85,21 @@ int TimelineCommand::run(const std::vector<std::string>& args) {
     if (!s) return usageError(s.error());
     last_s = *s;
   }
-
   Expected<ChosenAttempt> chosen = chooseAttemptFor(name(), job_dir, attempt);
   if (!chosen) {
     std::cerr << "forensics timeline: " << chosen.error() << "\n";
     return attempt.empty() ? 1 : 2;
   }
   job_dir = chosen->entry.dir;
-  namespace fs = std::filesystem;
   slowdown::ChromeTrace trace(last_s);
-  int read = 0;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(timelineDir(job_dir), ec)) {
-    std::optional<RankFile> file = parseRankFileName(entry.path().filename().string());
-    if (!file || file->kind != RankFileKind::kTimeline) continue;
-    Expected<TimelineWindow> w = readTimelineFile(entry.path().string());
-    if (!w) {
-      std::cerr << "forensics timeline: skipped " << w.error() << "\n";
-      continue;
-    }
-    trace.addRank(*w);
-    ++read;
-  }
+  const int read = addTimelines(job_dir, trace, ec);
   if (read == 0) {
     std::cerr << "forensics timeline: no readable timeline/rNNNNN.json in " << job_dir
               << (ec ? " (" + ec.message() + ")" : "") << "\n";
     return 1;
   }
-  // The critical path needs every rank's step ends (metrics/): without them the trace is
-  // written without its track.
-  bool with_path = false;
-  if (Expected<slowdown::JobProfile> job = slowdown::JobProfile::load(job_dir)) {
-    std::vector<std::string> notes;
-    if (auto path = slowdown::criticalPathOf(*job, notes)) {
-      trace.addCriticalPath(*path);
-      with_path = true;
-    }
-  }
+  const bool with_path = addCriticalPath(job_dir, trace);
   auto written = writeFileAtomically(out_path, trace.build().dump() + "\n");
   if (!written) {
     std::cerr << "forensics timeline: " << written.error() << "\n";

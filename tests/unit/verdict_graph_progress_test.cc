@@ -208,7 +208,8 @@ TEST_CASE("ARecordFromNcclsHostMemoryAloneSaysNothingOfTheRanksWaits") {
   // cuda-gdb found no thread of rank 2's tree block in a wait (its roles' threads were not
   // where they were looked for, or past their waits): its record is NCCL's host copy only. The
   // others wait on it: rank 2 is not read, a suspect, never a GPU that stopped.
-  RingProgress host_only = record(2, 0, {end("recv", "tree-child", 3, 0, 0, false), end("send", "tree-parent", 0, 0, 0, false)});
+  RingProgress host_only =
+      record(2, 0, {end("recv", "tree-child", 3, 0, 0, false), end("send", "tree-parent", 0, 0, 0, false)});
   host_only.source = "nccl-host";
   GraphFinding f = analyze({record(0, 0, {end("recv", "tree-child", 1, 1, 8, false), end("recv", "tree-child", 2, 0, 0, true)}),
                             record(1, 0, {end("send", "tree-parent", 0, 8, 1, true)}), host_only,
