@@ -171,6 +171,22 @@ void VerdictWording::lostInTransit(Verdict& v, const std::vector<LostTransfer>& 
                                      l.from, l.to, l.to));
 }
 
+void VerdictWording::lostOnTheLink(Verdict& v, const LostTransfer& l, const RingConnection& waits) const {
+  const std::string from = rankIn(v.communicator, l.from), to = rankIn(v.communicator, l.to);
+  v.headline = fmt::format(
+      "Communication hang: the link from {} to {} stopped delivering during point-to-point operations on "
+      "communicator {}.",
+      from, to, v.communicator);
+  v.evidence.push_back(fmt::format(
+      "From the collector's debugger phase: rank {}'s GPU waits for that data (a thread polls the connection from "
+      "rank {}, whose tail stands at step {}; it needs step {}): the GPU runs, the data did not come.",
+      l.to, l.from, waits.observed_step, waits.target_step));
+  v.next_steps.clear();
+  v.next_steps.push_back(fmt::format(
+      "Test the link {} -> {} (nccl-tests between these two GPUs; NVLink / InfiniBand error counters).", from, to));
+  v.next_steps.push_back("Drain that host (or exclude that link) and restart the job from the last checkpoint.");
+}
+
 void VerdictWording::pipelinePlaces(Verdict& v, const std::optional<Link>& link) const {
   const auto stageOf = [&](int rank) -> const RankPlaceInJob* {
     for (const RankPlaceInJob& p : v.places)

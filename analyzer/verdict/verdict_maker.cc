@@ -263,6 +263,23 @@ Verdict VerdictMaker::p2pPair(const ChainEnd& e) const {
   if (lost.empty())
     if (std::optional<Verdict> m = transfersDisagree(e)) return *m;
   Verdict v = fromP2p(e.at.comm, &e);
+  if (!lost.empty() && !v.culprit_link) {
+    // The debugger read the receiving GPU's thread polling that connection's tail for a step it
+    // has not got: the GPU runs and waits, the data did not come: the link.
+    const LostTransfer& l = lost.front();
+    if (std::optional<RingConnection> waits = receiverWaitsFor(e.at.comm, l.to, l.from)) {
+      v.kind = VerdictKind::kCommunicationHang;
+      v.source = "debugger";
+      v.confident = true;
+      v.culprit_link = Link{l.from, l.to};
+      v.culprit_ranks = {std::min(l.from, l.to), std::max(l.from, l.to)};
+      v.suspects.clear();
+      v.hinges_on.clear();
+      v.reason.clear();
+      v.lacking_data.clear();
+      wording_.lostOnTheLink(v, l, *waits);
+    }
+  }
   if (!lost.empty()) {
     const bool decided = v.culprit_link.has_value();
     if (!decided) {
@@ -274,6 +291,27 @@ Verdict VerdictMaker::p2pPair(const ChainEnd& e) const {
   }
   v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
   return v;
+}
+
+// The debugger's record of `rank` waiting for data from global rank `from` on `comm`: a thread
+// polling that connection's tail, which stands below the step it needs. The record's comm is
+// the reader's hash or NCCL's id, joined through the rank's own communicators.
+std::optional<RingConnection> VerdictMaker::receiverWaitsFor(const std::string& comm, int rank, int from) const {
+  const RankSummary* s = job_.find(rank);
+  if (s == nullptr) return std::nullopt;
+  const SnapshotComm* c = nullptr;
+  for (const SnapshotComm& x : s->comms)
+    if (x.hash == comm && x.rank >= 0) c = &x;
+  if (c == nullptr) return std::nullopt;
+  for (const RingProgress& r : s->ring_progress) {
+    const bool ours = r.comm == comm || (!r.nccl_comm.empty() && r.nccl_comm == c->nccl_id);
+    if (!ours || r.source == "nccl-host") continue;
+    for (const RingConnection& k : r.connections)
+      if (k.direction == "recv" && k.waiting && k.target_known && k.observed_known && k.observed_step < k.target_step &&
+          k.peer >= 0 && sequences_.globalRank(comm, k.peer) == from)
+        return k;
+  }
+  return std::nullopt;
 }
 
 // How many sends to (receives from) global rank `peer` on `comm` are pending at `rank`.

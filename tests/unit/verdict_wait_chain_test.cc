@@ -441,3 +441,55 @@ TEST_CASE("AGroupWhoseFirstHalfItsPeerDidWaitsForTheNextOneThePeerNeverPosted") 
   CHECK(v.culprit_ranks == std::vector<int>{1});
   CHECK(v.headline.find("rank 1 never posted the send to rank 3") != std::string::npos);
 }
+
+namespace {
+
+// Link 2 -> 0 dropped what rank 2 sent (as DataThatLeftItsSenderAndNeverArrived...), and the
+// debugger read rank 0's thread polling the connection from rank 2 (comm rank 1 of kPp0) with
+// its tail at `observed`, needing `target`.
+std::vector<FakeRank> lostWithReceiverRead(uint64_t observed, uint64_t target) {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
+  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
+  for (int i = 0; i < 4; ++i) queue(ranks[0], "ncclRecv", kPp0, std::nullopt, 1, false);
+  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
+  for (int i = 0; i < 3; ++i) queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, false);
+  for (int i = 0; i < 4; ++i) queue(ranks[2], "ncclSend", kPp0, std::nullopt, 0, false);
+  ranks[0].snap.streams[0].pending[0].age_s = 5.0;
+  talked(ranks[0], 4, 4);
+  talked(ranks[2], 8, 8);
+  talked(ranks[1], 8, 8);
+  talked(ranks[3], 8, 8);
+  RingProgress r;
+  r.comm = kPp0;
+  r.op = "ncclRecv";
+  r.seq_known = false;
+  r.channel = 0;
+  r.rank = 0;
+  r.source = "sim-frame";
+  RingConnection c = FakeRank::connection(1, target, observed);
+  c.direction = "recv";
+  c.role = "p2p";
+  r.connections.push_back(c);
+  ranks[0].dump.ring_progress.push_back(r);
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("DataLostInTransitIsTheLinkWhenTheDebuggerSawTheReceivingGpuWaitForIt") {
+  const Verdict v = verdictOf(lostWithReceiverRead(6, 7), 0, "ncclSend", kPp0, std::nullopt, 1);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.confident);
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{2, 0});
+  CHECK(v.source == "debugger");
+  CHECK(saysSomewhere(v, "rank 0's GPU waits for that data"));
+
+  // Its tail at the step it needs: the data came and the GPU did not take it. Not the link's
+  // alone: the hedge stays.
+  const Verdict u = verdictOf(lostWithReceiverRead(7, 7), 0, "ncclSend", kPp0, std::nullopt, 1);
+  CHECK_FALSE(u.confident);
+  CHECK_FALSE(u.culprit_link);
+}

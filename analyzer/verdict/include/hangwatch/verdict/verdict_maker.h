@@ -80,6 +80,7 @@ class VerdictMaker {
   std::optional<Verdict> transfersDisagree(const ChainEnd& e) const;
   std::vector<LostTransfer> lostInTransit(const std::string& comm, int rank) const;
   uint64_t pendingTransfers(const std::string& comm, int rank, int peer, bool send) const;
+  std::optional<RingConnection> receiverWaitsFor(const std::string& comm, int rank, int from) const;
   // The processes (global ranks) holding these ranks of a communicator shared by processes.
   std::vector<int> processesOf(const std::string& comm, const std::vector<int>& comm_ranks) const;
   // The debugger's records and NCCL's profiler events name different culprits.

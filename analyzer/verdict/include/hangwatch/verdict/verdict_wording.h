@@ -163,6 +163,7 @@ class VerdictWording {
   // The data of a transfer left its sender and never arrived (wait_chain.h LostTransfer): said
   // as evidence, and, where nothing else decides, as the verdict's suspects.
   void lostInTransit(Verdict& v, const std::vector<LostTransfer>& lost, bool decided) const;
+  void lostOnTheLink(Verdict& v, const LostTransfer& l, const RingConnection& waits) const;
   // Pipeline jobs: where each culprit sits (v.places), and a link that joins two stages.
   void pipelinePlaces(Verdict& v, const std::optional<Link>& link) const;
 
