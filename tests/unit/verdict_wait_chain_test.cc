@@ -53,6 +53,11 @@ void talked(FakeRank& r, uint64_t sends, uint64_t receives) {
     if (c.hash == (rank % 2 == 0 ? kPp0 : kPp1)) c.p2p = {{1 - c.rank, sends, receives}};
 }
 
+// What each rank issued to its pipeline neighbour: {sends, receives} of ranks 0..3.
+void talkedEach(std::vector<FakeRank>& ranks, const std::vector<std::pair<uint64_t, uint64_t>>& counts) {
+  for (size_t r = 0; r < counts.size(); ++r) talked(ranks[r], counts[r].first, counts[r].second);
+}
+
 // An operation on the rank's stream, after those already there; `started`: the GPU reached it.
 void queue(FakeRank& r, const std::string& op, const std::string& comm, std::optional<uint64_t> seq,
            std::optional<int> peer, bool started) {
@@ -359,11 +364,12 @@ TEST_CASE("ATransferMismatchWithNoUsualCountHedgesBetweenTheTwoEnds") {
   CHECK(suspects == std::vector<int>{0, 2});
 }
 
-TEST_CASE("DataThatLeftItsSenderAndNeverArrivedIsTheLinkNotATransferMismatch") {
-  // Link 2 -> 0 dropped what rank 2 sent: rank 2's sends completed into rank 0's buffers and
-  // rank 2 went on into the next step (8 transfers each way) while rank 0 still runs the group
-  // of its 4th send and its 1st receive of the step (4 each way). Counts differ, as in a
-  // schedule mismatch, but every half rank 0's group waits for was done by rank 2.
+namespace {
+
+// Link 2 -> 0 dropped what rank 2 sent: rank 2's sends completed into rank 0's buffers and
+// rank 2 went on into the next step (8 transfers each way) while rank 0 still runs the group of
+// its 4th send and its 1st receive of the step (4 each way).
+std::vector<FakeRank> lostInTransitJob() {
   std::vector<FakeRank> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
   queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
@@ -372,11 +378,16 @@ TEST_CASE("DataThatLeftItsSenderAndNeverArrivedIsTheLinkNotATransferMismatch") {
   for (int i = 0; i < 3; ++i) queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, false);
   for (int i = 0; i < 4; ++i) queue(ranks[2], "ncclSend", kPp0, std::nullopt, 0, false);
   ranks[0].snap.streams[0].pending[0].age_s = 5.0;  // the walk starts at rank 0
-  talked(ranks[0], 4, 4);
-  talked(ranks[2], 8, 8);
-  talked(ranks[1], 8, 8);
-  talked(ranks[3], 8, 8);
-  const Verdict v = verdictOf(ranks, 0, "ncclSend", kPp0, std::nullopt, 1);
+  talkedEach(ranks, {{4, 4}, {8, 8}, {8, 8}, {8, 8}});
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("DataThatLeftItsSenderAndNeverArrivedIsTheLinkNotATransferMismatch") {
+  // Counts differ, as in a schedule mismatch, but every half rank 0's group waits for was done
+  // by rank 2.
+  const Verdict v = verdictOf(lostInTransitJob(), 0, "ncclSend", kPp0, std::nullopt, 1);
   INFO(v.headline);
   for (const std::string& e : v.evidence) INFO(e);
   CHECK(v.kind != VerdictKind::kCollectiveMismatch);
@@ -430,10 +441,7 @@ TEST_CASE("AGroupWhoseFirstHalfItsPeerDidWaitsForTheNextOneThePeerNeverPosted") 
   queue(ranks[3], "ncclSend", kPp1, std::nullopt, 0, true);
   queue(ranks[3], "ncclRecv", kPp1, std::nullopt, 0, false);
   queue(ranks[3], "ncclSend", kPp1, std::nullopt, 0, false);
-  talked(ranks[3], 72, 72);
-  talked(ranks[1], 71, 71);
-  talked(ranks[0], 72, 72);
-  talked(ranks[2], 72, 72);
+  talkedEach(ranks, {{72, 72}, {71, 71}, {72, 72}, {72, 72}});
   const Verdict v = verdictOf(ranks, 3, "ncclSend", kPp1, std::nullopt, 0);
   INFO(v.headline);
   for (const std::string& e : v.evidence) INFO(e);
@@ -444,22 +452,10 @@ TEST_CASE("AGroupWhoseFirstHalfItsPeerDidWaitsForTheNextOneThePeerNeverPosted") 
 
 namespace {
 
-// Link 2 -> 0 dropped what rank 2 sent (as DataThatLeftItsSenderAndNeverArrived...), and the
-// debugger read rank 0's thread polling the connection from rank 2 (comm rank 1 of kPp0) with
+// lostInTransitJob, and the debugger read rank 0's thread polling the connection from rank 2 (comm rank 1 of kPp0) with
 // its tail at `observed`, needing `target`.
 std::vector<FakeRank> lostWithReceiverRead(uint64_t observed, uint64_t target) {
-  std::vector<FakeRank> ranks;
-  for (int r = 0; r < 4; ++r) ranks.push_back(pipeRank(r, 7));
-  queue(ranks[0], "ncclSend", kPp0, std::nullopt, 1, true);
-  for (int i = 0; i < 4; ++i) queue(ranks[0], "ncclRecv", kPp0, std::nullopt, 1, false);
-  queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, true);
-  for (int i = 0; i < 3; ++i) queue(ranks[2], "ncclRecv", kPp0, std::nullopt, 0, false);
-  for (int i = 0; i < 4; ++i) queue(ranks[2], "ncclSend", kPp0, std::nullopt, 0, false);
-  ranks[0].snap.streams[0].pending[0].age_s = 5.0;
-  talked(ranks[0], 4, 4);
-  talked(ranks[2], 8, 8);
-  talked(ranks[1], 8, 8);
-  talked(ranks[3], 8, 8);
+  std::vector<FakeRank> ranks = lostInTransitJob();
   RingProgress r;
   r.comm = kPp0;
   r.op = "ncclRecv";
