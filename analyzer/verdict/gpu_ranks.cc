@@ -11,7 +11,7 @@ namespace hangwatch::verdict {
 namespace {
 
 // The job's widest communicator: the largest size any process holds a rank of; of equal
-// sizes, the one most ranks hold (a live one before a destroyed one).
+// sizes, the one most ranks hold (destroyed communicators are not counted).
 struct Widest {
   std::string hash;
   int size = 0;
