@@ -1,7 +1,5 @@
 #include "hangwatch/verdict/wait_chain.h"
 
-#include "hangwatch/verdict/pipeline_layout.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -206,11 +204,16 @@ ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& 
 // with that peer in its group) and has it done: its count of that half, less what it has
 // pending, reaches the number `op` has between the two (this rank's completed ones + 1 + nth).
 // Counts from comms[].p2p; no counts: false.
+const PipelineLayout& WaitChain::layout() const {
+  if (!layout_) layout_.emplace(job_);
+  return *layout_;
+}
+
 bool WaitChain::peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op, uint64_t nth) const {
-  const PipelineLayout layout(job_);
   const bool send = isSend(op);
-  const std::optional<uint64_t> mine = send ? layout.sends(op.comm, rank, peer) : layout.receives(op.comm, rank, peer);
-  const std::optional<uint64_t> theirs = send ? layout.receives(op.comm, peer, rank) : layout.sends(op.comm, peer, rank);
+  const PipelineLayout& counts = layout();
+  const std::optional<uint64_t> mine = send ? counts.sends(op.comm, rank, peer) : counts.receives(op.comm, rank, peer);
+  const std::optional<uint64_t> theirs = send ? counts.receives(op.comm, peer, rank) : counts.sends(op.comm, peer, rank);
   const RankSummary* me = job_.find(rank);
   const RankSummary* them = job_.find(peer);
   if (!mine || !theirs || me == nullptr || them == nullptr) return false;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hangwatch/verdict/job_data.h"
+#include "hangwatch/verdict/pipeline_layout.h"
 #include "hangwatch/verdict/sequence_analysis.h"
 
 namespace hangwatch::verdict {
@@ -77,8 +78,11 @@ class WaitChain {
   ChainEnd throughRestOfGroup(Walk& w, int rank, const SnapshotPendingOp& first) const;
   std::vector<int> members(const std::string& comm) const;
 
+  const PipelineLayout& layout() const;  // the transfer counts, indexed once per chain
+
   const JobData& job_;
   const SequenceAnalysis& seq_;
+  mutable std::optional<PipelineLayout> layout_;
 };
 
 }  // namespace hangwatch::verdict
