@@ -5,7 +5,7 @@ address equals the head/tail pointer in NCCL's host copy of that connection. A j
 record has the kernel's view of its waiting side (target and observed step from registers,
 `waiting`, the op from the device function) and the host's of the rest."""
 from . import ring_records
-from .nccl_host_reader import TREE_KEY
+from .nccl_host_reader import PAT_KEY, TREE_KEY
 from .ring_reader import RingReader
 
 
@@ -49,8 +49,8 @@ class CudaBackend(RingReader):
                               "communicators read on the host has: not tied to a communicator")
                 continue
             record, side, connection = hit
-            # A ring thread's side is its index's (thread 0 recv, 1 send); a tree thread's is its
-            # counter's: a recv tail or a send head of one connection of the channel.
+            # A ring thread's side is its index's (thread 0 recv, 1 send); a tree or PAT thread's is
+            # its counter's: a recv tail or a send head of one connection of the channel.
             if view["side"] is not None and (side != view["side"] or record[side] is not connection):
                 errors.append(f"{where}: its counter is the {side} side of channel {record['channel']}'s connection "
                               f"with rank {connection['peer']}, not its ring {view['side']}: not used")
@@ -60,6 +60,10 @@ class CudaBackend(RingReader):
             if record.get("algorithm") == "TREE":
                 # The algorithm's own graph (ring_records: direction, role), as the sim reader writes it.
                 record["connections"] = [dict(c, direction=side, role=role) for side, role, c in record[TREE_KEY]]
+            elif record.get("algorithm") == "PAT":
+                # The collective's own PAT peers (AllGather and ReduceScatter go opposite ways).
+                pat = record.get(PAT_KEY, {}).get(record["op"], [])
+                record["connections"] = [dict(c, direction=side, role="pat") for side, c in pat]
         return _without_tree_keys(records), errors
 
     def _join(self, record, side, c, view):
@@ -89,4 +93,5 @@ class CudaBackend(RingReader):
 def _without_tree_keys(records):
     for record in records:
         record.pop(TREE_KEY, None)
+        record.pop(PAT_KEY, None)
     return records

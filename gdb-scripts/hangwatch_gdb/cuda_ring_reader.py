@@ -7,9 +7,13 @@ registers, SASS and the function names of the ELF symbols. What can be read hone
     nrecv waits on recv, nrecv <= tid < nrecv+nsend on send);
   - in tree SIMPLE AllReduce (all_reduce.h runTreeSplit), the same rule in each of its two
     groups: reduce-up from thread 0, broadcast-down from nthreadsSplit (tree_splits); which
-    connection a found wait is on comes from its counter's address, not its index. Nothing
-    else is read (NVLS, CollNet, PAT, SendRecv's warp groups, LL/LL128 flags in the buffer):
-    those blocks are listed as not read, with the reason;
+    connection a found wait is on comes from its counter's address, not its index;
+  - in PAT SIMPLE AllGather/ReduceScatter (all_gather.h, reduce_scatter.h: 512 worker threads
+    in groups of 512 / parallelFactor), each group's thread 0 waits on a recv tail and thread 2
+    on a send head (prims_simple.h PatMode roles); the parallel factor is not in a register,
+    so every warp's threads 0 and 2 are probed, and the address again says which connection.
+    Nothing else is read (NVLS, CollNet, SendRecv's warp groups, LL/LL128 flags in the
+    buffer): those blocks are listed as not read, with the reason;
   - in a waiting thread, the spin loop at its PC (spin_loop.py): the load's destination is
     the counter it saw, the compare's other operand the counter it needs, the load's
     address the counter's location: the same pointer NCCL's host copy of conn.head/tail
@@ -26,6 +30,8 @@ RING_RULE_COLLECTIVES = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast",
 RING_SIMPLE_THREADS = ((0, "recv"), (1, "send"))
 NCCL_MAX_TREE_ARITY = 3  # src/include/device.h: a tree node's children
 WARP_SIZE = 32
+NCCL_PAT_NWORKERS = 512  # src/include/collectives.h: PAT's worker threads, from thread 0
+PAT_COLLECTIVES = ("AllGather", "ReduceScatter")
 
 
 class DebuggerCommandError(Exception):
@@ -79,6 +85,27 @@ def tree_threads(split):
     spin loop's address says (joined with NCCL's host copy), not its index."""
     first = list(range(NCCL_MAX_TREE_ARITY + 1))  # 3 in and 1 out, or a root's 2 in and 2 out
     return first + ([split + i for i in range(1 + NCCL_MAX_TREE_ARITY)] if split is not None else [])
+
+
+def pat_simple_rule(collective, algorithm, protocol):
+    """None when the block runs NCCL's PAT over SIMPLE (the only protocol PAT has), whose
+    waiting threads are known from prims_simple.h's PatMode roles, else why not."""
+    if algorithm != "PAT":
+        return f"{algorithm} algorithm"
+    if protocol != "SIMPLE":
+        return f"PAT {protocol}: not a protocol NCCL runs PAT with"
+    if collective not in PAT_COLLECTIVES:
+        return f"{collective or 'unknown collective'} over PAT: only AllGather and ReduceScatter run PAT"
+    return None
+
+
+def pat_threads():
+    """Threads that may wait on a PAT connection: a group's tidInGroup 0 (RoleWaitRecv, a recv
+    tail) and 2 (RoleWaitSend, a send head), groups of groupSize = NCCL_PAT_NWORKERS /
+    (WARP_SIZE * parallelFactor) * WARP_SIZE threads. The factor is in shared memory, which
+    nothing names in an -O3 kernel, so each warp's first thread and third are candidates: a
+    thread that is not its group's waiter is at a barrier or copying, never in a counter loop."""
+    return [w + i for w in range(0, NCCL_PAT_NWORKERS, WARP_SIZE) for i in (0, 2)]
 
 
 def ring_simple_rule(collective, algorithm, protocol):
@@ -149,10 +176,14 @@ class CudaKernelReader:
         collective = _collective(frames) or (cuda_kernels.parse_nccl_function(k["name"]) or {}).get("collective")
         if algorithm == "TREE" and not tree_simple_rule(collective, algorithm, protocol):
             return self._tree_block(k, block, where, collective, algorithm, protocol)
+        if algorithm == "PAT" and not pat_simple_rule(collective, algorithm, protocol):
+            return self._pat_block(k, block, where, collective, algorithm, protocol)
         reason = ring_simple_rule(collective, algorithm, protocol)
         if reason:
             if algorithm == "TREE":
                 reason = tree_simple_rule(collective, algorithm, protocol)
+            elif algorithm == "PAT":
+                reason = pat_simple_rule(collective, algorithm, protocol)
             self.not_read.append(f"{where}: not read: {reason}")
             return []
         views = []
@@ -184,17 +215,10 @@ class CudaKernelReader:
                 if thread in probed:
                     continue
                 probed.add(thread)
-                try:
-                    self.cuda.focus(k["kernel"], block, thread)
-                    view = self._waiting_thread(where, thread, None, quiet=True)
-                except (DebuggerCommandError, MemoryReadError):
-                    continue  # no such thread (a smaller block), or unreadable: not a wait found
+                view = self._probe(k, block, where, thread, (collective, algorithm, protocol))
                 if view is None:
                     continue
                 found_here = found_here or (split is not None and thread >= split)
-                view.update({"kernel": k["kernel"], "kernel_name": k["name"], "block": block, "thread": thread,
-                             "side": None, "collective": collective, "algorithm": algorithm, "protocol": protocol,
-                             "function": (self.cuda.frames() or [""])[0]})
                 views.append(view)
             if found_here:
                 self._tree_split[k["kernel"]] = split
@@ -203,6 +227,31 @@ class CudaKernelReader:
             self.not_waiting.append(f"{where}: TREE block, no thread found in a counter wait loop (threads "
                                     f"{sorted(probed)} probed)")
         return views
+
+    def _pat_block(self, k, block, where, collective, algorithm, protocol):
+        """A PAT block's waiting threads: each warp's threads 0 and 2 of the workers probed."""
+        threads = [t for t in pat_threads() if t < k.get("block_dim", (NCCL_PAT_NWORKERS,))[0]]
+        views = [v for v in (self._probe(k, block, where, t, (collective, algorithm, protocol)) for t in threads) if v]
+        if not views:
+            self.not_waiting.append(f"{where}: PAT block, no worker thread found in a counter wait loop (each "
+                                    f"warp's threads 0 and 2 of {len(threads)} probed)")
+        return views
+
+    def _probe(self, k, block, where, thread, what):
+        """The view of `thread` if it waits in a counter loop; its side is its counter's (the
+        join with NCCL's host copy says recv tail or send head), not its index's."""
+        collective, algorithm, protocol = what
+        try:
+            self.cuda.focus(k["kernel"], block, thread)
+            view = self._waiting_thread(where, thread, None, quiet=True)
+        except (DebuggerCommandError, MemoryReadError):
+            return None  # no such thread (a smaller block), or unreadable: not a wait found
+        if view is None:
+            return None
+        view.update({"kernel": k["kernel"], "kernel_name": k["name"], "block": block, "thread": thread,
+                     "side": None, "collective": collective, "algorithm": algorithm, "protocol": protocol,
+                     "function": (self.cuda.frames() or [""])[0]})
+        return view
 
     def _waiting_thread(self, where, thread, side, quiet=False):
         pc = self.cuda.register("pc")

@@ -25,6 +25,7 @@ MAX_CHANNELS = 64                 # MAXCHANNELS in NCCL 2.28
 MAX_PROXY_OPS = 4096              # bound on the active list walk (a corrupt list must not loop)
 MAX_NAME = 64                     # bound on a C string read through a pointer (a net's name)
 TREE_KEY = "_tree_connections"    # a record's tree connections until the kernel says it runs the tree
+PAT_KEY = "_pat_connections"      # its PAT connections by collective, until the kernel says it runs PAT
 NIC_INDEX_KEYS = ("ncclConnector.proxyConn.sameProcess", "ncclProxyConnection.transportResources",
                   "sendNetResources.netDev", "recvNetResources.netDev")
 
@@ -151,7 +152,29 @@ class NcclHostReader(RingReader):
                 if conn is not None:
                     tree.append((side, role, conn))
         record[TREE_KEY] = tree
+        record[PAT_KEY] = self._pat(rank, nranks, connection) if peers else {}
         return record
+
+    @staticmethod
+    def _pat(rank, nranks, connection):
+        """PAT's connections per collective: src/transport/generic.cc ncclTransportPatConnect
+        connects rank +- 2^k both ways on connector 0; prims_simple.h's PatMode uses, at each
+        2^k, AllGather's recv from rank + 2^k and send to rank - 2^k, ReduceScatter's the
+        other way round. A peer at two distances (2^k = nranks / 2) is one connection."""
+        out = {}
+        for collective, recv_sign in (("ncclAllGather", 1), ("ncclReduceScatter", -1)):
+            pat, seen = [], set()
+            mask = 1
+            while mask < nranks:
+                for side, sign in (("recv", recv_sign), ("send", -recv_sign)):
+                    peer = (rank + sign * mask) % nranks
+                    conn = connection(side, peer)
+                    if conn is not None and (side, peer) not in seen:
+                        seen.add((side, peer))
+                        pat.append((side, conn))
+                mask <<= 1
+            out[collective] = pat
+        return out
 
     def _tree_down(self, channel):
         at = channel + self.layout.off("ncclChannel.tree.down")

@@ -23,6 +23,7 @@ WATCHDOG_HASH = "57a76bac89a0c4ad"
 COMM_HASH = 0x2F6C1A0E9B7D4C31
 NCCL_ID = "%016x" % COMM_HASH
 ALLREDUCE_SIMPLE = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+ALLGATHER_PAT = ["ncclDevFunc_AllGather_RING_SIMPLE_PAT_SIMPLE", "ncclDevKernel_AllGather_PAT_SIMPLE"]
 ALLREDUCE_TREE = ["ncclDevFunc_AllReduce_Sum_f32_TREE_SIMPLE", "ncclDevKernel_AllReduce_Sum_f32_TREE_LL"]
 PROXY = ("base", "nsteps", "posted", "received", "transmitted", "done")
 # NCCL's device tables in the synthetic process: IB merged devices by netDev (3: one port;
@@ -298,6 +299,66 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertEqual(errors, [])
         self.assertEqual(kernels._tree_split, {5: 384})
 
+    def pat_comm(self):
+        """Rank 2 of 4 ranks, one per node, as ncclTransportPatConnect leaves it: connections to
+        rank +- 1 and +- 2 (= 0) both ways; the ring's (recv from 1, send to 3) among them."""
+        if getattr(self, "_pat", None):
+            return self._pat
+        extra = {("recv", 3): syn.Connection("NET", observed=310, counters="host", device_step=305),
+                 ("recv", 0): syn.Connection("NET", observed=320, counters="host", device_step=318),
+                 ("send", 1): syn.Connection("NET", observed=330, posted=336, counters="host", device_step=331),
+                 ("send", 0): syn.Connection("NET", observed=340, posted=343, counters="host", device_step=339)}
+        channel = {"prev": 1, "next": 3, "tree": extra,
+                   "recv": syn.Connection("NET", observed=350, counters="host", device_step=349),
+                   "send": syn.Connection("NET", observed=360, posted=362, counters="host", device_step=358)}
+        self._pat = syn.build_comm(self.nccl, 2, 4, COMM_HASH + 9, [channel]), extra, channel
+        return self._pat
+
+    def read_pat(self, collective, blocks):
+        comm, _, _ = self.pat_comm()
+        frames = [f"ncclDevFunc_{collective}_PAT_SIMPLE", f"ncclDevKernel_{collective}_PAT_SIMPLE"]
+        kernel = FakeKernel(6, f"ncclDevKernel_{collective}_PAT_SIMPLE",
+                            {0: {t: make(frames) for t, make in blocks.items()}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        kernels = CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device))
+        records, errors = CudaBackend(host, kernels).read()
+        return records[0], errors, kernels
+
+    def test_a_pat_kernels_waits_join_its_collectives_pat_connections(self):
+        # AllGather over PAT (prims_simple.h PatMode): group 0's thread 0 waits for data from
+        # rank 3 (2 + 1), group 1's (parallel factor 2: threads 256..511) thread 258 waits for
+        # rank 0 (2 - 2) to free a slot; thread 2 is past its wait.
+        _, extra, _ = self.pat_comm()
+        record, errors, kernels = self.read_pat("AllGather", {
+            0: lambda f: waiting(f, extra[("recv", 3)].observed_at, observed=310, target=313),
+            2: FakeThread,
+            258: lambda f: waiting(f, extra[("send", 0)].observed_at, observed=340, target=341)})
+        self.assertEqual((record["algorithm"], record["protocol"], record["op"], record["source"]),
+                         ("PAT", "SIMPLE", "ncclAllGather", "cuda-registers"))
+        got = {(c["direction"], c["peer"]): c for c in record["connections"]}
+        # AllGather receives from rank + 2^k and sends to rank - 2^k: not the ring's recv from 1.
+        self.assertEqual(set(got), {("recv", 3), ("recv", 0), ("send", 1), ("send", 0)})
+        self.assertEqual({c["role"] for c in record["connections"]}, {"pat"})
+        self.assertEqual((got[("recv", 3)]["target_step"], got[("recv", 3)]["waiting"], got[("recv", 3)]["base_step"]),
+                         (313, True, 305))
+        self.assertEqual((got[("send", 0)]["target_step"], got[("send", 0)]["waiting"], got[("send", 0)]["posted_step"]),
+                         (341, True, 343))
+        self.assertEqual((got[("send", 1)]["waiting"], got[("send", 1)]["observed_step"]), (False, 330))
+        self.assertEqual([(w["tid"], w["direction"]) for w in record["waiting_threads"]], [(0, "recv"), (258, "send")])
+        self.assertNotIn("_pat_connections", record)
+        self.assertEqual(errors, [])
+        self.assertEqual(kernels.not_waiting, [])
+
+    def test_a_reduce_scatter_over_pat_is_on_the_other_connections(self):
+        _, _, channel = self.pat_comm()
+        record, errors, _ = self.read_pat("ReduceScatter", {
+            0: lambda f: waiting(f, channel["recv"].observed_at, observed=350, target=352)})
+        got = {(c["direction"], c["peer"]) for c in record["connections"]}
+        self.assertEqual(got, {("recv", 1), ("recv", 0), ("send", 3), ("send", 0)})
+        self.assertEqual(record["op"], "ncclReduceScatter")
+        self.assertEqual(errors, [])
+
     def test_a_ring_kernel_keeps_the_ring_and_lists_no_tree_connections(self):
         recv0 = self.channels[0]["recv"]
         kernel = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {
@@ -308,6 +369,7 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertEqual(records[0]["algorithm"], "RING")
         self.assertNotIn("connections", records[0])
         self.assertNotIn("_tree_connections", records[0])
+        self.assertNotIn("_pat_connections", records[0])
 
     def test_a_wait_on_a_counter_no_communicator_has_is_said_not_recorded(self):
         kernel = FakeKernel(0, "ncclDevKernel_AllGather_RING_LL", {

@@ -8,8 +8,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_cuda_gdb import FakeCudaGdb, FakeKernel, FakeThread, waiting  # noqa: E402
-from hangwatch_gdb.cuda_ring_reader import (CudaKernelReader, kernel_kind, ring_simple_rule, tree_simple_rule,  # noqa: E402
-                                            tree_splits, tree_threads)
+from hangwatch_gdb.cuda_ring_reader import (CudaKernelReader, kernel_kind, pat_simple_rule, pat_threads,  # noqa: E402
+                                            ring_simple_rule, tree_simple_rule, tree_splits, tree_threads)
 
 COUNTER = 0x7ffe00001000
 
@@ -52,6 +52,50 @@ class TreeRule(unittest.TestCase):
         self.assertEqual(tree_splits(512), [320, 128, 64, 32])
         self.assertEqual(tree_threads(384), [0, 1, 2, 3, 384, 385, 386, 387])
         self.assertEqual(tree_threads(None), [0, 1, 2, 3])
+
+
+class PatRule(unittest.TestCase):
+    def test_only_pat_allgather_and_reducescatter_over_simple_are_read(self):
+        self.assertIsNone(pat_simple_rule("AllGather", "PAT", "SIMPLE"))
+        self.assertIsNone(pat_simple_rule("ReduceScatter", "PAT", "SIMPLE"))
+        self.assertIn("only AllGather and ReduceScatter", pat_simple_rule("AllReduce", "PAT", "SIMPLE"))
+        self.assertIn("PAT LL", pat_simple_rule("AllGather", "PAT", "LL"))
+        self.assertIn("RING", pat_simple_rule("AllGather", "RING", "SIMPLE"))
+
+    def test_each_worker_warps_threads_0_and_2_may_be_a_groups_waiter(self):
+        # groupSize = 512 / (32 * parallelFactor) * 32: a group starts at a multiple of 32 for
+        # every factor NCCL may pick; its tidInGroup 0 waits on a recv, 2 on a send.
+        threads = pat_threads()
+        self.assertEqual(threads[:4], [0, 2, 32, 34])
+        self.assertEqual(len(threads), 32)
+        self.assertTrue(all(t < 512 for t in threads))
+        for factor in (1, 2, 4, 8, 16):
+            group_size = 512 // (32 * factor) * 32
+            for group in range(512 // group_size):
+                self.assertIn(group * group_size, threads)
+                self.assertIn(group * group_size + 2, threads)
+
+    def test_a_pat_block_reads_the_waiting_groups_and_says_what_it_probed_when_none_waits(self):
+        pat = ["ncclDevFunc_ReduceScatter_Sum_f32_PAT_SIMPLE"]
+        waits = {t: FakeThread(pat) for t in range(0, 600)}
+        waits[128] = waiting(pat, COUNTER, observed=4, target=6)
+        waits[386] = waiting(pat, COUNTER + 64, observed=9, target=10)
+        waits[1] = waiting(pat, COUNTER + 128, observed=1, target=2)  # a group's post thread: never a waiter
+        reader, views = read(FakeKernel(0, "ncclDevKernel_ReduceScatter_Sum_f32_PAT_SIMPLE", {0: waits}),
+                             FakeKernel(1, "ncclDevKernel_AllGather_PAT_SIMPLE", {0: {0: FakeThread(pat)}}))
+        self.assertEqual([(v["thread"], v["side"], v["observed"], v["target"], v["algorithm"]) for v in views],
+                         [(128, None, 4, 6, "PAT"), (386, None, 9, 10, "PAT")])
+        self.assertEqual(reader.not_read, [])
+        self.assertEqual(len(reader.not_waiting), 1)
+        self.assertIn("kernel 1", reader.not_waiting[0])
+        self.assertIn("PAT block, no worker thread found in a counter wait loop", reader.not_waiting[0])
+
+    def test_a_pat_allreduce_is_said_not_read(self):
+        pat = ["ncclDevFunc_AllReduce_Sum_f32_PAT_SIMPLE"]
+        reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_f32_PAT_SIMPLE", pat,
+                                       thread0=waiting(pat, COUNTER, 1, 2)))
+        self.assertEqual(views, [])
+        self.assertIn("only AllGather and ReduceScatter run PAT", reader.not_read[0])
 
 
 class KernelReader(unittest.TestCase):
