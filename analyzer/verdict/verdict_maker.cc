@@ -54,6 +54,12 @@ std::string watchdogHashOf(const RankSummary& s, const std::string& nccl_id) {
   return "";
 }
 
+// A record of a transfer's kernel (simnccl's Send/Recv, NCCL's SendRecv): it says where a
+// point-to-point transfer waits, never how far a collective's ring or tree got.
+bool isTransferRecord(const RingProgress& r) {
+  return r.op == "ncclSend" || r.op == "ncclRecv" || r.op == "ncclSendRecv";
+}
+
 }  // namespace
 
 Verdict VerdictMaker::decide() const {
@@ -705,6 +711,7 @@ RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) co
   for (const RankSummary& s : job_.ranks) {
     bool any = false;
     for (const RingProgress& r : s.ring_progress) {
+      if (isTransferRecord(r)) continue;
       const bool join = r.comm.empty() && !r.nccl_comm.empty();
       const std::string comm = join ? watchdogHashOf(s, r.nccl_comm) : r.comm;
       if (comm != f.comm) continue;

@@ -5,7 +5,7 @@ address equals the head/tail pointer in NCCL's host copy of that connection. A j
 record has the kernel's view of its waiting side (target and observed step from registers,
 `waiting`, the op from the device function) and the host's of the rest."""
 from . import ring_records
-from .nccl_host_reader import PAT_KEY, TREE_KEY
+from .nccl_host_reader import P2P_KEY, PAT_KEY, TREE_KEY
 from .ring_reader import RingReader
 
 
@@ -29,6 +29,8 @@ class CudaBackend(RingReader):
         # The kernel first: its focus changes end with the focus back on a host thread, where
         # the host walk reads NCCL's memory.
         views = self.kernel.read() if self.kernel else []
+        if self.host and any(v["collective"] == "SendRecv" for v in views):
+            self.host.p2p = True  # a kernel waits in a transfer: its connections are connector 1's
         records, errors = self.host.read() if self.host else ([], [])
         errors = list(errors)
         if self.kernel is None:
@@ -56,6 +58,12 @@ class CudaBackend(RingReader):
                               f"with rank {connection['peer']}, not its ring {view['side']}: not used")
                 continue
             self._join(record, side, connection, view)
+        # A p2p record is kept where a thread was found waiting on one of its connections: those.
+        for record in self.host.p2p_records if self.host else []:
+            waited = [dict(c, direction=side, role="p2p") for side, c in record[P2P_KEY] if c.get("waiting")]
+            if waited:
+                record["connections"] = waited
+                records.append(record)
         for record in records:
             if record.get("algorithm") == "TREE":
                 # The algorithm's own graph (ring_records: direction, role), as the sim reader writes it.
@@ -94,4 +102,5 @@ def _without_tree_keys(records):
     for record in records:
         record.pop(TREE_KEY, None)
         record.pop(PAT_KEY, None)
+        record.pop(P2P_KEY, None)
     return records

@@ -12,8 +12,11 @@ registers, SASS and the function names of the ELF symbols. What can be read hone
     in groups of 512 / parallelFactor), each group's thread 0 waits on a recv tail and thread 2
     on a send head (prims_simple.h PatMode roles); the parallel factor is not in a register,
     so every warp's threads 0 and 2 are probed, and the address again says which connection.
-    Nothing else is read (NVLS, CollNet, SendRecv's warp groups, LL/LL128 flags in the
-    buffer): those blocks are listed as not read, with the reason;
+  - in SendRecv (sendrecv.h: each work's send warps, then its receive warps, each a primitive
+    whose thread 0 waits: FanAsymmetric<0,1> on the send head, <1,0> on the recv tail), every
+    warp's thread 0 is probed; the address says which peer's p2p connection (connector 1).
+    Nothing else is read (NVLS, CollNet, LL/LL128 flags in the buffer): those blocks are
+    listed as not read, with the reason;
   - in a waiting thread, the spin loop at its PC (spin_loop.py): the load's destination is
     the counter it saw, the compare's other operand the counter it needs, the load's
     address the counter's location: the same pointer NCCL's host copy of conn.head/tail
@@ -108,6 +111,13 @@ def pat_threads():
     return [w + i for w in range(0, NCCL_PAT_NWORKERS, WARP_SIZE) for i in (0, 2)]
 
 
+def sendrecv_threads(block_threads):
+    """Threads that may wait on a p2p connection: sendrecv.h gives each work whole warps (its
+    sends' first, then its receives'), and a primitive with one peer waits from its thread 0,
+    so every warp's first thread is a candidate; which peer and side is its counter's address."""
+    return list(range(0, max(block_threads, WARP_SIZE), WARP_SIZE))
+
+
 def ring_simple_rule(collective, algorithm, protocol):
     """None when the block's thread 0 waits on the recv tail and thread 1 on the send head
     (ring SIMPLE, one peer each way), else why the rule does not hold."""
@@ -174,6 +184,8 @@ class CudaKernelReader:
             return []
         algorithm, protocol = cuda_kernels.protocol_from_backtrace("", frames)
         collective = _collective(frames) or (cuda_kernels.parse_nccl_function(k["name"]) or {}).get("collective")
+        if collective == "SendRecv":
+            return self._sendrecv_block(k, block, where)
         if algorithm == "TREE" and not tree_simple_rule(collective, algorithm, protocol):
             return self._tree_block(k, block, where, collective, algorithm, protocol)
         if algorithm == "PAT" and not pat_simple_rule(collective, algorithm, protocol):
@@ -235,6 +247,17 @@ class CudaKernelReader:
         if not views:
             self.not_waiting.append(f"{where}: PAT block, no worker thread found in a counter wait loop (each "
                                     f"warp's threads 0 and 2 of {len(threads)} probed)")
+        return views
+
+    def _sendrecv_block(self, k, block, where):
+        """A SendRecv block's waiting threads: every warp's thread 0 probed. NCCL runs SendRecv
+        as RunWorkBatch<SendRecv, RING, SIMPLE>, each work with its own protocol (SIMPLE or LL:
+        an LL receive polls flags in the buffer and is not found; an LL send waits on its head)."""
+        threads = sendrecv_threads(k.get("block_dim", (0,))[0])
+        views = [v for v in (self._probe(k, block, where, t, ("SendRecv", "RING", "")) for t in threads) if v]
+        if not views:
+            self.not_waiting.append(f"{where}: SendRecv block, no warp's first thread found in a counter wait loop "
+                                    f"({len(threads)} probed)")
         return views
 
     def _probe(self, k, block, where, thread, what):

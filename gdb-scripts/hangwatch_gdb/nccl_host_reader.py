@@ -26,6 +26,8 @@ MAX_PROXY_OPS = 4096              # bound on the active list walk (a corrupt lis
 MAX_NAME = 64                     # bound on a C string read through a pointer (a net's name)
 TREE_KEY = "_tree_connections"    # a record's tree connections until the kernel says it runs the tree
 PAT_KEY = "_pat_connections"      # its PAT connections by collective, until the kernel says it runs PAT
+P2P_KEY = "_p2p_connections"      # a p2p record's connections, until a kernel thread is found waiting on one
+P2P_CONNECTOR = 1                 # send[1]/recv[1]: sendrecv.h's primitives run with connIndex 1
 NIC_INDEX_KEYS = ("ncclConnector.proxyConn.sameProcess", "ncclProxyConnection.transportResources",
                   "sendNetResources.netDev", "recvNetResources.netDev")
 
@@ -56,6 +58,10 @@ class NcclHostReader(RingReader):
         self.device = device_memory
         self.communicators_read = 0
         self.counters = {}  # counter address the kernel polls -> (record, side, connection); for the kernel join
+        # Point-to-point connections (connector 1 to every peer) are read only where a kernel
+        # runs SendRecv (the backend says so): one record per channel that has any, in p2p_records.
+        self.p2p = False
+        self.p2p_records = []
         self._proxy_subs = {}  # ncclProxyConnection address -> sub-args dict
         self._proxy_states_read = set()
         self._device_unread = 0
@@ -153,7 +159,30 @@ class NcclHostReader(RingReader):
                     tree.append((side, role, conn))
         record[TREE_KEY] = tree
         record[PAT_KEY] = self._pat(rank, nranks, connection) if peers else {}
+        if self.p2p and peers:
+            self._p2p_channel(record, peers, dev_peers, net)
         return record
+
+    def _p2p_channel(self, ring_record, peers, dev_peers, net):
+        """The channel's connected point-to-point connections, in a record of their own (a
+        transfer is not the ring's progress): NCCL connects them on connector 1 when a send or
+        receive with that peer first runs (src/group.cc, ncclTransportP2pSetup(comm, NULL, 1))."""
+        r = ring_record
+        record = ring_records.new_record(r["comm"], "", None, r["channel"], r["rank"], r["comm_size"], None, None,
+                                         self.name, algorithm="RING", protocol="", nccl_comm=r["nccl_comm"])
+        found = []
+        for peer in range(r["comm_size"] or 0):
+            for side in ("recv", "send"):
+                try:
+                    conn = self._connection(record, side, peer, peers, dev_peers, net, P2P_CONNECTOR)
+                except MemoryReadError as e:
+                    self.errors.append(f"comm {r['nccl_comm']} channel {r['channel']} p2p {side} (peer {peer}): {e}")
+                    continue
+                if conn is not None:
+                    found.append((side, conn))
+        if found:
+            record[P2P_KEY] = found
+            self.p2p_records.append(record)
 
     @staticmethod
     def _pat(rank, nranks, connection):
@@ -181,11 +210,11 @@ class NcclHostReader(RingReader):
         count = self.layout.size_of("ncclChannel.tree.down") // 4  # int down[NCCL_MAX_TREE_ARITY]
         return [self.memory.signed(at + 4 * i, 4) for i in range(count)]
 
-    def _connection(self, record, side, peer, peers, dev_peers, net):
+    def _connection(self, record, side, peer, peers, dev_peers, net, index=0):
         L = self.layout
         peer_at = self.memory.pointer(peers + 8 * peer)
-        # Rings and trees use connector 0 of send[]/recv[] (1 is for p2p over the network, NVLS, ...).
-        connector = peer_at + L.off(f"ncclChannelPeer.{side}")
+        # Rings, trees and PAT use connector 0 of send[]/recv[]; point-to-point uses 1.
+        connector = peer_at + L.off(f"ncclChannelPeer.{side}") + index * L.sizes["ncclConnector"]
         if not self._field(connector, "ncclConnector.connected"):
             return None  # NCCL connects rings when first used (NCCL_RUNTIME_CONNECT)
         conn = connector + L.off("ncclConnector.conn")
@@ -209,7 +238,7 @@ class NcclHostReader(RingReader):
             c["base_step"] = proxy["base"]
             record["nccl_op_count"] = proxy["op_count"]
         else:
-            c["base_step"] = self._device_step(dev_peers, peer, side)
+            c["base_step"] = self._device_step(dev_peers, peer, side, index)
         if observed_at:
             self.counters[observed_at] = (record, side, c)
         return c
@@ -243,14 +272,15 @@ class NcclHostReader(RingReader):
         self._device_unread += 1
         return None, "device" if transport == "P2P" else ""
 
-    def _device_step(self, dev_peers, peer, side):
+    def _device_step(self, dev_peers, peer, side, index=0):
         """conn.step of the device copy: where the previous collective left this connection."""
         if self.device is None or not dev_peers or peer is None:
             return None
         L = self.layout
         try:
             dev_peer = self.memory.pointer(dev_peers + 8 * peer)  # a host array of device pointers
-            at = dev_peer + L.off(f"ncclDevChannelPeer.{side}") + L.off("ncclConnInfo.step")  # connector 0
+            at = dev_peer + L.off(f"ncclDevChannelPeer.{side}") + index * L.sizes["ncclConnInfo"] + \
+                L.off("ncclConnInfo.step")
             return self.device.u64(at)
         except MemoryReadError as e:
             self.errors.append(f"device conn.step of peer {peer} {side}: {e}")

@@ -159,8 +159,9 @@ class Connection:
 def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=None):
     """An ncclComm in nccl.host; channels: [{"prev", "next", "recv": Connection|None,
     "send": Connection|None, optional "up": int, "down": [int], "tree": {(side, peer):
-    Connection}}] (the tree's connections besides the ring's: NCCL uses connector 0 for both,
-    so a peer that is a ring and a tree neighbour has one connection each way); net: the name
+    Connection}, "p2p": {(side, peer): Connection}}] (the tree's connections besides the ring's:
+    NCCL uses connector 0 for both, so a peer that is a ring and a tree neighbour has one
+    connection each way; p2p's are on connector 1); net: the name
     of its ncclNet (None: a null ncclNet). Returns its address."""
     h = nccl.host
     comm = nccl.new(h, "ncclComm")
@@ -198,13 +199,17 @@ def build_comm(nccl, rank, nranks, comm_hash, channels, magic=NCCL_MAGIC, net=No
                 if r != want_peer or conn is None:
                     continue
                 proxy_ops.extend(_connector(nccl, peer, dev_peer, side, conn))
+            for (side, want_peer), conn in spec.get("p2p", {}).items():
+                if r == want_peer:
+                    proxy_ops.extend(_connector(nccl, peer, dev_peer, side, conn, index=1))
     _proxy_list(nccl, proxy_state, proxy_ops)
     return comm
 
 
-def _connector(nccl, peer, dev_peer, side, conn):
+def _connector(nccl, peer, dev_peer, side, conn, index=0):
     h = nccl.host
-    connector = peer + nccl.off("ncclChannelPeer", side)  # connector 0: the ring's and the tree's
+    # connector 0: the ring's, the tree's and PAT's; 1: point-to-point's
+    connector = peer + nccl.off("ncclChannelPeer", side) + index * nccl.sizes["ncclConnector"]
     nccl.put(h, connector, "ncclConnector", "connected", int(conn.connected))
     transport = nccl.transport(conn.transport)
     nccl.put(h, connector, "ncclConnector", "transportComm", transport + nccl.off("ncclTransport", side))
@@ -219,7 +224,7 @@ def _connector(nccl, peer, dev_peer, side, conn):
         conn.posted_at = nccl.counter(conn.counters, conn.posted if conn.posted is not None else 0xbeef)
         nccl.put(h, info, "ncclConnInfo", "tail", conn.posted_at)
     if conn.device_step is not None:
-        dev_info = dev_peer + nccl.off("ncclDevChannelPeer", side)
+        dev_info = dev_peer + nccl.off("ncclDevChannelPeer", side) + index * nccl.sizes["ncclConnInfo"]
         nccl.put(nccl.device, dev_info, "ncclConnInfo", "step", conn.device_step)
     if conn.proxy is None and conn.net_dev is None:
         return []

@@ -91,12 +91,13 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         return [CommAddress(syn.build_comm(self.nccl, 2, 4, COMM_HASH + i, net_channel(*devs), net=net), "frame")
                 for i, (net, devs) in enumerate((("IB", (3, 4)), ("Socket", (2,)), ("AWS Libfabric", (6,))), 1)]
 
-    def walk(self, device=True, layout=None, comms=None):
+    def walk(self, device=True, layout=None, comms=None, p2p=False):
         reader = NcclHostReader(ProcessMemory(self.nccl.host), layout or self.layout,
                                 comms or [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID)],
                                 ProcessMemory(self.nccl.device) if device else None)
+        reader.p2p = p2p
         records, errors = reader.read()
-        return reader, records, errors
+        return reader, records + reader.p2p_records, errors
 
     def test_gdb_reads_host_counters_and_the_proxy_and_says_device_memory_was_not_read(self):
         _, records, errors = self.walk(device=False)
@@ -156,8 +157,13 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
 
     def test_every_offset_size_and_table_address_the_walk_uses_changes_what_it_reads(self):
         used = TrackingLayout.from_json(self.layout.to_json())
-        comms = [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID)] + self.nic_comms()
-        _, expected, expected_errors = self.walk(layout=used, comms=comms)
+        # A pipeline's point-to-point connections too (connector 1: ncclConnector's and ncclConnInfo's sizes).
+        p2p = {("recv", 1): syn.Connection("P2P", observed=20, device_step=18),
+               ("send", 3): syn.Connection("P2P", observed=30, posted=38, device_step=29)}
+        p2p_comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH + 13, [dict(rank2_channels()[1], p2p=p2p)])
+        comms = [CommAddress(self.comm, "watchdog", WATCHDOG_HASH, NCCL_ID), CommAddress(p2p_comm, "frame")] + \
+            self.nic_comms()
+        _, expected, expected_errors = self.walk(layout=used, comms=comms, p2p=True)
         self.assertGreater(len(used.keys), 25)
         nic_keys = {f"{s}.{p}" for s, p in NIC_FIELDS} | set(NIC_SIZES) | {name for name, _ in NIC_GLOBALS}
         self.assertEqual(nic_keys - used.keys, set())
@@ -171,7 +177,7 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
                 wrong.globals[key] = (address + 8, count)
             else:
                 wrong.sizes[key] += 8
-            _, records, errors = self.walk(layout=wrong, comms=comms)
+            _, records, errors = self.walk(layout=wrong, comms=comms, p2p=True)
             self.assertNotEqual((records, errors), (expected, expected_errors), f"a wrong {key} went unnoticed")
 
     def test_a_net_connection_on_ib_names_its_merged_device_and_the_port_of_a_single_port_device(self):
@@ -358,6 +364,48 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertEqual(got, {("recv", 1), ("recv", 0), ("send", 3), ("send", 0)})
         self.assertEqual(record["op"], "ncclReduceScatter")
         self.assertEqual(errors, [])
+
+    def test_a_sendrecv_kernels_waits_are_a_record_of_their_own_on_the_p2p_connections(self):
+        # A pipeline stage (rank 2) sends to 3 over NET and receives from 1 over P2P, on
+        # connector 1 (sendrecv.h's primitives). Its SendRecv block gives warps 0-1 to the send
+        # (thread 0 waits on the head) and warps 2-3 to the receive (thread 64 on the tail).
+        p2p = {("recv", 1): syn.Connection("P2P", observed=20, device_step=18),
+               ("send", 3): syn.Connection("NET", observed=30, posted=38, counters="host", device_step=29),
+               ("send", 0): syn.Connection("P2P", observed=5, posted=5, device_step=5)}
+        channel = dict(rank2_channels()[1], p2p=p2p)
+        comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH + 11, [channel])
+        frames = ["ncclDevFunc_SendRecv", "ncclDevKernel_SendRecv"]
+        block = {t: FakeThread(frames) for t in range(0, 128, 32)}
+        block[0] = waiting(frames, p2p[("send", 3)].observed_at, observed=30, target=31)
+        block[64] = waiting(frames, p2p[("recv", 1)].observed_at, observed=20, target=22)
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        kernels = CudaKernelReader(FakeCudaGdb([FakeKernel(4, "ncclDevKernel_SendRecv", {0: block})], self.nccl.device))
+        records, errors = CudaBackend(host, kernels).read()
+        self.assertEqual(errors, [])
+        ring, transfer = records
+        self.assertEqual((ring["source"], ring["recv"]["waiting"]), ("nccl-host", False))  # connector 0: not waited on
+        self.assertNotIn("connections", ring)
+        self.assertEqual((transfer["op"], transfer["source"], transfer["algorithm"], transfer["channel"],
+                          transfer["rank"], transfer["nccl_comm"], transfer["recv"], transfer["send"]),
+                         ("ncclSendRecv", "cuda-registers", "RING", 0, 2, "%016x" % (COMM_HASH + 11), None, None))
+        got = {(c["direction"], c["peer"]): c for c in transfer["connections"]}
+        self.assertEqual(set(got), {("send", 3), ("recv", 1)})  # the send to 0 nobody waits on is left out
+        self.assertEqual({c["role"] for c in transfer["connections"]}, {"p2p"})
+        self.assertEqual((got[("recv", 1)]["target_step"], got[("recv", 1)]["observed_step"],
+                          got[("recv", 1)]["base_step"], got[("recv", 1)]["waiting"]), (22, 20, 18, True))
+        self.assertEqual((got[("send", 3)]["posted_step"], got[("send", 3)]["transport"]), (38, "NET"))
+        self.assertNotIn("_p2p_connections", transfer)
+
+    def test_p2p_connections_are_not_walked_where_no_kernel_runs_sendrecv(self):
+        p2p = {("recv", 1): syn.Connection("P2P", observed=20, device_step=18)}
+        comm = syn.build_comm(self.nccl, 2, 4, COMM_HASH + 12, [dict(rank2_channels()[1], p2p=p2p)])
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        kernel = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {0: {0: FakeThread(ALLREDUCE_SIMPLE)}})
+        records, _ = CudaBackend(host, CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device))).read()
+        self.assertEqual(len(records), 1)
+        self.assertNotIn(p2p[("recv", 1)].observed_at, host.counters)
 
     def test_a_ring_kernel_keeps_the_ring_and_lists_no_tree_connections(self):
         recv0 = self.channels[0]["recv"]

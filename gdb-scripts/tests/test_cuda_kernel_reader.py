@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_cuda_gdb import FakeCudaGdb, FakeKernel, FakeThread, waiting  # noqa: E402
 from hangwatch_gdb.cuda_ring_reader import (CudaKernelReader, kernel_kind, pat_simple_rule, pat_threads,  # noqa: E402
-                                            ring_simple_rule, tree_simple_rule, tree_splits, tree_threads)
+                                            ring_simple_rule, sendrecv_threads, tree_simple_rule, tree_splits,
+                                            tree_threads)
 
 COUNTER = 0x7ffe00001000
 
@@ -96,6 +97,21 @@ class PatRule(unittest.TestCase):
                                        thread0=waiting(pat, COUNTER, 1, 2)))
         self.assertEqual(views, [])
         self.assertIn("only AllGather and ReduceScatter run PAT", reader.not_read[0])
+
+
+class SendRecv(unittest.TestCase):
+    def test_every_warps_first_thread_is_probed_and_the_views_side_is_left_to_the_address(self):
+        self.assertEqual(sendrecv_threads(640), list(range(0, 640, 32)))
+        frames = ["ncclDevFunc_SendRecv", "ncclDevKernel_SendRecv"]
+        block = {t: FakeThread(frames) for t in range(640)}
+        block[96] = waiting(frames, COUNTER, observed=3, target=5)
+        block[97] = waiting(frames, COUNTER + 64, observed=1, target=2)  # not a primitive's thread 0: never probed
+        reader, views = read(FakeKernel(0, "ncclDevKernel_SendRecv", {0: block}),
+                             FakeKernel(1, "ncclDevKernel_SendRecv", {0: {0: FakeThread(frames)}}))
+        self.assertEqual([(v["thread"], v["side"], v["collective"], v["algorithm"], v["counter_address"])
+                          for v in views], [(96, None, "SendRecv", "RING", COUNTER)])
+        self.assertEqual(reader.not_read, [])
+        self.assertIn("SendRecv block, no warp's first thread found in a counter wait loop", reader.not_waiting[0])
 
 
 class KernelReader(unittest.TestCase):

@@ -489,3 +489,23 @@ TEST_CASE("DataLostInTransitIsTheLinkWhenTheDebuggerSawTheReceivingGpuWaitForIt"
   CHECK_FALSE(u.confident);
   CHECK_FALSE(u.culprit_link);
 }
+
+TEST_CASE("DataLostInTransitIsTheLinkWhenCudaGdbSawTheReceivingGpusSendRecvBlockWaitForIt") {
+  // The record as the cuda-gdb reader writes it: NCCL's id of the communicator only (no
+  // watchdog hash), NCCL's SendRecv kernel, the connection its thread polls found by address.
+  std::vector<FakeRank> ranks = lostWithReceiverRead(6, 7);
+  for (SnapshotComm& c : ranks[0].snap.comms)
+    if (c.hash == kPp0) c.nccl_id = "00000000000000a0";
+  RingProgress& r = ranks[0].dump.ring_progress.back();
+  r.comm.clear();
+  r.nccl_comm = "00000000000000a0";
+  r.op = "ncclSendRecv";
+  r.source = "cuda-registers";
+  r.algorithm = "RING";
+  const Verdict v = verdictOf(ranks, 0, "ncclSend", kPp0, std::nullopt, 1);
+  INFO(v.headline);
+  CHECK(v.confident);
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{2, 0});
+  CHECK(saysSomewhere(v, "rank 0's GPU waits for that data"));
+}
