@@ -301,6 +301,22 @@ def multi_gpu(rng):
     return c
 
 
+def tensor_parallel(rng):
+    """Tensor-parallel groups of T consecutive ranks (ring_train --tp: each step's AllGather and
+    ReduceScatter on the group's communicator, a split of the world, beside the world's
+    AllReduce): a link of one group's ring stops. T is a node's ranks, as Megatron places TP
+    (2 where a node holds one rank); the link may be the group's wrap-around, which only the
+    group's communicator uses."""
+    c = Case(rng)
+    t = c.per_node if c.per_node > 1 else 2
+    c.args += ["--tp", str(t)]
+    g, i = rng.randrange(c.nranks // t), rng.randrange(t)
+    link = (g * t + i, g * t + (i + 1) % t)
+    c.faults.append(f"dead-link={link[0]}->{link[1]}@op={c.op}")
+    c.truth = {"kind": "communication-hang", "link": link}
+    return c
+
+
 def socket(rng):
     c = dead_link(rng, min_nodes=2)
     c.env["NCCL_NET"] = "Socket"
@@ -423,6 +439,7 @@ CLASSES = {
     "graph-replay": (graph_replay, "a dead link inside a CUDA-graph replay"),
     "nonblocking": (nonblocking, "a dead link under non-blocking communicators"),
     "lost-credit": (lambda rng: dead_link(rng, "lost-credit"), "a receiver's clear-to-send messages are lost"),
+    "tp": (tensor_parallel, "a link of a tensor-parallel group's ring stops (a communicator split from the world)"),
     "tree": (tree, "a dead link of NCCL's tree between nodes"),
     "tree-dead-gpu": (tree_dead_gpu, "a GPU that stops inside NCCL's tree between nodes"),
     "pat": (pat, "a dead link or a GPU that stops in NCCL's PAT (one rank per node)"),

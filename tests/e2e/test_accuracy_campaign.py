@@ -56,6 +56,18 @@ class Classes(unittest.TestCase):
             # A node's head up to node 0's head, or a head to the next rank of its node's chain.
             self.assertTrue((b == 0 and a == c.per_node) or (a % c.per_node == 0 and b == a + 1), c.describe())
 
+    def test_the_tensor_parallel_class_breaks_a_link_of_one_groups_ring(self):
+        wraps = 0
+        for c in cases("tp", 40):
+            t = int(c.args[c.args.index("--tp") + 1])
+            self.assertEqual(c.nranks % t, 0, c.describe())
+            self.assertTrue(t == c.per_node or (c.per_node == 1 and t == 2), c.describe())
+            a, b = c.truth["link"]
+            self.assertEqual(a // t, b // t, "inside one group: " + c.describe())
+            self.assertEqual(b % t, (a % t + 1) % t, c.describe())
+            wraps += b % t == 0
+        self.assertGreater(wraps, 0)  # the group's wrap-around, which the world's ring does not use
+
     def test_the_random_parameters_cover_every_value(self):
         all_cases = [c for name in accuracy.CLASSES for c in cases(name, 40)]
         self.assertEqual({c.launcher for c in all_cases}, {*accuracy.LAUNCHERS, accuracy.SRUN_KEEP})
