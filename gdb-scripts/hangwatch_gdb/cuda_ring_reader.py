@@ -11,7 +11,7 @@ registers, SASS and the function names of the ELF symbols. What can be read hone
   - in PAT SIMPLE AllGather/ReduceScatter (all_gather.h, reduce_scatter.h: 512 worker threads
     in groups of 512 / parallelFactor), each group's thread 0 waits on a recv tail and thread 2
     on a send head (prims_simple.h PatMode roles); the parallel factor is not in a register,
-    so every warp's threads 0 and 2 are probed, and the address again says which connection.
+    so every warp's threads 0 and 2 are probed, and the address again says which connection;
   - in SendRecv (sendrecv.h: each work's send warps, then its receive warps, each a primitive
     whose thread 0 waits: FanAsymmetric<0,1> on the send head, <1,0> on the recv tail), every
     warp's thread 0 is probed; the address says which peer's p2p connection (connector 1).
