@@ -2,13 +2,14 @@
 # Installs what hangwatch needs, per purpose, and nothing more:
 #   (no option)  the Debian packages that build it and run the demo, and the one source the
 #                static collector compiles (simdjson's, below);
-#   --tests      also what only the test suite uses (Chromium, Prometheus, clang, dpkg-dev, Slurm);
+#   --tests      also what only the test suite uses (Chromium, Prometheus, clang, dpkg-dev, Slurm,
+#                NVIDIA's cuobjdump and nvdisasm);
 #   --torch      also the pinned PyTorch (scripts/torch-requirements.txt) in a venv of the deps
 #                cache: $HANGWATCH_DEPS_CACHE/torch-venv (the torch e2e tests and bench run it).
 # Idempotent: when everything is already there it prints nothing and touches nothing.
 set -euo pipefail
 
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 tests=0
 torch=0
 for arg in "$@"; do
@@ -113,6 +114,33 @@ if [ ! -e "$simdjson_dir/.verified" ]; then
   tar -xzf "$tarball" -C "$cache" simdjson-3.0.1/singleheader simdjson-3.0.1/LICENSE
   rm -rf "$download"
   touch "$simdjson_dir/.verified"
+fi
+
+# NVIDIA's cuobjdump and nvdisasm, pinned (scripts/cuda-binutils-requirements.txt): the test
+# that checks the cuda-gdb reader against the installed libnccl.so.2's real SASS. Only their
+# two binaries are kept, in the cache; the marker is written last.
+if [ "$tests" -eq 1 ]; then
+  binutils_req="$here/cuda-binutils-requirements.txt"
+  binutils_dir="$cache/cuda-binutils"
+  want=$(sha256sum "$binutils_req" | cut -d' ' -f1)
+  if [ "$(cat "$binutils_dir/.requirements-sha256" 2>/dev/null)" != "$want" ]; then
+    echo "install-deps: fetching cuobjdump and nvdisasm (scripts/cuda-binutils-requirements.txt) into $binutils_dir" >&2
+    rm -rf "$binutils_dir"
+    mkdir -p "$binutils_dir/bin"
+    wheels=$(mktemp -d)
+    if ! python3 -m pip download --quiet --no-input --disable-pip-version-check --require-hashes --no-deps \
+        --only-binary :all: --platform manylinux2014_x86_64 -r "$binutils_req" -d "$wheels" >"$wheels/log" 2>&1; then
+      cat "$wheels/log" >&2
+      echo "install-deps: pip could not download the pinned cuobjdump and nvdisasm (see above)" >&2
+      exit 1
+    fi
+    for wheel in "$wheels"/*.whl; do
+      python3 -m zipfile -e "$wheel" "$wheels/unpacked"
+    done
+    install -m 755 "$wheels"/unpacked/nvidia/*/bin/cuobjdump "$wheels"/unpacked/nvidia/*/bin/nvdisasm "$binutils_dir/bin/"
+    rm -rf "$wheels"
+    echo "$want" >"$binutils_dir/.requirements-sha256"
+  fi
 fi
 
 # PyTorch, exactly as pinned (versions and hashes of torch and of everything it pulls in):

@@ -37,6 +37,7 @@ wait_for_torch() {
 }
 export HANGWATCH_REQUIRE_TORCH=1
 export HANGWATCH_REQUIRE_SLURM=1  # installed above: the real-Slurm tests fail rather than skip
+export HANGWATCH_REQUIRE_CUOBJDUMP=1  # likewise cuobjdump: the cuda-gdb reader against NCCL's real SASS
 jobs=$(nproc)
 
 configure_and_build() {  # dir, extra cmake args..., then targets after --

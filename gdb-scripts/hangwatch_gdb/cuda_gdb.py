@@ -76,6 +76,13 @@ class CudaGdb:
     def device_u64(self, address):
         return self._device.u64(address)
 
+    def local_u64(self, address):
+        """The focused thread's local memory (where the compiler spills), @local qualifier."""
+        try:
+            return int(gdb.parse_and_eval(f"*(@local unsigned long long *) {address:#x}")) & 0xFFFFFFFFFFFFFFFF
+        except gdb.error as e:
+            raise DebuggerCommandError(f"local memory at {address:#x}: {e}") from e
+
     def host_focus(self):
         """Back on the host thread that was selected before any `cuda kernel` focus."""
         if self._host_thread is not None and self._host_thread.is_valid():

@@ -17,10 +17,13 @@ registers, SASS and the function names of the ELF symbols. What can be read hone
     warp's thread 0 is probed; the address says which peer's p2p connection (connector 1).
     Nothing else is read (NVLS, CollNet, LL/LL128 flags in the buffer): those blocks are
     listed as not read, with the reason;
-  - in a waiting thread, the spin loop at its PC (spin_loop.py): the load's destination is
-    the counter it saw, the compare's other operand the counter it needs, the load's
-    address the counter's location: the same pointer NCCL's host copy of conn.head/tail
-    holds, which is how cuda_backend joins a view to a communicator, channel and peer.
+  - in a waiting thread, the spin loop at its PC (spin_loop.py, checked against NCCL 2.28's
+    sm_90 SASS): the load's destination is the counter it saw, the compare's other operand
+    the step it needs (less what was added to the counter before the compare: NCCL_STEPS on
+    the send side), the load's address the counter's location: the same pointer NCCL's host
+    copy of conn.head/tail holds, which is how cuda_backend joins a view to a communicator,
+    channel and peer. Values the compiler keeps in local memory are read there; registers
+    mid-update at the PC are not read as if they held them.
 Symmetric-memory kernels (ncclSymkDevKernel_*) have no ring connections: named, not read.
 UNTESTED ON HARDWARE: the logic runs here against a fake cuda-gdb (tests/test_cuda_backend.py).
 Plain Python: the debugger comes in as an object (cuda_gdb.CudaGdb, or a test's fake)."""
@@ -280,28 +283,58 @@ class CudaKernelReader:
         pc = self.cuda.register("pc")
         loop = spin_loop.find_spin_loop(spin_loop.parse_disassembly(
             self.cuda.instructions(pc - 16 * DISASSEMBLY_WINDOW, 2 * DISASSEMBLY_WINDOW)), pc)
+        who = f"{where} thread {thread}" + (f" ({side})" if side else "")
         if loop is None:
             if not quiet:
-                self.not_waiting.append(f"{where} thread {thread} ({side}): not in a counter wait loop at pc {pc:#x}")
+                self.not_waiting.append(f"{who}: not in a counter wait loop at pc {pc:#x}")
             return None
-        if len(loop["target_regs"]) != 2 or not loop["address_reg"]:
-            self.not_read.append(f"{where} thread {thread} ({side}): wait loop at pc {pc:#x} without a 64-bit "
-                                 "compare and a register address")
+        if "unmatched" in loop:
+            self.not_read.append(f"{who}: polls memory in a loop at pc {pc:#x} ({loop['unmatched']}) whose compare "
+                                 "is not a 64-bit counter's against a step (LL flags, a FIFO): not read")
             return None
-        observed = spin_loop.combine_u64(*(self.cuda.register(r) for r in loop["observed_regs"]))
-        target = spin_loop.combine_u64(*(self.cuda.register(r) for r in loop["target_regs"]))
-        low = int(loop["address_reg"][1:])
-        address = spin_loop.combine_u64(self.cuda.register(f"R{low}"), self.cuda.register(f"R{low + 1}"))
+        if not loop["address_reg"]:
+            self.not_read.append(f"{who}: wait loop at pc {pc:#x} loads its counter without a register address")
+            return None
+        stale = loop["not_live"]
+        if stale["target"]:
+            self.not_read.append(f"{who}: wait loop at pc {pc:#x}: the step it needs is mid-update in "
+                                 f"{', '.join(stale['target'])} at this pc: not read")
+            return None
+        address = self._u64_of(loop["address_reg"], loop["address_slot"], bool(stale["address"]))
+        if address is None:
+            self.not_read.append(f"{who}: wait loop at pc {pc:#x}: its counter's address is not in "
+                                 f"{loop['address_reg']} at this pc, nor kept in local memory: not read")
+            return None
         address += loop["address_offset"]
         try:
             in_memory = self.cuda.device_u64(address)
         except (MemoryReadError, DebuggerCommandError):
             in_memory = None
-        # recv: the loaded tail against step + StepPerSlice. send: the loaded head against
-        # step + StepPerSlice - NCCL_STEPS (the compiler folds the constant when it compares
-        # the loaded register itself, which is what find_spin_loop requires): the head needed.
+        observed = self._u64_of(loop["observed_regs"][0], loop["observed_slot"], bool(stale["observed"]))
+        if observed is None:
+            observed = in_memory  # the counter itself, read after the loop's last load of it
+        if observed is None:
+            self.not_read.append(f"{who}: wait loop at pc {pc:#x}: the counter it saw is not in a register at "
+                                 f"this pc and {address:#x} is not readable: not read")
+            return None
+        # The compare is (counter + added) against the step needed + StepPerSlice: recv adds 0
+        # (the tail needed), send adds NCCL_STEPS (prims_simple.h: connStepCache + NCCL_STEPS <
+        # step + StepPerSlice), so the head needed is the compared step minus what was added.
+        added = loop["added"]
+        added = self.cuda.register(added) if isinstance(added, str) else added
+        target = spin_loop.combine_u64(*(self.cuda.register(r) for r in loop["target_regs"])) - added
         return {"observed": observed, "target": target, "counter_address": address, "counter_in_memory": in_memory,
                 "pc": pc}
+
+    def _u64_of(self, low, slot, stale):
+        """A 64-bit value the loop keeps in register pair `low`, or when those registers do not
+        hold it at the pc, in local memory at R1 + slot; None when neither."""
+        if not stale:
+            n = int(low[1:])
+            return spin_loop.combine_u64(self.cuda.register(f"R{n}"), self.cuda.register(f"R{n + 1}"))
+        if slot is None:
+            return None
+        return self.cuda.local_u64(self.cuda.register("R1") + slot)
 
 
 def _collective(frames):

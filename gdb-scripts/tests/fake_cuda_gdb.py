@@ -31,11 +31,13 @@ def _split(value):
 
 
 class FakeThread:
-    def __init__(self, frames, pc=ELSEWHERE_PC, registers=None):
+    def __init__(self, frames, pc=ELSEWHERE_PC, registers=None, sass=None, local=None):
         self.frames = frames
         self.pc = pc
         self.registers = dict(registers or {})
         self.registers["pc"] = pc
+        self.sass = sass          # its own disassembly (else the standard loop, or straight code)
+        self.local = local or {}  # its local memory: address -> u64
 
 
 def waiting(frames, counter_address, observed, target):
@@ -81,7 +83,14 @@ class FakeCudaGdb:
         return self._focus.registers[name]
 
     def instructions(self, start, count):
+        if self._focus.sass is not None:
+            return self._focus.sass
         return SPIN_LOOP if self._focus.pc == LOOP_PC else STRAIGHT_CODE
+
+    def local_u64(self, address):
+        if address not in self._focus.local:
+            raise DebuggerCommandError(f"local memory at {address:#x}: not in this fake")
+        return self._focus.local[address]
 
     def host_focus(self):
         self._focus = None

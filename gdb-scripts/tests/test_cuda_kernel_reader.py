@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_cuda_gdb import FakeCudaGdb, FakeKernel, FakeThread, waiting  # noqa: E402
+from test_parsers import SPILLED_WAIT, TARGET_IN_A_REUSED_REGISTER  # noqa: E402
 from hangwatch_gdb.cuda_ring_reader import (CudaKernelReader, kernel_kind, pat_simple_rule, pat_threads,  # noqa: E402
                                             ring_simple_rule, sendrecv_threads, tree_simple_rule, tree_splits,
                                             tree_threads)
@@ -136,6 +137,25 @@ class KernelReader(unittest.TestCase):
         self.assertEqual(views, [])
         self.assertIn("TREE block, no thread found in a counter wait loop", reader.not_waiting[0])
 
+
+    def test_a_send_wait_the_compiler_spilled_reads_its_counter_and_address_from_local_memory(self):
+        # Parked at the compare of SPILLED_WAIT: R8:R9 hold the abort flag's, the counter and its
+        # address are in local memory; the compare is head + R11 (NCCL_STEPS) against step + 1.
+        frames = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE"]
+        text, pcs = SPILLED_WAIT
+        regs = {"R1": 0x400, "R8": 0xdead, "R9": 0, "R10": 0x20, "R12": 0x1, "R11": 8, "R16": 0x77, "R17": 0}
+        send = FakeThread(frames, pcs[2], regs, sass=text, local={0x408: 0x100000017, 0x450: COUNTER})
+        reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_f32_RING_LL", frames, thread1=send))
+        self.assertEqual([(v["side"], v["observed"], v["target"], v["counter_address"]) for v in views],
+                         [("send", 0x100000017, 0x100000020 - 8, COUNTER)])
+
+    def test_a_wait_whose_step_is_mid_update_at_the_pc_is_said_not_read(self):
+        frames = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE"]
+        text, pcs = TARGET_IN_A_REUSED_REGISTER
+        recv = FakeThread(frames, pcs[3], {"R12": 5, "R13": 0, "R49": 7, "R14": 0x10, "R15": 0}, sass=text)
+        reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_f32_RING_LL", frames, thread0=recv))
+        self.assertEqual(views, [])
+        self.assertIn("the step it needs is mid-update in R12", reader.not_read[0])
 
     def test_a_ring_ll_kernel_running_the_simple_function_is_read(self):
         frames = ["ncclDevFunc_AllReduce_Sum_bf16_RING_SIMPLE", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"]

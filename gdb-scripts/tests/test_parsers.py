@@ -1,5 +1,6 @@
 """The debugger-free parts of gdb-scripts: communicator hash, record semantics, and
 the parsing the cuda-gdb reader relies on, on recorded/synthetic cuda-gdb text."""
+import re
 import sys
 import unittest
 from pathlib import Path
@@ -23,6 +24,69 @@ SPIN_LOOP = """\
    0x00007fffd3a5c1d0 <+464>:\t@!P0 BRA 0x7fffd3a5c1a0 ;
    0x00007fffd3a5c1e0 <+480>:\tEXIT ;
 """
+
+
+
+
+def sass(*lines, base=0x7fff20001000):
+    """cuda-gdb `x/i` text of `lines`, 16 bytes apart from `base`; a branch target "@N" is
+    the N-th line's address."""
+    out = []
+    for i, text in enumerate(lines):
+        text = re.sub(r"@(\d+)", lambda m: f"{base + 16 * int(m[1]):#x}", text)
+        out.append(f"   {base + 16 * i:#018x} <+{16 * i}>:\t{text} ;")
+    return "\n".join(out), [base + 16 * i for i in range(len(lines))]
+
+
+# The shapes of NCCL 2.28's waits in its sm_90 SASS (what cuobjdump shows of libnccl.so.2; the
+# registers and offsets here are made up): the loop rotated, the compare first on the value
+# the last iteration loaded, the send side comparing head + NCCL_STEPS with step + 1.
+ROTATED_SEND_WAIT = sass(
+    "IADD3 R20, P2, R30, 0x8, RZ",                     # 0: low(head + NCCL_STEPS)
+    "YIELD",
+    "ISETP.GE.U32.AND P1, PT, R20, R24, PT",           # 2: against low(step + StepPerSlice)
+    "IMAD.X R20, RZ, RZ, R31, P2",                     # 3: high(head + NCCL_STEPS), same register
+    "ISETP.GE.U32.AND.EX P1, PT, R20, R25, PT, P1",    # 4
+    "@P1 BRA 0x7fff20009000",                          # 5: reached: out of the loop
+    "@!P1 LDG.E.64.STRONG.SYS R30, desc[UR4][R40.64]",  # 6: head = *headPtr
+    "ISETP.GE.AND P2, PT, R0, 0x270f, PT",             # 7: checkAbort's spin count
+    "VIADD R0, R0, 0x1",
+    "@!P1 BRA @0")                                     # 9
+# The tree's: counter and address spilled to local memory ([R1+0x8], [R1+0x50]), the amount
+# added in a register, and the register of the counter reused by the abort check.
+SPILLED_WAIT = sass(
+    "LDL.64 R16, [R1+0x8]",                            # 0: the counter, from its slot
+    "IADD3 R9, P2, R16, R11, RZ",                      # 1: + (0 or NCCL_STEPS)
+    "ISETP.GE.U32.AND P0, PT, R9, R10, PT",            # 2
+    "IMAD.X R9, RZ, RZ, R17, P2",
+    "ISETP.GE.U32.AND.EX P0, PT, R9, R12, PT, P0",     # 4
+    "@P0 BRA 0x7fff20009000",
+    "LDL.64 R16, [R1+0x50]",                           # 6: the address, from its slot
+    "@!P0 LDG.E.64.STRONG.SYS R8, desc[UR4][R16.64]",  # 7
+    "STL.64 [R1+0x8], R8",                             # 8
+    "LDS.64 R8, [R24+0x60]",                           # 9: the abort flag's address, in R8
+    "LD.E.STRONG.SYS R9, desc[UR4][R8.64]",
+    "@!P0 BRA @0")                                     # 11
+# PAT's recv wait: the step needed recomputed in the loop, its high half in the register that
+# holds the counter's low half the rest of the time.
+TARGET_IN_A_REUSED_REGISTER = sass(
+    "LDS R14, [R10+0x10]",                             # 0
+    "IADD3 R49, P2, R14, R51, RZ",                     # 1: low(step + stepOffset + 1)
+    "SHF.R.S32.HI R15, RZ, 0x1f, R14",
+    "ISETP.GE.U32.AND P0, PT, R12, R49, PT",           # 3: the tail it loaded, against it
+    "IMAD.X R12, R15, 0x1, R48, P2",                   # 4: high(target), into R12
+    "ISETP.GE.U32.AND.EX P0, PT, R13, R12, PT, P0",    # 5
+    "@P0 BRA 0x7fff20009000",
+    "LDS.64 R14, [R5+0x28]",                           # 7: tailPtr
+    "@!P0 LDG.E.64.STRONG.SYS R12, desc[UR4][R14.64]",  # 8
+    "@!P0 BRA @0")                                     # 9
+# A FIFO's two ends, both loaded, compared: no step is waited for.
+TWO_COUNTERS = sass(
+    "LD.E.64.STRONG.SYS R2, desc[UR4][R6.64]",
+    "LD.E.64.STRONG.SYS R4, desc[UR4][R8.64]",
+    "ISETP.GT.U32.AND P0, PT, R4, R2, PT",
+    "ISETP.GT.U32.AND.EX P0, PT, R5, R3, PT, P0",
+    "@P0 BRA @0")
 
 
 class CommHashIsTheWatchdogs(unittest.TestCase):
@@ -148,6 +212,45 @@ class SpinLoopMatching(unittest.TestCase):
         self.assertIsNone(spin_loop.find_spin_loop(ins, 0x7fffd3a5c1e0))
         no_load = [i for i in ins if not i[1].startswith("LD")]
         self.assertIsNone(spin_loop.find_spin_loop(no_load, 0x7fffd3a5c1c0))
+
+    def test_a_rotated_wait_is_found_with_what_the_send_side_adds_and_read_at_every_pc(self):
+        text, pcs = ROTATED_SEND_WAIT
+        ins = spin_loop.parse_disassembly(text)
+        for pc in pcs[:10]:
+            loop = spin_loop.find_spin_loop(ins, pc)
+            self.assertEqual((loop["observed_regs"], loop["target_regs"], loop["added"], loop["address_reg"]),
+                             (["R30", "R31"], ["R24", "R25"], 8, "R40"), hex(pc))
+            self.assertEqual(loop["not_live"], {"observed": [], "target": [], "address": []}, hex(pc))
+        self.assertEqual((loop["load_pc"], loop["compare_pc"]), (pcs[6], pcs[2]))
+
+    def test_a_spilled_counter_and_address_are_found_in_their_local_slots(self):
+        text, pcs = SPILLED_WAIT
+        ins = spin_loop.parse_disassembly(text)
+        loop = spin_loop.find_spin_loop(ins, pcs[2])
+        self.assertEqual((loop["observed_regs"], loop["added"], loop["target_regs"]), (["R8", "R9"], "R11",
+                                                                                       ["R10", "R12"]))
+        self.assertEqual((loop["observed_slot"], loop["address_slot"], loop["address_reg"]), (8, 0x50, "R16"))
+        # At the compare R8:R9 are the abort flag's address and value, R16 the counter.
+        self.assertEqual(loop["not_live"], {"observed": ["R8", "R9"], "target": [], "address": ["R16", "R17"]})
+        # Right after the load, both are in their registers.
+        self.assertEqual(spin_loop.find_spin_loop(ins, pcs[8])["not_live"],
+                         {"observed": [], "target": [], "address": []})
+
+    def test_a_target_mid_update_at_the_pc_is_named_not_read_as_the_step(self):
+        text, pcs = TARGET_IN_A_REUSED_REGISTER
+        ins = spin_loop.parse_disassembly(text)
+        at_compare = spin_loop.find_spin_loop(ins, pcs[3])
+        self.assertEqual((at_compare["observed_regs"], at_compare["target_regs"]), (["R12", "R13"], ["R49", "R12"]))
+        self.assertEqual(at_compare["not_live"]["target"], ["R12"])   # it holds the counter here
+        after = spin_loop.find_spin_loop(ins, pcs[5])
+        self.assertEqual(after["not_live"]["target"], [])
+        self.assertEqual(after["not_live"]["observed"], ["R12"])      # and the target there
+        self.assertEqual(after["not_live"]["address"], ["R14", "R15"])
+
+    def test_two_loaded_counters_compared_are_no_wait_for_a_step(self):
+        text, pcs = TWO_COUNTERS
+        found = spin_loop.find_spin_loop(spin_loop.parse_disassembly(text), pcs[2])
+        self.assertIn("unmatched", found)
 
     def test_register_halves_combine_into_the_64_bit_counter(self):
         self.assertEqual(spin_loop.combine_u64(0x10, 0x2), 0x200000010)
