@@ -78,10 +78,18 @@ class CudaGdb:
 
     def local_u64(self, address):
         """The focused thread's local memory (where the compiler spills), @local qualifier."""
+        return self._space_u64("local", address)
+
+    def shared_u64(self, address):
+        """The focused block's shared memory, @shared qualifier."""
+        return self._space_u64("shared", address)
+
+    @staticmethod
+    def _space_u64(space, address):
         try:
-            return int(gdb.parse_and_eval(f"*(@local unsigned long long *) {address:#x}")) & 0xFFFFFFFFFFFFFFFF
+            return int(gdb.parse_and_eval(f"*(@{space} unsigned long long *) {address:#x}")) & 0xFFFFFFFFFFFFFFFF
         except gdb.error as e:
-            raise DebuggerCommandError(f"local memory at {address:#x}: {e}") from e
+            raise DebuggerCommandError(f"{space} memory at {address:#x}: {e}") from e
 
     def host_focus(self):
         """Back on the host thread that was selected before any `cuda kernel` focus."""

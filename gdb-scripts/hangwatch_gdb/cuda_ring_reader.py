@@ -22,8 +22,9 @@ registers, SASS and the function names of the ELF symbols. What can be read hone
     the step it needs (less what was added to the counter before the compare: NCCL_STEPS on
     the send side), the load's address the counter's location: the same pointer NCCL's host
     copy of conn.head/tail holds, which is how cuda_backend joins a view to a communicator,
-    channel and peer. Values the compiler keeps in local memory are read there; registers
-    mid-update at the PC are not read as if they held them.
+    channel and peer. Values the compiler keeps in local memory are read there, an address
+    it reloads from shared memory there; registers mid-update at the PC are not read as if
+    they held them.
 Symmetric-memory kernels (ncclSymkDevKernel_*) have no ring connections: named, not read.
 UNTESTED ON HARDWARE: the logic runs here against a fake cuda-gdb (tests/test_cuda_backend.py).
 Plain Python: the debugger comes in as an object (cuda_gdb.CudaGdb, or a test's fake)."""
@@ -301,6 +302,9 @@ class CudaKernelReader:
                                  f"{', '.join(stale['target'])} at this pc: not read")
             return None
         address = self._u64_of(loop["address_reg"], loop["address_slot"], bool(stale["address"]))
+        if address is None and loop.get("address_shared"):
+            base, offset = loop["address_shared"]
+            address = self.cuda.shared_u64(self.cuda.register(base) + offset)
         if address is None:
             self.not_read.append(f"{who}: wait loop at pc {pc:#x}: its counter's address is not in "
                                  f"{loop['address_reg']} at this pc, nor kept in local memory: not read")

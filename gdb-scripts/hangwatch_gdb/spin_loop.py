@@ -30,6 +30,7 @@ _BRA = re.compile(r"^(?P<op>BRA|JMP)(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+\s*,\s*)?
 _ADD = re.compile(r"^IADD3\s+(?P<dst>R\d+)\s*,\s*(?:P\d\s*,\s*)?(?:P\d\s*,\s*)?(?P<a>\S+?)\s*,\s*(?P<b>\S+?)\s*,\s*RZ$")
 _LOCAL = re.compile(r"^(?P<op>LDL|STL)(?P<mods>(?:\.[A-Z0-9_]+)*)\s+(?:(?P<dst>R\d+)\s*,\s*)?\[R1(?:\s*\+\s*(?P<off>0x[0-9a-fA-F]+|\d+))?\]"
                     r"(?:\s*,\s*(?P<src>R\d+))?$")
+_SHARED_LOAD = re.compile(r"^LDS\.64\s+(?P<dst>R\d+)\s*,\s*\[(?P<base>R\d+)(?:\s*\+\s*(?P<off>0x[0-9a-fA-F]+|\d+))?\]$")
 _ADDR_REG = re.compile(r"\[\s*(?:desc\[[^\]]*\]\s*)?\[?\s*(?P<reg>R\d+)(?:\.64)?\s*(?:\+\s*(?P<off>-?0x[0-9a-fA-F]+|-?\d+))?\s*\]")
 _REG = re.compile(r"^R(\d+)$")
 # A strong or volatile load of 64 or 128 bits: what a loop polling memory does (a counter, or
@@ -113,8 +114,9 @@ def find_spin_loop(instructions, pc):
     loaded value is increased by before the compare), "not_live" ({"observed", "target",
     "address"}: registers that do not hold those values at pc), "observed_slot" and
     "address_slot" (the local-memory offsets from R1 where the compiler keeps the counter or
-    its address, which hold them whatever the pc; None when in registers only), "branch_pc",
-    "loop_start"};
+    its address, which hold them whatever the pc; None when in registers only),
+    "address_shared" ((base register, offset) in shared memory where the loop loads the
+    counter's address from, its base valid at pc; or None), "branch_pc", "loop_start"};
     {"unmatched": load text, "branch_pc", "loop_start"} for a loop that polls memory with
     a compare that is not that (LL flags, a counter kept in local memory); or None."""
     for addr, text, _pred in instructions:
@@ -156,11 +158,13 @@ def _match_body(loop, pc_index):
                 continue  # two counters compared (a FIFO's head and tail): not a wait for a step
             load_i, added, slot = source
             dst, address_reg, offset = _qualifying_load(body[load_i][1])
+            address_reg = _copied_from(loop, load_i, address_reg)
             observed = [dst, f"R{int(dst[1:]) + 1}"]
             found = {"load_pc": body[load_i][0], "observed_regs": observed, "address_reg": address_reg,
                      "address_offset": offset, "compare_pc": addr, "target_regs": [target_lo, target_hi],
                      "added": added, "observed_slot": slot, "address_slot": _address_slot(loop, load_i, address_reg)}
             found["not_live"] = _not_live(loop, pc_index, found, i, ex, load_i)
+            found["address_shared"] = _address_in_shared(loop, load_i, address_reg, pc_index)
             return found
     polls = next((t for _a, t, _p in body if _POLL.match(t)), None)
     return {"unmatched": polls} if polls else None
@@ -227,6 +231,40 @@ def _observed_source(loop, i, operand):
         except ValueError:
             return None
     return None
+
+
+_MOV = re.compile(r"^(?:IMAD\.MOV\.U32\s+(?P<dst>R\d+)\s*,\s*RZ\s*,\s*RZ\s*,\s*(?P<src>R\d+)|"
+                  r"MOV\s+(?P<dst2>R\d+)\s*,\s*(?P<src2>R\d+))$")
+
+
+def _copied_from(loop, load_i, address_reg):
+    """The register pair the load's address was copied from just before it (the compiler
+    copies a pointer into the pair the load then overwrites with the counter), else its own."""
+    if not address_reg:
+        return address_reg
+    high = f"R{int(address_reg[1:]) + 1}"
+    sources = []
+    for reg in (address_reg, high):
+        d = loop.reaching(reg, load_i)
+        m = _MOV.match(loop.body[d][1]) if d is not None else None
+        if not m or (m["dst"] or m["dst2"]) != reg:
+            return address_reg
+        sources.append(m["src"] or m["src2"])
+    low_src, high_src = sources
+    return low_src if high_src == f"R{int(low_src[1:]) + 1}" else address_reg
+
+
+def _address_in_shared(loop, load_i, address_reg, p):
+    """(base register, offset) when the load's address is loaded from shared memory at
+    base + offset in the loop (PAT keeps its peers' head and tail pointers there) and the base
+    register holds the same value at pc p as there; else None."""
+    if not address_reg or p is None:
+        return None
+    d = loop.reaching(address_reg, load_i)
+    m = _SHARED_LOAD.match(loop.body[d][1]) if d is not None else None
+    if not m or m["dst"] != address_reg or loop.reaching(m["base"], p) != loop.reaching(m["base"], d):
+        return None
+    return m["base"], int(m["off"] or "0", 0)
 
 
 def _address_slot(loop, load_i, address_reg):

@@ -31,13 +31,14 @@ def _split(value):
 
 
 class FakeThread:
-    def __init__(self, frames, pc=ELSEWHERE_PC, registers=None, sass=None, local=None):
+    def __init__(self, frames, pc=ELSEWHERE_PC, registers=None, sass=None, local=None, shared=None):
         self.frames = frames
         self.pc = pc
         self.registers = dict(registers or {})
         self.registers["pc"] = pc
         self.sass = sass          # its own disassembly (else the standard loop, or straight code)
         self.local = local or {}  # its local memory: address -> u64
+        self.shared = shared or {}  # its block's shared memory: address -> u64
 
 
 def waiting(frames, counter_address, observed, target):
@@ -91,6 +92,11 @@ class FakeCudaGdb:
         if address not in self._focus.local:
             raise DebuggerCommandError(f"local memory at {address:#x}: not in this fake")
         return self._focus.local[address]
+
+    def shared_u64(self, address):
+        if address not in self._focus.shared:
+            raise DebuggerCommandError(f"shared memory at {address:#x}: not in this fake")
+        return self._focus.shared[address]
 
     def host_focus(self):
         self._focus = None

@@ -149,6 +149,25 @@ class KernelReader(unittest.TestCase):
         self.assertEqual([(v["side"], v["observed"], v["target"], v["counter_address"]) for v in views],
                          [("send", 0x100000017, 0x100000020 - 8, COUNTER)])
 
+    def test_a_wait_whose_address_is_reloaded_from_shared_memory_reads_it_there_and_the_counter_in_memory(self):
+        # PAT's shape after the compare: the step is in R49 and R12, the counter's registers
+        # hold other things, its address was loaded from shared memory at R5 + 0x28.
+        class Device:
+            def read_memory(self, address, size):
+                if address != COUNTER:
+                    raise OSError("unmapped")
+                return (0x200000009).to_bytes(8, "little")
+
+        frames = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE"]
+        text, pcs = TARGET_IN_A_REUSED_REGISTER
+        recv = FakeThread(frames, pcs[5], {"R49": 0xb, "R12": 0x2, "R13": 0, "R5": 0x300, "R14": 1, "R15": 0},
+                          sass=text, shared={0x328: COUNTER})
+        reader = CudaKernelReader(FakeCudaGdb([one_block("ncclDevKernel_AllReduce_Sum_f32_RING_LL", frames,
+                                                         thread0=recv)], Device()))
+        views = reader.read()
+        self.assertEqual([(v["observed"], v["target"], v["counter_address"]) for v in views],
+                         [(0x200000009, 0x20000000b, COUNTER)])
+
     def test_a_wait_whose_step_is_mid_update_at_the_pc_is_said_not_read(self):
         frames = ["ncclDevFunc_AllReduce_Sum_f32_RING_SIMPLE"]
         text, pcs = TARGET_IN_A_REUSED_REGISTER

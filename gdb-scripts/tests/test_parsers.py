@@ -80,6 +80,20 @@ TARGET_IN_A_REUSED_REGISTER = sass(
     "LDS.64 R14, [R5+0x28]",                           # 7: tailPtr
     "@!P0 LDG.E.64.STRONG.SYS R12, desc[UR4][R14.64]",  # 8
     "@!P0 BRA @0")                                     # 9
+# SendRecv's send wait: the head kept in local memory, its pointer copied into the pair the
+# load then overwrites.
+COPIED_ADDRESS = sass(
+    "LDL.64 R44, [R1+0x10]",                           # 0
+    "IADD3 R5, P2, R44, 0x8, RZ",
+    "ISETP.GE.U32.AND P0, PT, R5, R40, PT",            # 2
+    "IMAD.X R4, RZ, RZ, R45, P2",
+    "ISETP.GE.U32.AND.EX P0, PT, R4, R41, PT, P0",
+    "@P0 BRA 0x7fff20009000",
+    "IMAD.MOV.U32 R4, RZ, RZ, R12",                    # 6: the pointer, from R12:R13
+    "IMAD.MOV.U32 R5, RZ, RZ, R13",
+    "LD.E.64.STRONG.SYS R4, desc[UR36][R4.64]",        # 8
+    "STL.64 [R1+0x10], R4",
+    "@!P0 BRA @0")
 # A FIFO's two ends, both loaded, compared: no step is waited for.
 TWO_COUNTERS = sass(
     "LD.E.64.STRONG.SYS R2, desc[UR4][R6.64]",
@@ -246,6 +260,13 @@ class SpinLoopMatching(unittest.TestCase):
         self.assertEqual(after["not_live"]["target"], [])
         self.assertEqual(after["not_live"]["observed"], ["R12"])      # and the target there
         self.assertEqual(after["not_live"]["address"], ["R14", "R15"])
+        self.assertEqual(after["address_shared"], ("R5", 0x28))  # reloaded from shared memory each time
+
+    def test_an_address_copied_into_the_loads_pair_is_read_from_where_it_was_copied(self):
+        text, pcs = COPIED_ADDRESS
+        loop = spin_loop.find_spin_loop(spin_loop.parse_disassembly(text), pcs[2])
+        self.assertEqual((loop["address_reg"], loop["observed_slot"], loop["added"]), ("R12", 0x10, 8))
+        self.assertEqual(loop["not_live"], {"observed": ["R5"], "target": [], "address": []})  # R5: head + 8
 
     def test_two_loaded_counters_compared_are_no_wait_for_a_step(self):
         text, pcs = TWO_COUNTERS
