@@ -26,9 +26,11 @@ _LINE = re.compile(r"^\s*(?:=>\s*)?(?P<addr>0x[0-9a-fA-F]+)(?:\s*<[^>]*>)?:?\s+(
 _PRED = re.compile(r"^@!?U?P[T0-9]+\s+")
 _LOAD = re.compile(r"^(?P<op>LDG|LD)(?P<mods>(?:\.[A-Z0-9_]+)*)\s+(?P<dst>R\d+)\s*,\s*(?P<addr>.+)$")
 _SETP = re.compile(r"^ISETP(?P<mods>(?:\.[A-Z0-9_]+)*)\s+(?P<args>.+)$")
-_BRA = re.compile(r"^(?P<op>BRA|JMP)(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+\s*,\s*)?(?:`?\(?[^)]*\)?`?\s*)?(?P<target>0x[0-9a-fA-F]+)")
+_BRA = re.compile(r"^(?P<op>BRA|JMP)(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+\s*,\s*)?"
+                  r"(?:`?\(?[^)]*\)?`?\s*)?(?P<target>0x[0-9a-fA-F]+)")
 _ADD = re.compile(r"^IADD3\s+(?P<dst>R\d+)\s*,\s*(?:P\d\s*,\s*)?(?:P\d\s*,\s*)?(?P<a>\S+?)\s*,\s*(?P<b>\S+?)\s*,\s*RZ$")
-_LOCAL = re.compile(r"^(?P<op>LDL|STL)(?P<mods>(?:\.[A-Z0-9_]+)*)\s+(?:(?P<dst>R\d+)\s*,\s*)?\[R1(?:\s*\+\s*(?P<off>0x[0-9a-fA-F]+|\d+))?\]"
+_LOCAL = re.compile(r"^(?P<op>LDL|STL)(?P<mods>(?:\.[A-Z0-9_]+)*)\s+(?:(?P<dst>R\d+)\s*,\s*)?"
+                    r"\[R1(?:\s*\+\s*(?P<off>0x[0-9a-fA-F]+|\d+))?\]"
                     r"(?:\s*,\s*(?P<src>R\d+))?$")
 _SHARED_LOAD = re.compile(r"^LDS\.64\s+(?P<dst>R\d+)\s*,\s*\[(?P<base>R\d+)(?:\s*\+\s*(?P<off>0x[0-9a-fA-F]+|\d+))?\]$")
 _ADDR_REG = re.compile(r"\[\s*(?:desc\[[^\]]*\]\s*)?\[?\s*(?P<reg>R\d+)(?:\.64)?\s*(?:\+\s*(?P<off>-?0x[0-9a-fA-F]+|-?\d+))?\s*\]")
@@ -37,7 +39,8 @@ _REG = re.compile(r"^R(\d+)$")
 # LL's flags in the buffer).
 _POLL = re.compile(r"^(LDG|LD)(?=[.A-Z0-9_]*\.(?:64|128))(?=[.A-Z0-9_]*\.(?:STRONG|VOLATILE))[.A-Z0-9_]*\s")
 # Instructions that write no general register (or only uniform/predicate/barrier state).
-_NO_REG_DST = re.compile(r"^(ST|RED|ATOM[SG]?\b|ISETP|FSETP|DSETP|PLOP3|BRA|JMP|BRX|EXIT|RET|CALL|YIELD|BAR|BSSY|BSYNC|BREAK|"
+_NO_REG_DST = re.compile(r"^(ST|RED|ATOM[SG]?\b|ISETP|FSETP|DSETP|PLOP3|BRA|JMP|BRX|EXIT|RET|CALL|YIELD|BAR|"
+                         r"BSSY|BSYNC|BREAK|"
                          r"WARPSYNC|NOP|CCTL|MEMBAR|FENCE|ERRBAR|DEPBAR|R2UR|S2UR|U[A-Z]|LDGMC|VOTEU|NANOSLEEP)")
 
 
