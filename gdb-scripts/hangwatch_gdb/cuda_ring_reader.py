@@ -53,17 +53,24 @@ def kernel_kind(name):
     return None
 
 
+def _algorithm_rule(collective, algorithm, protocol, want, collectives, why):
+    """None when the block runs `want` over SIMPLE for one of `collectives`, else why not."""
+    if algorithm != want:
+        return f"{algorithm} algorithm"
+    if protocol != "SIMPLE":
+        return f"{want} {protocol}: {why[0]}"
+    if collective not in collectives:
+        return f"{collective or 'unknown collective'} over {want}: {why[1]}"
+    return None
+
+
 def tree_simple_rule(collective, algorithm, protocol):
     """None when the block runs NCCL's tree AllReduce over SIMPLE (all_reduce.h runTreeSplit, the
     function CUDA >= 11.4 builds), whose waiting threads are known from prims_simple.h, else why
     not."""
-    if algorithm != "TREE":
-        return f"{algorithm} algorithm"
-    if protocol != "SIMPLE":
-        return f"TREE {protocol}: progress is in flags inside the receive buffer, not in a head/tail counter"
-    if collective != "AllReduce":
-        return f"{collective or 'unknown collective'} over TREE: only AllReduce runs the tree"
-    return None
+    return _algorithm_rule(collective, algorithm, protocol, "TREE", ("AllReduce",),
+                           ("progress is in flags inside the receive buffer, not in a head/tail counter",
+                            "only AllReduce runs the tree"))
 
 
 def tree_splits(block_threads):
@@ -97,13 +104,8 @@ def tree_threads(split):
 def pat_simple_rule(collective, algorithm, protocol):
     """None when the block runs NCCL's PAT over SIMPLE (the only protocol PAT has), whose
     waiting threads are known from prims_simple.h's PatMode roles, else why not."""
-    if algorithm != "PAT":
-        return f"{algorithm} algorithm"
-    if protocol != "SIMPLE":
-        return f"PAT {protocol}: not a protocol NCCL runs PAT with"
-    if collective not in PAT_COLLECTIVES:
-        return f"{collective or 'unknown collective'} over PAT: only AllGather and ReduceScatter run PAT"
-    return None
+    return _algorithm_rule(collective, algorithm, protocol, "PAT", PAT_COLLECTIVES,
+                           ("not a protocol NCCL runs PAT with", "only AllGather and ReduceScatter run PAT"))
 
 
 def pat_threads():
