@@ -309,7 +309,7 @@ class CudaKernelReader:
             address = self.cuda.shared_u64(self.cuda.register(base) + offset)
         if address is None:
             self.not_read.append(f"{who}: wait loop at pc {pc:#x}: its counter's address is not in "
-                                 f"{loop['address_reg']} at this pc, nor kept in local memory: not read")
+                                 f"{loop['address_reg']} at this pc, nor kept in local or shared memory: not read")
             return None
         address += loop["address_offset"]
         try:
@@ -328,7 +328,7 @@ class CudaKernelReader:
         # step + StepPerSlice), so the head needed is the compared step minus what was added.
         added = loop["added"]
         added = self.cuda.register(added) if isinstance(added, str) else added
-        target = spin_loop.combine_u64(*(self.cuda.register(r) for r in loop["target_regs"])) - added
+        target = max(0, spin_loop.combine_u64(*(self.cuda.register(r) for r in loop["target_regs"])) - added)
         return {"observed": observed, "target": target, "counter_address": address, "counter_in_memory": in_memory,
                 "pc": pc}
 
