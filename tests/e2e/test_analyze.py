@@ -199,14 +199,20 @@ class LoadedMachine(AnalyzeCase):
                 f = report["findings"][0]
                 self.assertEqual(f["link"], {"from": 5, "to": 0}, f)
                 self.assertEqual(sorted(f["ranks"]), [0, 5])
+                self.assertIn("[slow-link] link 5->0", self.text(job))
                 ratio = f["value"] / f["group_median"]
-                print(f"slow-link=5->0:0.25, {per_node} rank(s) per node, under load: wire rate at {ratio:.3f} "
-                      f"of the other links'")
+                print(f"slow-link=5->0:0.25, {per_node} rank(s) per node, under load: {f['metric']} at "
+                      f"{ratio:.3f} of the other links'")
+                if f["metric"] == "link_wire_pct":
+                    # The bottleneck rule, which the analysis applies first, named it: the ring
+                    # waited on it, its data on the wire at least 3 times as long as the other
+                    # links' (seen when the suite's other jobs share the two cores as well).
+                    self.assertGreaterEqual(ratio, 3.0)
+                    continue
                 self.assertEqual(f["metric"], "link_wire_gbps")
                 # Against 5 other links the median holds it to 10 %; against the one other link
                 # of two nodes a few preempted steps on either move it more (0.25-0.30 seen).
                 self.assertAlmostEqual(ratio, 0.25, delta=0.025 if per_node == 1 else 0.06)
-                self.assertIn("[slow-link] link 5->0", self.text(job))
 
     def test_healthy_runs_flag_nothing(self):
         for nranks, sim in ((6, {"NCCL_ALGO": "Ring", "SIMGPU_RANKS_PER_NODE": "3"}), (8, {})):
