@@ -3,6 +3,7 @@
 #include <nccl.h>
 
 #include <map>
+#include <string>
 #include <utility>
 
 #include "hangwatch/watchdog/metrics/nccl_comm_ids.h"
@@ -37,6 +38,34 @@ void tieNcclIds(CommTable& comms, NcclCommIds& ids) {
   for (auto& [key, entries] : lacking) {
     if (entries.size() != 1) continue;
     if (auto id = ids.takeUnique(key.first, key.second)) entries.front()->nccl_id.store(*id, std::memory_order_release);
+  }
+}
+
+std::map<uintptr_t, std::string> asyncErrors(CommTable& comms) {
+  std::map<uintptr_t, std::string> out;
+  auto async_error = RealApi::instance().commGetAsyncError.get();
+  if (async_error == nullptr) return out;
+  comms.forEachLive([&](CommEntry& e) {
+    if (!e.from_nccl.load(std::memory_order_acquire) || e.identity_pending.load(std::memory_order_acquire)) return;
+    const uintptr_t handle = e.handle.load(std::memory_order_relaxed);
+    ncclResult_t state = ncclSuccess;
+    if (async_error(reinterpret_cast<ncclComm_t>(handle), &state) != ncclSuccess) return;
+    if (state != ncclSuccess && state != ncclInProgress) out[handle] = ncclResultName(state);
+  });
+  return out;
+}
+
+std::string ncclResultName(int result) {
+  switch (result) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "ncclResult " + std::to_string(result);
   }
 }
 

@@ -97,6 +97,7 @@ void registerComm(Watchdog* w, ncclComm_t comm, uint64_t hash, int rank, int siz
     return;
   }
   if (nccl_id) entry->nccl_id.store(*nccl_id, std::memory_order_release);
+  entry->from_nccl.store(true, std::memory_order_release);
   if (rank >= 0 && size > 0 && device >= 0) return;
   if (groupedOps().depth > 0 || !completeCommIdentity(*entry)) entry->identity_pending.store(true, std::memory_order_release);
 }

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <map>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -96,7 +98,7 @@ SnapshotIdentity identityOf(const SnapshotInputs& in) {
 static_assert(IssuedHistory::kKept == SnapshotComm::kRecentKept, "the snapshot says how many it keeps");
 static_assert(P2pCounts::kPeers == SnapshotComm::kP2pPeersKept, "the snapshot says how many peers it keeps");
 
-SnapshotComm commOf(const CommView& c) {
+SnapshotComm commOf(const CommView& c, const std::map<uintptr_t, std::string>& async_errors) {
   SnapshotComm sc;
   sc.hash = CommTable::hashHex(c.hash);
   sc.rank = c.rank;
@@ -117,6 +119,8 @@ SnapshotComm commOf(const CommView& c) {
   }
   for (const P2pCounts::Peer& p : c.p2p) sc.p2p.push_back({p.peer, p.sends, p.receives});
   sc.p2p_untracked = c.p2p_untracked;
+  if (auto e = async_errors.find(c.handle); c.state == CommState::kLive && e != async_errors.end())
+    sc.async_error = e->second;
   return sc;
 }
 
@@ -188,7 +192,8 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
   s.health = in.health;
   s.identity = identityOf(in);
   if (in.nccl_ids != nullptr) tieNcclIds(*in.comms, *in.nccl_ids);
-  for (const CommView& c : in.comms->view()) s.comms.push_back(commOf(c));
+  const std::map<uintptr_t, std::string> async_errors = asyncErrors(*in.comms);
+  for (const CommView& c : in.comms->view()) s.comms.push_back(commOf(c, async_errors));
   for (const auto& [stream, q] : in.queues->streams()) s.streams.push_back(streamOf(stream, q, in));
   in.host_calls->forEachBusy([&](const BusyHostCall& call) { s.host_calls.push_back(hostCallOf(call, in)); });
   for (uint64_t made : in.host_calls->idsMade()) s.unique_ids_made.push_back(CommTable::hashHex(made));

@@ -39,6 +39,10 @@ TEST_CASE("WatchdogSnapshotRoundTrips") {
   CHECK(back->comms[0].p2p[1].receives == 40u);
   CHECK(back->comms[0].p2p_untracked == 3u);
   CHECK(back->comms[1].p2p.empty());
+  // NCCL's asynchronous error: named when there is one, left out when there is none.
+  CHECK(back->comms[0].async_error == "ncclRemoteError");
+  CHECK(back->comms[1].async_error.empty());
+  CHECK_FALSE(toJson(s)["comms"][1].contains("async_error"));
   // A dump written before transfers were counted reads as none issued.
   nlohmann::json before_p2p = toJson(s);
   before_p2p["comms"][0].erase("p2p");

@@ -150,7 +150,8 @@ inline WatchdogSnapshot richSnapshot() {
   s.comms.push_back({"00000000deadbeef", 7, 16, 3, "live", 10, 9, "1852e9190e780d2a", "0x55d0c0a01000",
                      {{9, "ncclAllReduce", 262144, "float32", std::nullopt}, {10, "ncclBroadcast", 16, "int64", 0}},
                      {{6, 40, 39}, {8, 0, 40}},
-                     3});
+                     3,
+                     "ncclRemoteError"});
   s.comms.push_back({"0000000000000001", 0, 2, 3, "destroyed", std::nullopt, std::nullopt, "", "0x55d0c0a02000", {}});
   SnapshotStream st;
   st.stream = "0x10";

@@ -66,6 +66,11 @@ struct SnapshotComm {
   static constexpr size_t kP2pPeersKept = 8;
   std::vector<SnapshotP2pPeer> p2p;
   uint64_t p2p_untracked = 0;
+  // What NCCL's ncclCommGetAsyncError answered when the snapshot was taken, when it was an
+  // error: "ncclRemoteError" is NCCL's proxy failing on a network peer that closed its
+  // connection or stopped answering. Empty when none, or not asked (a communicator ended or
+  // not ready); absent in dumps from before 2026-11-29.
+  std::string async_error;
 };
 
 // Where one network connection's proxy got (NCCL profiler ProxyOp/ProxyStep events;
@@ -260,6 +265,7 @@ struct Schema<SnapshotComm> {
       field("recent", &SnapshotComm::recent, "comm recent"),
       field("p2p", &SnapshotComm::p2p, "comm p2p"),
       field("p2p_untracked", &SnapshotComm::p2p_untracked, "comm p2p_untracked"),
+      field("async_error", &SnapshotComm::async_error, "comm async_error", Empty::kOmit),
   };
 };
 

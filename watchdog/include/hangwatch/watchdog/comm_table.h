@@ -102,6 +102,7 @@ struct CommEntry {
   std::atomic<int> size{0};
   std::atomic<int> device{-1};
   std::atomic<bool> identity_pending{false};
+  std::atomic<bool> from_nccl{false};       // the handle is one NCCL returned: it may be passed back
   std::atomic<CommState> state{CommState::kLive};
   std::atomic<uint64_t> issued{0};          // collectives issued; the next one gets this seq
   std::atomic<uint64_t> completed_plus1{0}; // last completed seq + 1, 0 when none
@@ -133,6 +134,8 @@ class CommTable {
   CommEntry* add(uintptr_t handle, uint64_t hash, int rank, int size, int device);
   // The newest entry for `handle` (handles are reused after destroy).
   CommEntry* find(uintptr_t handle);
+  // Marked before the program's destroy or abort reaches NCCL, and never while forEachLive
+  // is calling into a communicator: one marked ended is not touched again.
   void markEnded(uintptr_t handle, CommState state);
   std::vector<CommView> view() const;
   std::vector<uintptr_t> liveHandles() const;
@@ -142,12 +145,21 @@ class CommTable {
     size_t n = count_.load(std::memory_order_acquire);
     for (size_t i = 0; i < n; ++i) f(entries_[i]);
   }
+  // Calls `f` for every live entry with no ending in progress: `f` may call NCCL on its handle.
+  template <typename F>
+  void forEachLive(F&& f) {
+    std::lock_guard<std::mutex> lock(ending_mutex_);
+    forEach([&](CommEntry& e) {
+      if (e.state.load(std::memory_order_acquire) == CommState::kLive) f(e);
+    });
+  }
 
   static std::string hashHex(uint64_t hash);
   static uint64_t hashBytes(const void* data, size_t n, uint64_t seed = 1469598103934665603ull);
 
  private:
   std::mutex add_mutex_;
+  std::mutex ending_mutex_;
   std::atomic<size_t> count_{0};
   CommEntry entries_[kCapacity];
 };
