@@ -31,7 +31,7 @@ class CollectiveRunner {
         r_(comm.rank_),
         esize_(dtypeSize(op.dtype)),
         chunk_(comm.segment_->shape().slot_bytes / esize_),
-        transport_(*comm.segment_, comm.aborted_, comm.rank_, op),
+        transport_(*comm.segment_, comm.aborted_, comm.rank_, op, comm.peer_watch_.get()),
         counting_(counting) {
     Communicator::ChannelState& cs = comm.channels_[channel];
     SharedSegment& seg = *comm.segment_;

@@ -66,6 +66,9 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   comm->net_dev_ = net_dev;
   comm->algos_ = *algos;
   if (!faults->dead_nics.empty()) comm->noteNics();
+  if (comm->nodes_.nodes() > 1)
+    comm->peer_watch_ =
+        std::make_unique<NetPeerWatch>(*comm->segment_, comm->nodes_, rank, *net, comm->async_error);
   int world = nranks;
   if (!comm->launcher_ranks_.empty()) {
     world = identity.world_size.value_or(0);
@@ -317,7 +320,7 @@ bool Communicator::runPeerOps(const std::vector<Op>& ops, uint64_t launch_index)
     size_t esize = dtypeSize(op.dtype);
     size_t bytes = op.count * esize;
     PeerState& ps = peers_[op.peer];
-    StepTransport transport(*segment_, aborted_, rank_, op);
+    StepTransport transport(*segment_, aborted_, rank_, op, peer_watch_.get());
     TaskProfile* profile = op.profile.get();
     if (profile != nullptr) profile->kernelStarted(0);
     simgpu::FaultLedger::instance().ran(faults_, faultRank(rank_), launch, "P2P",

@@ -98,6 +98,7 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
       if (end.credit_fault != nullptr) simgpu::FaultLedger::instance().fired(*end.credit_fault);
     }
     WaitSite site = siteFor(kWaitSend, end.peer, end.channel, credit);
+    NetPeerWatch::Wait watched(end.net ? peer_watch_ : nullptr, end.peer, false);
     if (simnccl_wait_peer(&site, head, credit, &abort_) == kAborted) return false;
   }
   char* slot = segment_.slotData(*end.conn, step);
@@ -131,7 +132,10 @@ const char* StepTransport::awaitStep(RecvEnd& end) {
   }
   recv_end_ = &end;
   WaitSite site = siteFor(kWaitRecv, end.peer, end.channel, step + 1);
-  if (simnccl_wait_peer(&site, &end.conn->tail, step + 1, &abort_) == kAborted) return nullptr;
+  {
+    NetPeerWatch::Wait watched(end.net_dev >= 0 ? peer_watch_ : nullptr, end.peer, true);
+    if (simnccl_wait_peer(&site, &end.conn->tail, step + 1, &abort_) == kAborted) return nullptr;
+  }
   if (end.proxy != nullptr) end.proxy->dataSeen(static_cast<int>(step - end.base));
   const SlotHeader& header = end.conn->slot_header[step % kSteps];
   if (isCollective(op_.kind) && (header.seq != op_.seq || header.op != static_cast<uint32_t>(op_.kind))) {

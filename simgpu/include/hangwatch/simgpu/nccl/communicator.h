@@ -165,6 +165,7 @@ class Communicator {
   AlgoTable algos_;
   std::vector<TreeLinks> trees_;  // per channel, this rank's
   std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
+  std::unique_ptr<NetPeerWatch> peer_watch_;  // null when every member is on this rank's node
 
   friend class CollectiveRunner;
 };

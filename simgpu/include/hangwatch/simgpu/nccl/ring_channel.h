@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hangwatch/simgpu/nccl/net_peer_watch.h"
 #include "hangwatch/simgpu/nccl/net_proxy_op.h"
 #include "hangwatch/simgpu/nccl/op.h"
 #include "hangwatch/simgpu/nccl/shared_segment.h"
@@ -106,8 +107,10 @@ struct RecvEnd {
 
 class StepTransport {
  public:
-  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op)
-      : segment_(segment), abort_(abort), rank_(rank), op_(op) {}
+  // `peer_watch`: the communicator's, when it spans nodes (null otherwise).
+  StepTransport(SharedSegment& segment, const std::atomic<bool>& abort, int rank, const Op& op,
+                NetPeerWatch* peer_watch = nullptr)
+      : segment_(segment), abort_(abort), rank_(rank), op_(op), peer_watch_(peer_watch) {}
   StepTransport(const StepTransport&) = delete;
   StepTransport& operator=(const StepTransport&) = delete;
 
@@ -141,6 +144,7 @@ class StepTransport {
   const std::atomic<bool>& abort_;
   int rank_;
   const Op& op_;
+  NetPeerWatch* peer_watch_;
   // The ends this operation used last in each direction, for WaitSite.
   const SendEnd* send_end_ = nullptr;
   const RecvEnd* recv_end_ = nullptr;
