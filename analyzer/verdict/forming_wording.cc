@@ -157,6 +157,27 @@ void VerdictWording::exitedInside(Verdict& v, const HangFocus& f, const std::vec
           e.rank, e.pid, e.host, e.pid));
 }
 
+void VerdictWording::lostByNetwork(Verdict& v, const HangFocus& f, int lost, const std::vector<int>& seen_by) const {
+  v.evidence.insert(
+      v.evidence.begin(),
+      {fmt::format("NCCL on rank(s) {} failed communicator {} with ncclRemoteError (ncclCommGetAsyncError when they "
+                   "dumped): NCCL's proxy lost a peer across the network, whose connection closed or stopped "
+                   "answering. A process that is alive, even stopped, keeps its connections and dumps.",
+                   ranksText(seen_by), f.comm),
+       fmt::format("Rank {} ({}) left no file at all, the only member of {} that did not: it is the peer NCCL lost; "
+                   "{} can never complete without it.",
+                   lost, deviceText(job_, lost), f.comm, opText(f))});
+  v.headline = fmt::format("Communication hang: rank {} is gone (its process ended, or its node or network went with "
+                           "it); the others wait for it in {}.",
+                           lost, opText(f));
+  v.next_steps.clear();
+  v.next_steps.push_back(fmt::format(
+      "Find why rank {} went: the job's log of that rank (a Python traceback, an assertion, a kill by the OOM killer), "
+      "dmesg on its host (OOM, Xid errors), whether the host is up at all and reachable over the network (its NIC's "
+      "link and counters). Then restart from the last checkpoint without that host if it is down.",
+      lost));
+}
+
 void VerdictWording::frozenThenContinued(Verdict& v, const std::vector<ExitedRank>& frozen) const {
   std::vector<std::string> said;
   for (const ExitedRank& e : frozen) {

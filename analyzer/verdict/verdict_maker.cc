@@ -129,6 +129,7 @@ Verdict VerdictMaker::byRule() const {
                                        : fromRingProgress(*f, p);
     if (one_collective && !in_init.empty() && !in_host_code.empty()) wording_.heldInInit(v, in_init);
     if (one_collective && in_host_code.empty()) blameExited(v, *f, p);
+    if (one_collective && in_host_code.empty() && !v.confident) blameLostByNetwork(v, *f, p);
     v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
     return v;
   }
@@ -417,6 +418,37 @@ void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositio
   v.confident = true;
   v.hinges_on.clear();
   wording_.exitedInside(v, f, exited);
+}
+
+// The one member with no file at all, while NCCL failed the communicator on members that did
+// dump with ncclRemoteError (their snapshots' async_error, ncclCommGetAsyncError at the
+// snapshot): NCCL's proxy lost a network peer, whose connection closed (sockets: the peer's
+// kernel closed it when its process ended) or whose queue pair stopped answering (IB: retries
+// ran out). A live process keeps both, stopped or not, and dumps; the member that wrote nothing
+// is the one NCCL lost: its process ended, or its node or its network went with it. Two or more
+// members without a dump: NCCL's error names no peer, so which is not said. The same on a GPU
+// job; what it cannot tell apart (process, node, network) the wording leaves open.
+void VerdictMaker::blameLostByNetwork(Verdict& v, const HangFocus& f, const CommPositions& p) const {
+  if (p.members_missing.size() != 1) return;
+  const int lost = p.members_missing.front();
+  if (std::count(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), lost)) return;
+  if (const RankSummary* s = job_.find(lost); s && s->answered()) return;
+  std::vector<int> seen_by;
+  for (const RankSummary& s : job_.ranks)
+    for (const SnapshotComm& c : s.comms)
+      if (c.hash == f.comm && c.async_error == "ncclRemoteError" && s.rank != lost) seen_by.push_back(s.rank);
+  if (seen_by.empty()) return;
+  v.kind = VerdictKind::kCommunicationHang;
+  v.communicator = f.comm;
+  v.op = OpRef{f.op, f.seq};
+  v.culprit_ranks = {lost};
+  v.culprit_link.reset();
+  v.suspects.clear();
+  v.reason.clear();
+  std::erase_if(v.lacking_data, [&](const DataGap& g) { return g.rank == lost; });
+  v.confident = true;
+  v.hinges_on.clear();
+  wording_.lostByNetwork(v, f, lost, seen_by);
 }
 
 // A rank that dumped itself but whose node peer had found its process stopped before (the

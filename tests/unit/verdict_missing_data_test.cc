@@ -309,6 +309,50 @@ TEST_CASE("DeadRankWithoutItsSnapshotIsNamedButTheVerdictSaysWhatItCannotTell") 
   CHECK(v.hinges_on.find("whether its GPU stopped inside the collective or it never called it") != std::string::npos);
 }
 
+// NCCL's ncclRemoteError on a member's communicator (its proxy lost a network peer) beside ranks
+// that wrote nothing: `silent` left no file, `erring` report the error on `comm`.
+Verdict lostRankVerdict(const std::vector<int>& silent, const std::vector<int>& erring,
+                        const std::string& comm = verdict_test::kComm) {
+  Scenario sc = deadRank(6, 3);
+  verdict_test::TempDir dir;
+  for (FakeRank& r : sc.ranks) {
+    const int n = *r.snap.identity.rank;
+    if (std::count(silent.begin(), silent.end(), n)) continue;
+    if (std::count(erring.begin(), erring.end(), n))
+      for (SnapshotComm& c : r.snap.comms)
+        if (c.hash == comm) c.async_error = "ncclRemoteError";
+    r.write(dir.path);
+  }
+  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job)).verdict;
+}
+
+TEST_CASE("ARankWithoutAnyFileIsNamedWhenItsPeersNcclLostItOverTheNetwork") {
+  const Verdict v = lostRankVerdict({3}, {4});
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK(v.confident);
+  CHECK(v.hinges_on.empty());
+  CHECK(v.suspects.empty());
+  CHECK(v.headline.find("rank 3 is gone") != std::string::npos);
+  REQUIRE_FALSE(v.evidence.empty());
+  CHECK(v.evidence[0].find("NCCL on rank(s) 4 failed communicator") != std::string::npos);
+}
+
+TEST_CASE("NcclsRemoteErrorNamesNoPeerSoTwoSilentRanksStayUnnamed") {
+  const Verdict v = lostRankVerdict({3, 5}, {4});
+  CHECK_FALSE(v.confident);
+  CHECK(v.headline.find("is gone") == std::string::npos);
+}
+
+TEST_CASE("ARemoteErrorOnAnotherCommunicatorSaysNothingOfThisOne") {
+  const Verdict v = lostRankVerdict({3}, {4}, "0000000000000bad");
+  CHECK_FALSE(v.confident);
+  CHECK(v.hinges_on.find("whether its GPU stopped inside the collective or it never called it") != std::string::npos);
+}
+
 TEST_CASE("MismatchWhoseMajorityMissingRanksCouldTurnNamesNoSide") {
   Scenario sc = mismatch(4, 1);
   verdict_test::TempDir dir;

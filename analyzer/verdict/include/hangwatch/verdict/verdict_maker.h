@@ -43,6 +43,7 @@ class VerdictMaker {
   bool insideInit(int rank) const;
   // A member of the focus communicator whose process is gone is the culprit.
   void blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  void blameLostByNetwork(Verdict& v, const HangFocus& f, const CommPositions& p) const;
   void noteFrozenThenContinued(Verdict& v) const;
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;
