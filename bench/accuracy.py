@@ -48,6 +48,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 TIMEOUT_S = 3  # HANGWATCH_TIMEOUT: the collective that does not finish in 3 s is the hang
+# NCCL_IB_TIMEOUT: IB's retries before a write to a peer that is gone fails, (7 + 1) x 4.096 us x
+# 2^14 = 0.5 s. At NCCL's default (20: 34 s) against hangwatch's (300 s) the error is there
+# long before the hang is declared; the campaign's hang timeout is 100 times shorter, and so
+# is this, or no job would ever show it.
+IB_TIMEOUT = "14"
 REDRAWS = 5    # jobs drawn in place of one whose fault never took effect, at most
 NEVER_FIRED = "never took effect"  # simgpu's line for a fault that did nothing (simgpu/README.md)
 JOB_WAIT_S = 300
@@ -612,7 +617,7 @@ def run(case, build, keep_dir, keep_all=False):
     root = Path(tempfile.mkdtemp(prefix="hangwatch-accuracy-"))
     env = report_jobs.watchdog_env(root, timeout_s=TIMEOUT_S, faults=";".join(case.faults))
     env.update({"HANGWATCH_ON_HANG": case.mode, "HANGWATCH_COLLECT": "1" if case.collector == "on" else "0",
-                "SIMGPU_RANKS_PER_NODE": "", "NCCL_PAT_ENABLE": "", **case.env})
+                "SIMGPU_RANKS_PER_NODE": "", "NCCL_PAT_ENABLE": "", "NCCL_IB_TIMEOUT": IB_TIMEOUT, **case.env})
     argv = report_jobs.job_argv(case.program, case.args, case.steps)
     if case.program == "device_ring":  # its processes meet through NCCL's unique id in a file
         argv += ["--id-file", str(root / "nccl.id")]

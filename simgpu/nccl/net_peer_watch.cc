@@ -74,6 +74,12 @@ NetPeerWatch::Wait::~Wait() {
   watch_->waits_.erase(it_);
 }
 
+void NetPeerWatch::wrote(int peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (gone_.count(peer) && !failing_.count(peer))
+    failing_.emplace(peer, Clock::now() + (net_ == NetKind::kSocket ? Clock::duration::zero() : ib_retry_));
+}
+
 void NetPeerWatch::run() {
   pthread_setname_np(pthread_self(), "simnccl-netwatch");
   while (!stopping_.load(std::memory_order_acquire)) {
@@ -89,6 +95,11 @@ void NetPeerWatch::look(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (int r : newly_gone) gone_.emplace(r, now);
   if (failed_) return;
+  for (const auto& [peer, when] : failing_)
+    if (now >= when)
+      return fail(peer, net_ == NetKind::kSocket
+                            ? "socketProgress: Connection reset by peer"
+                            : "NET/IB: Got CQE with error (a write to the peer's queue pair: retry count exceeded)");
   for (const ActiveWait& w : waits_) {
     auto gone = gone_.find(w.peer);
     if (gone == gone_.end()) continue;

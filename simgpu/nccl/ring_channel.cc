@@ -109,6 +109,7 @@ bool StepTransport::send(SendEnd& end, const void* src, size_t bytes) {
   // link's time and not also the bookkeeping around it.
   const auto handed = std::chrono::steady_clock::now();
   if (end.proxy != nullptr && !end.eager) end.proxy->handedToNetwork(op_step, bytes);
+  if (end.net && peer_watch_ != nullptr) peer_watch_->wrote(end.peer);
   end.pacer->pace(bytes, end.gbps, handed);
   // A dead link never completes its steps: the sender's stay handed to the network.
   if (end.dead) {

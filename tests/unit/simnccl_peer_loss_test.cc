@@ -22,23 +22,32 @@ constexpr int kRanks = 3;
 constexpr int kGone = 2;  // ring: 1 sends to it, 0 receives from it
 constexpr int kRemote = 0, kNoError = 1, kOtherError = 2, kSetupFailed = 3;
 
-// Rank kGone exits once joined; the others run an AllReduce it never joins (far more steps than
-// NCCL_STEPS), after it is gone, and say what ncclCommGetAsyncError answers within `within`.
-testing::RankResults runWithoutOne(const std::map<std::string, std::string>& env, std::chrono::milliseconds within) {
+// Rank kGone exits once joined (`first` false: after the others' AllReduce has stood waiting
+// for it, its GPU stopped by a dead-rank fault); the others run an AllReduce (far more steps than
+// NCCL_STEPS) and say what ncclCommGetAsyncError answers within `within`.
+testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::chrono::milliseconds within,
+                                   bool gone_first = true) {
   testing::MultiRankJob job(kRanks);
   ncclUniqueId id = job.id();
   testing::RankBoard& board = job.board();
+  if (!gone_first) env["SIMGPU_FAULTS"] = "dead-rank=" + std::to_string(kGone) + "@op=0";
   job.start(
       [&](int rank) {
         ncclComm_t comm = nullptr;
         if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return kSetupFailed;
-        board.progress[rank].store(1);
-        if (rank == kGone) _exit(0);
-        while (board.progress[kGone].load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gone, and seen gone
         std::vector<float> buf(1 << 22, 1.0f);
+        board.progress[rank].store(1);
+        if (rank == kGone && gone_first) _exit(0);
+        if (gone_first) {
+          while (board.progress[kGone].load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gone, and seen gone
+        }
         if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
           return kSetupFailed;
+        if (rank == kGone) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others stand waiting for it
+          _exit(0);
+        }
         const auto end = std::chrono::steady_clock::now() + within;
         ncclResult_t state = ncclSuccess;
         while (std::chrono::steady_clock::now() < end) {
@@ -61,15 +70,33 @@ TEST_CASE("OverSocketsBothNetworkNeighboursOfAGoneProcessGetNcclRemoteError") {
   CHECK(res.exit_codes == std::vector<int>{kRemote, kRemote, 0});
 }
 
-TEST_CASE("OverIbOnlyAReceivePostedAfterThePeerWentFailsOnceTheRetriesRanOut") {
-  // NCCL_IB_TIMEOUT=10: (7 + 1) x 4.096 us x 2^10 = 34 ms. Rank 0 posts its receives from the
-  // gone rank after it went (their clear-to-send goes to it: failed); rank 1 waits for a
-  // clear-to-send from it that never comes, and posts nothing to it.
+TEST_CASE("OverIbWhatIsPostedToAGonePeerFailsOnceTheRetriesRanOut") {
+  // NCCL_IB_TIMEOUT=10: (7 + 1) x 4.096 us x 2^10 = 34 ms. The AllReduce starts after the peer
+  // went: rank 0's receives from it write their clear-to-send to it, rank 1 writes its first
+  // steps into its buffer. Both fail.
   auto res = runWithoutOne(
       {{"SIMGPU_RANKS_PER_NODE", "1"}, {"NCCL_NET", "IB"}, {"NCCL_ALGO", "Ring"}, {"NCCL_IB_TIMEOUT", "10"}},
       std::chrono::seconds(2));
   REQUIRE_FALSE(res.timed_out);
-  CHECK(res.exit_codes == std::vector<int>{kRemote, kNoError, 0});
+  CHECK(res.exit_codes == std::vector<int>{kRemote, kRemote, 0});
+}
+
+TEST_CASE("OverIbAPeerThatGoesWhileTheOthersAlreadyWaitIsNeverNoticed") {
+  // Its GPU stopped first; when it exits, rank 0's receives were posted long before and rank 1
+  // waits for a clear-to-send: nothing is posted to it, and RC queue pairs have no keepalive.
+  // Over sockets the same job fails at once (the receive reads end-of-file).
+  const std::map<std::string, std::string> env = {
+      {"SIMGPU_RANKS_PER_NODE", "1"}, {"NCCL_ALGO", "Ring"}, {"NCCL_IB_TIMEOUT", "10"}};
+  auto ib = env;
+  ib["NCCL_NET"] = "IB";
+  auto res = runWithoutOne(ib, std::chrono::milliseconds(1500), false);
+  REQUIRE_FALSE(res.timed_out);
+  CHECK(res.exit_codes == std::vector<int>{kNoError, kNoError, 0});
+  auto sockets = env;
+  sockets["NCCL_NET"] = "Socket";
+  res = runWithoutOne(sockets, std::chrono::milliseconds(1500), false);
+  REQUIRE_FALSE(res.timed_out);
+  CHECK(res.exit_codes[0] == kRemote);
 }
 
 TEST_CASE("OnOneNodeNothingFailsWhenAPeerIsGone") {

@@ -10,8 +10,9 @@
 //           ran out ("NET/IB: Got CQE with error", src/transport/net_ib/p2p.cc), after
 //           (NCCL_IB_RETRY_CNT + 1) x 4.096 us x 2^NCCL_IB_TIMEOUT (defaults 7 and 20: 34 s;
 //           src/transport/net_ib/connect.cc). Here: a receive posted (its clear-to-send written
-//           to the sender) after the peer was seen gone. A receive posted before it went, and a
-//           sender waiting for a clear-to-send that never comes, post nothing to it: no error.
+//           to the sender) or a step sent (written into its buffer) after the peer was seen
+//           gone. A receive posted before it went, and a sender waiting for a clear-to-send that
+//           never comes, post nothing to it: no error, ever (RC queue pairs have no keepalive).
 // A process that is stopped (SIGSTOP) keeps its connections: nothing fails. A whole node that
 // loses power closes nothing either; simgpu has no such fault.
 #include <nccl.h>
@@ -60,6 +61,9 @@ class NetPeerWatch {
     std::list<ActiveWait>::iterator it_;
   };
 
+  // A step was written to `peer` (the sender's RDMA write, NCCL's isend).
+  void wrote(int peer);
+
   // How long IB's queue pair retries before a work request completes in error.
   static Clock::duration ibRetryTime();
 
@@ -77,6 +81,7 @@ class NetPeerWatch {
   std::mutex mutex_;
   std::list<ActiveWait> waits_;
   std::map<int, Clock::time_point> gone_;  // peer -> when first seen gone
+  std::map<int, Clock::time_point> failing_;  // peer -> when a write posted to it since fails
   bool failed_ = false;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
