@@ -175,10 +175,15 @@ def mismatch(rng):
 def rank_exits(rng):
     """A rank's process ends (SIGKILL as the OOM killer does, abort() as a failed assertion, or
     exit(1) from an error path) right after it enqueued a step's gradient AllReduce, under srun
-    as Slurm runs it by default: the others wait for it in that collective."""
+    as Slurm runs it by default: the others wait for it in that collective. Between nodes, over
+    IB or sockets."""
     c = Case(rng, launchers=(SRUN_KEEP,))
     r = rng.randrange(c.nranks)
     how = rng.choice(("kill", "abort", "exit"))
+    # Between nodes NCCL sees a peer process go only through its network: over sockets its
+    # receive reads end-of-file at once; over IB only a write posted to it after it went fails.
+    if c.nodes > 1:
+        c.env["NCCL_NET"] = rng.choice(("IB", "Socket"))
     c.args += ["--exit-rank", str(r), "--exit-at-step", str(c.step), "--exit-how", how]
     c.truth = {"kind": "communication-hang", "rank": r}
     c.dumps_expected = c.nranks - 1

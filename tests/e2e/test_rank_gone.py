@@ -25,9 +25,9 @@ class RankGone(unittest.TestCase):
         self.root = Path(tempfile.mkdtemp(prefix="hangwatch-gone-"))
         self.addCleanup(shutil.rmtree, self.root, True)
 
-    def run_job(self, args, launcher, nranks=NRANKS):
+    def run_job(self, args, launcher, nranks=NRANKS, env_extra=None):
         env = report_jobs.watchdog_env(self.root, timeout_s=3)
-        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1", "NCCL_ALGO": "Ring"})
+        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1", "NCCL_ALGO": "Ring", **(env_extra or {})})
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), "2", "--", *report_jobs.job_argv("ring_train", args, 40)]
         start = time.monotonic()
@@ -79,11 +79,17 @@ class RankGone(unittest.TestCase):
         # 3 ranks as nodes of 2: rank 2 is alone on node-1, so nobody writes its state. Abort
         # mode stops waiting for it 30 s after rank 0 began waiting (JobCompletion's answer
         # window), not after HANGWATCH_ABORT_GRACE (120 s); the report still names the hang.
+        # Over sockets its network peers' NCCL reads the closed connection (ncclRemoteError),
+        # which their snapshots carry: the rank is named as gone, not hedged.
         rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
-                                         srun_like(3, kill_on_bad_exit=False), nranks=3)
+                                         srun_like(3, kill_on_bad_exit=False), nranks=3,
+                                         env_extra={"NCCL_NET": "Socket"})
         self.assertIn(2, rep["ranks_missing"])
-        # Its ring neighbours' progress still points at it (the collector read their connections).
-        self.assertEqual(rep["verdict"]["culprit_ranks"], [2], json.dumps(rep["verdict"], indent=1))
+        v = rep["verdict"]
+        self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
+        self.assertTrue(v["confident"], json.dumps(v, indent=1))
+        self.assertIn("rank 2 is gone", v["headline"])
+        self.assertTrue(any("ncclRemoteError" in e for e in v["evidence"]), v["evidence"])
         self.assertIn("silent", out)
         self.assertLess(seconds, 70, out[-3000:])
         print(f"a rank dead alone on its node: the job ended {seconds:.0f} s after it started")
