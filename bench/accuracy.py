@@ -48,10 +48,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 TIMEOUT_S = 3  # HANGWATCH_TIMEOUT: the collective that does not finish in 3 s is the hang
-# NCCL_IB_TIMEOUT: IB's retries before a write to a peer that is gone fails, (7 + 1) x 4.096 us x
-# 2^14 = 0.5 s. At NCCL's default (20: 34 s) against hangwatch's (300 s) the error is there
-# long before the hang is declared; the campaign's hang timeout is 100 times shorter, and so
-# is this, or no job would ever show it.
+# NCCL_IB_TIMEOUT: how long IB retries a write to a peer that is gone before it fails,
+# (7 + 1) x 4.096 us x 2^14 = 0.5 s. With the defaults (NCCL's 20: 34 s; hangwatch's timeout
+# 300 s) the error comes long before the hang is declared. The campaign's hang timeout is 100
+# times shorter, and so is this; else no job could show the error before its snapshot.
 IB_TIMEOUT = "14"
 REDRAWS = 5    # jobs drawn in place of one whose fault never took effect, at most
 NEVER_FIRED = "never took effect"  # simgpu's line for a fault that did nothing (simgpu/README.md)
