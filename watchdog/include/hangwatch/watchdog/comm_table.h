@@ -3,6 +3,7 @@
 // per-communicator collective sequence numbers. Lookups on the hot path are
 // lock-free scans of published entries; creation (rare) takes a mutex.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -146,12 +147,16 @@ class CommTable {
     for (size_t i = 0; i < n; ++i) f(entries_[i]);
   }
   // Calls `f` for every live entry with no ending in progress: `f` may call NCCL on its handle.
+  // False, calling nothing, when an ending holds the table past `patience` (a signal handler
+  // that waits for this thread may have interrupted markEnded on its own thread).
   template <typename F>
-  void forEachLive(F&& f) {
-    std::lock_guard<std::mutex> lock(ending_mutex_);
+  bool forEachLive(F&& f, std::chrono::milliseconds patience = std::chrono::milliseconds(200)) {
+    std::unique_lock<std::timed_mutex> lock(ending_mutex_, std::defer_lock);
+    if (!lock.try_lock_for(patience)) return false;
     forEach([&](CommEntry& e) {
       if (e.state.load(std::memory_order_acquire) == CommState::kLive) f(e);
     });
+    return true;
   }
 
   static std::string hashHex(uint64_t hash);
@@ -159,7 +164,7 @@ class CommTable {
 
  private:
   std::mutex add_mutex_;
-  std::mutex ending_mutex_;
+  std::timed_mutex ending_mutex_;
   std::atomic<size_t> count_{0};
   CommEntry entries_[kCapacity];
 };
