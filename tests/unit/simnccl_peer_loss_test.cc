@@ -44,8 +44,11 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
         }
         if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
           return kSetupFailed;
-        if (rank == kGone) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others stand waiting for it
+        board.progress[rank].store(2);
+        if (rank == kGone) {  // once the others stand waiting for it
+          for (int r = 0; r < kRanks; ++r)
+            while (board.progress[r].load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
           _exit(0);
         }
         const auto end = std::chrono::steady_clock::now() + within;
