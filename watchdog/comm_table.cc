@@ -27,7 +27,7 @@ CommEntry* CommTable::find(uintptr_t handle) {
 }
 
 void CommTable::markEnded(uintptr_t handle, CommState state) {
-  std::lock_guard<std::timed_mutex> lock(ending_mutex_);
+  std::lock_guard<std::mutex> lock(ending_mutex_);
   if (CommEntry* e = find(handle)) e->state.store(state, std::memory_order_release);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,26 +23,37 @@ constexpr int kRanks = 3;
 constexpr int kGone = 2;  // ring: 1 sends to it, 0 receives from it
 constexpr int kRemote = 0, kNoError = 1, kOtherError = 2, kSetupFailed = 3;
 
-// Rank kGone exits once joined (`first` false: after the others' AllReduce has stood waiting
-// for it, its GPU stopped by a dead-rank fault); the others run an AllReduce (far more steps than
-// NCCL_STEPS) and say what ncclCommGetAsyncError answers within `within`.
+// Waits until `pid` is no more (its parent, the test, reaps it at once): a process under a
+// sanitizer may take seconds to finish exiting.
+void awaitGone(pid_t pid) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // and seen gone (looked at every 50 ms)
+}
+
+// Rank kGone exits once joined (`gone_first` false: after the others' AllReduce has stood
+// waiting for it, its GPU stopped by a dead-rank fault); the others run an AllReduce (far more
+// steps than NCCL_STEPS) and say what ncclCommGetAsyncError answers within `within` of it
+// being gone.
 testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::chrono::milliseconds within,
                                    bool gone_first = true) {
   testing::MultiRankJob job(kRanks);
   ncclUniqueId id = job.id();
   testing::RankBoard& board = job.board();
   if (!gone_first) env["SIMGPU_FAULTS"] = "dead-rank=" + std::to_string(kGone) + "@op=0";
+  constexpr int kPidSlot = 32;  // board.progress[kPidSlot]: the gone rank's pid
   job.start(
       [&](int rank) {
         ncclComm_t comm = nullptr;
         if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return kSetupFailed;
         std::vector<float> buf(1 << 22, 1.0f);
+        if (rank == kGone) board.progress[kPidSlot].store(static_cast<int>(getpid()));
         board.progress[rank].store(1);
         if (rank == kGone && gone_first) _exit(0);
-        if (gone_first) {
-          while (board.progress[kGone].load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gone, and seen gone
-        }
+        while (board.progress[kGone].load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const pid_t gone = static_cast<pid_t>(board.progress[kPidSlot].load());
+        if (gone_first) awaitGone(gone);
         if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
           return kSetupFailed;
         board.progress[rank].store(2);
@@ -51,6 +63,7 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
           _exit(0);
         }
+        if (!gone_first) awaitGone(gone);
         const auto end = std::chrono::steady_clock::now() + within;
         ncclResult_t state = ncclSuccess;
         while (std::chrono::steady_clock::now() < end) {
@@ -61,7 +74,7 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
         _exit(state == ncclRemoteError ? kRemote : state == ncclSuccess ? kNoError : kOtherError);
       },
       env);
-  return job.wait(std::chrono::seconds(30));
+  return job.wait(std::chrono::seconds(60));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hangwatch::watchdog {
@@ -151,8 +152,13 @@ class CommTable {
   // that waits for this thread may have interrupted markEnded on its own thread).
   template <typename F>
   bool forEachLive(F&& f, std::chrono::milliseconds patience = std::chrono::milliseconds(200)) {
-    std::unique_lock<std::timed_mutex> lock(ending_mutex_, std::defer_lock);
-    if (!lock.try_lock_for(patience)) return false;
+    // try_lock in a loop, not a timed mutex: ThreadSanitizer does not see pthread_mutex_clocklock.
+    std::unique_lock<std::mutex> lock(ending_mutex_, std::defer_lock);
+    const auto give_up = std::chrono::steady_clock::now() + patience;
+    while (!lock.try_lock()) {
+      if (std::chrono::steady_clock::now() >= give_up) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     forEach([&](CommEntry& e) {
       if (e.state.load(std::memory_order_acquire) == CommState::kLive) f(e);
     });
@@ -164,7 +170,7 @@ class CommTable {
 
  private:
   std::mutex add_mutex_;
-  std::timed_mutex ending_mutex_;
+  std::mutex ending_mutex_;
   std::atomic<size_t> count_{0};
   CommEntry entries_[kCapacity];
 };
