@@ -57,6 +57,7 @@ HANGWATCH_PIN(pthread_mutexattr_destroy, "GLIBC_2.2.5");
 HANGWATCH_PIN(pthread_mutexattr_setpshared, "GLIBC_2.2.5");
 HANGWATCH_PIN(pthread_mutexattr_setrobust, "GLIBC_2.12");
 HANGWATCH_PIN(pthread_mutex_consistent, "GLIBC_2.12");
+HANGWATCH_PIN(pthread_mutex_trylock, "GLIBC_2.2.5");
 HANGWATCH_PIN(pthread_mutex_timedlock, "GLIBC_2.2.5");
 HANGWATCH_PIN(pthread_rwlock_rdlock, "GLIBC_2.2.5");
 HANGWATCH_PIN(pthread_rwlock_wrlock, "GLIBC_2.2.5");
