@@ -12,6 +12,7 @@
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/simgpu/config.h"
 #include "hangwatch/simgpu/nccl/net_devices.h"
+#include "hangwatch/simgpu/nccl/ras_server.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
 #include "hangwatch/simgpu/nccl/unique_id.h"
 
@@ -79,6 +80,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
     comm->profiler_ =
         std::make_unique<CommProfiler>(std::move(hooks), *comm->segment_, comm->nodes_, rank, comm->aborted_);
   comm->startChannels();
+  RasServer::registerComm(comm.get(), comm->segment_.get(), communicatorId(name->c_str()));
   return comm;
 }
 
@@ -142,6 +144,7 @@ void Communicator::startChannels() {
 }
 
 void Communicator::shutdown() {
+  RasServer::unregisterComm(this);  // before anything RAS reads of it can go
   if (profiler_) profiler_->stop();
   for (auto& w : workers_) {
     std::lock_guard<std::mutex> lock(w->mutex);
