@@ -166,6 +166,7 @@ void RankDumpReader::addPaddedForensicsText(RankSummary& s, std::string_view tex
   s.collector_errors = std::move(dump->errors);
   s.process_state = std::move(dump->process_state);
   s.target_exited_during = std::move(dump->target_exited_during);
+  s.ras = std::move(dump->ras);
 }
 
 // A ring record names its communicator by the watchdog's hash where the reader could compute

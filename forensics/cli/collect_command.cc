@@ -10,6 +10,7 @@ namespace hangwatch::forensics {
 std::string CollectCommand::usage() const {
   return "usage: forensics collect --pid PID [--rank R [--state [--node RANKS]]] --out DIR\n"
          "                         [--backend auto|cuda|sim|host] [--timeout-fast SECONDS] [--timeout-debugger SECONDS]\n"
+         "                         [--no-ras]\n"
          "\n"
          "Takes the native and Python stacks of every thread of PID in a fast ptrace pass,\n"
          "lets go, then (backend sim/cuda) runs a debugger for device and ring state:\n"
@@ -28,6 +29,9 @@ std::string CollectCommand::usage() const {
          "                       `report` reads instead of theirs (see forensics node-summary --help)\n"
          "  --timeout-fast S     hard bound of the ptrace pass (default 10)\n"
          "  --timeout-debugger S hard bound of the debugger phase (default 60)\n"
+         "  --no-ras             do not ask NCCL's RAS (NCCL_RAS_ADDR of the process, else\n"
+         "                       localhost:28028) for the job's communicators; by default the lowest\n"
+         "                       rank of --node asks it once, before stopping anything (at most 20 s)\n"
          "\n"
          "exit: 0 done; 1 no stacks (bad pid, zombie, permission, already traced, exited);\n"
          "      2 usage; 3 stacks taken but a later phase failed (see the dump's errors)\n";
@@ -40,6 +44,11 @@ Expected<CollectOptions> CollectCommand::parse(const std::vector<std::string>& a
   while (!c.done()) {
     if (args[c.i] == "--state") {
       o.mark_state = true;
+      ++c.i;
+      continue;
+    }
+    if (args[c.i] == "--no-ras") {
+      o.ask_ras = false;
       ++c.i;
       continue;
     }

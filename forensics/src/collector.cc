@@ -1,8 +1,10 @@
 #include "hangwatch/forensics/collector.h"
+#include "hangwatch/forensics/ras_client.h"
 #include "hangwatch/forensics/flight_recorder_copy.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -40,6 +42,12 @@ class PhaseTimer {
     p.ok = ok;
     p.error = std::move(error);
     if (!ok && !p.error.empty() && p.error.rfind("skipped", 0) != 0) dump_.errors.push_back(p.name + ": " + p.error);
+  }
+  // A phase whose failure costs the dump nothing it promises (extra evidence): not an error.
+  void finishOptional(bool ok, std::string error) {
+    finish(true, "");
+    dump_.phases[index_].ok = ok;
+    dump_.phases[index_].error = std::move(error);
   }
 
  private:
@@ -150,6 +158,7 @@ CollectResult Collector::run() {
   for (const ProcThread& t : proc->threads) threads[t.tid] = threadFromProc(t);
   proc_phase.finish(true, proc->errors.empty() ? "" : "partly readable: " + proc->errors.front());
 
+  askNcclRas(*proc, dump);
   bool degraded = false;
   const bool stacks_ok = takeStacks(*proc, std::move(threads), result, degraded);
   // The debugger phase only starts after the fast pass has let go.
@@ -182,6 +191,24 @@ bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadSta
   }
   if (!stacks_ok && dump.target_exited_during.empty() && processGone(pid)) dump.target_exited_during = "attach";
   return stacks_ok;
+}
+
+// Asked before the fast pass: a process whose threads are stopped cannot answer RAS, and the
+// lowest rank's collector is the one of its node that asks (one RAS collective per node, not
+// one per GPU). A rank with no NCCL mapped has no RAS to ask.
+void Collector::askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump) {
+  if (!options_.ask_ras || !(proc.mapsObject("libnccl.so") || proc.mapsObject("libsimnccl"))) return;
+  if (options_.rank && !options_.node_ranks.empty() &&
+      *options_.rank != *std::min_element(options_.node_ranks.begin(), options_.node_ranks.end()))
+    return;
+  PhaseTimer phase(dump, "ras");
+  Expected<std::string> address = rasAddressOf(readProcEnvironment(options_.pid));
+  if (!address) {
+    phase.finishOptional(false, "skipped: " + address.error());
+    return;
+  }
+  dump.ras = askRas(*address);
+  phase.finishOptional(dump.ras->error.empty(), dump.ras->error);
 }
 
 void Collector::readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump) {

@@ -11,22 +11,12 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/forensics/proc_snapshot.h"
 
 namespace hangwatch::forensics {
 namespace {
 
 constexpr size_t kMaxBytes = size_t{64} << 20;
-
-std::map<std::string, std::string> environmentOf(pid_t pid) {
-  std::map<std::string, std::string> env;
-  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
-  std::string entry;
-  while (std::getline(in, entry, '\0')) {
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
 
 std::string value(const std::map<std::string, std::string>& env, const char* name) {
   auto it = env.find(name);
@@ -35,7 +25,7 @@ std::string value(const std::map<std::string, std::string>& env, const char* nam
 
 // Where PyTorch writes the rank's dump, or why there is none to look for.
 Expected<std::string> dumpPathOf(pid_t pid) {
-  const auto env = environmentOf(pid);
+  const auto env = readProcEnvironment(pid);
   if (env.empty()) return Error{fmt::format("skipped: the environment of process {} is not readable", pid)};
   std::string buffer = value(env, "TORCH_FR_BUFFER_SIZE");
   if (buffer.empty()) buffer = value(env, "TORCH_NCCL_TRACE_BUFFER_SIZE");

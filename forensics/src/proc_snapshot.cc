@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -199,6 +200,17 @@ Expected<ProcSnapshot> readProcSnapshot(pid_t pid, const std::string& proc_root)
   std::string task_dir = base + "/task";
   for (int64_t tid : listThreadIds(pid, proc_root)) s.threads.push_back(readThread(task_dir, tid));
   return s;
+}
+
+std::map<std::string, std::string> readProcEnvironment(pid_t pid) {
+  std::map<std::string, std::string> env;
+  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0')) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
 }
 
 }  // namespace hangwatch::forensics

@@ -51,6 +51,16 @@ TEST_CASE("ForensicsDumpRoundTripsEveryField") {
   CHECK(back->phases[0].error.empty());
   CHECK(back->errors == d.errors);
   CHECK(back->target_exited_during == "debugger");
+  REQUIRE(back->ras);
+  CHECK(back->ras->address == "localhost:28028");
+  CHECK(back->ras->seconds == 5.125);
+  REQUIRE(back->ras->communicators.size() == 2);
+  CHECK(back->ras->communicators[0].hash == "0x9a3f00c2e1d47b05");
+  REQUIRE(back->ras->communicators[0].missing.size() == 1);
+  CHECK(back->ras->communicators[0].missing[0].pid == 203);
+  CHECK(back->ras->communicators[0].missing[0].unresponsive);
+  CHECK(back->ras->communicators[0].missing[0].considered_dead);
+  CHECK_FALSE(back->ras->communicators[0].ranks[1].unresponsive);
   CHECK(hangwatch::toJson(*back) == hangwatch::toJson(d));
 }
 
@@ -69,6 +79,7 @@ TEST_CASE("RingProgressRecordHasTheContractKeys") {
 TEST_CASE("ForensicsDumpWithoutRingProgressStillHasTheArray") {
   hangwatch::ForensicsDump d;
   nlohmann::json j = hangwatch::toJson(d);
+  CHECK_FALSE(j.contains("ras"));  // not asked: no key, and old dumps read as not asked
   CHECK(j["ring_progress"].is_array());
   CHECK(j["threads"].is_array());
   CHECK(j["rank"].is_null());

@@ -4,6 +4,7 @@
 
 #include "hangwatch/common/node_summary.h"
 #include "hangwatch/common/schema/json_codec.h"
+#include "sample_records.h"
 
 using namespace hangwatch;
 
@@ -157,6 +158,7 @@ NodeSummary fullSummary() {
   r.collector_errors = {"python: no frames"};
   r.process_state = "S (sleeping)";
   r.target_exited_during = "debugger";
+  r.ras = test::richDump().ras;
   RankState st;
   st.rank = 8;
   st.phase = DumpPhase::kDone;
@@ -200,6 +202,9 @@ TEST_CASE("NodeSummaryRoundTripsEveryField") {
   CHECK(r.state->stopped_seen_by == 10);
   CHECK(r.state->device == 6);
   CHECK(r.suspect->resumed_after_s == 14.5);
+  REQUIRE(r.ras);
+  CHECK(r.ras->communicators.at(0).missing.at(0).considered_dead);
+  CHECK_FALSE(back->ranks.at(1).ras);
   CHECK(back->ranks.at(1).snapshot_time_unix_s == 0);
   CHECK_FALSE(back->ranks.at(1).device);
   CHECK(back->lacks == std::vector<int>{10, 15});

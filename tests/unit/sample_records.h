@@ -119,6 +119,17 @@ inline ForensicsDump richDump() {
   d.python_version = "3.11.2";
   d.errors = {"debugger: timed out\nafter 30 s"};
   d.target_exited_during = "debugger";
+  RasStatus ras;
+  ras.address = "localhost:28028";
+  ras.time_unix_s = 1700000000.25;
+  ras.seconds = 5.125;
+  RasComm comm;
+  comm.hash = "0x9a3f00c2e1d47b05";
+  comm.size = 3;
+  comm.ranks = {{0, "node-a", 101, 0, false, false}, {1, "node-a", 102, 1, false, false}};
+  comm.missing = {{2, "node-b", 203, 0, true, true}};
+  ras.communicators = {comm, RasComm{"0x1", 1, {{0, "node-a", 101, 0, false, false}}, {}}};
+  d.ras = ras;
   d.threads = {richThread(), ThreadStack{}};
   d.ring_progress = {richSimRecord(), richHostRecord()};
   d.phases = {{"unwind", 0.25, true, ""}, {"debugger", 30.0, false, "timed out"}};
@@ -152,7 +163,7 @@ inline WatchdogSnapshot richSnapshot() {
                      {{6, 40, 39}, {8, 0, 40}},
                      3,
                      "ncclRemoteError"});
-  s.comms.push_back({"0000000000000001", 0, 2, 3, "destroyed", std::nullopt, std::nullopt, "", "0x55d0c0a02000", {}});
+  s.comms.push_back({"0000000000000001", 0, 2, 3, "destroyed", std::nullopt, std::nullopt, "", "0x55d0c0a02000", {}, {}, 0, ""});
   SnapshotStream st;
   st.stream = "0x10";
   st.device = 3;

@@ -123,6 +123,36 @@ struct CollectionPhase {
   std::string error;  // empty when ok; "skipped: ..." when the phase did not run
 };
 
+// What NCCL's RAS said of one communicator when the collector asked it (NCCL 2.24+: a
+// thread in every NCCL process keeps the job's processes networked with keepalives; its
+// client service answers STATUS on NCCL_RAS_ADDR, localhost:28028 by default, JSON since
+// 2.28: src/ras/client_support.cc, jsonStartCommunicator and jsonWriteMissingRank). Only
+// what the verdict reads is kept.
+struct RasMember {
+  int rank = -1;   // the communicator's rank
+  std::string host;
+  int64_t pid = -1;
+  int cuda_dev = -1;
+  bool unresponsive = false;     // missing: its process did not answer RAS's collective
+  bool considered_dead = false;  // missing: unreachable for 60 s (RAS_PEER_DEAD_TIMEOUT)
+};
+
+struct RasComm {
+  std::string hash;  // NCCL's commHash, "0x..." as RAS prints it
+  int size = 0;
+  std::vector<RasMember> ranks;    // members whose process answered
+  std::vector<RasMember> missing;  // members RAS has no data from
+};
+
+// One question to RAS: where it was asked, when, and what came back (or why nothing did).
+struct RasStatus {
+  std::string address;  // host:port asked
+  double time_unix_s = 0;
+  double seconds = 0;   // how long the answer took
+  std::string error;    // empty when it answered; else why not, as a sentence
+  std::vector<RasComm> communicators;
+};
+
 struct ForensicsDump {
   int schema_version = 1;
   std::optional<int> rank;
@@ -144,6 +174,9 @@ struct ForensicsDump {
   // The phase during which the process exited (a launcher killed it): the dump holds what
   // was taken before. Empty while the process lived through the whole collection.
   std::string target_exited_during;
+  // NCCL's RAS asked before any thread was stopped, by the collector of the lowest rank of
+  // its node (one question per node); absent when not asked.
+  std::optional<RasStatus> ras;
 };
 
 nlohmann::json toJson(const RingProgress& r);
@@ -270,6 +303,42 @@ struct Schema<CollectionPhase> {
 };
 
 template <>
+struct Schema<RasMember> {
+  static constexpr const char* what = "ras member";
+  static constexpr auto fields = std::tuple{
+      field("rank", &RasMember::rank, "ras rank"),
+      field("host", &RasMember::host, "ras host"),
+      field("pid", &RasMember::pid, "ras pid"),
+      field("cuda_dev", &RasMember::cuda_dev, "ras cuda_dev"),
+      field("unresponsive", &RasMember::unresponsive, "ras unresponsive", Empty::kOmit),
+      field("considered_dead", &RasMember::considered_dead, "ras considered_dead", Empty::kOmit),
+  };
+};
+
+template <>
+struct Schema<RasComm> {
+  static constexpr const char* what = "ras communicator";
+  static constexpr auto fields = std::tuple{
+      field("hash", &RasComm::hash, "ras hash"),
+      field("size", &RasComm::size, "ras size"),
+      field("ranks", &RasComm::ranks, "ras ranks"),
+      field("missing_ranks", &RasComm::missing, "ras missing_ranks"),
+  };
+};
+
+template <>
+struct Schema<RasStatus> {
+  static constexpr const char* what = "ras";
+  static constexpr auto fields = std::tuple{
+      field("address", &RasStatus::address, "ras address"),
+      field("time_unix_s", &RasStatus::time_unix_s, "ras time_unix_s"),
+      field("seconds", &RasStatus::seconds, "ras seconds"),
+      field("error", &RasStatus::error, "ras error", Empty::kOmit),
+      field("communicators", &RasStatus::communicators, "ras communicators"),
+  };
+};
+
+template <>
 struct Schema<ForensicsDump> {
   static constexpr const char* what = "forensics dump";
   static constexpr auto fields = std::tuple{
@@ -291,6 +360,7 @@ struct Schema<ForensicsDump> {
       field("phases", &ForensicsDump::phases, "phases"),
       field("errors", &ForensicsDump::errors, "errors"),
       field("target_exited_during", &ForensicsDump::target_exited_during, "target_exited_during", Empty::kNull),
+      field("ras", &ForensicsDump::ras, "ras", Empty::kOmit),
   };
 };
 

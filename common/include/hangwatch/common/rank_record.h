@@ -89,6 +89,7 @@ struct RankRecord {
   std::vector<std::string> collector_errors;
   std::string process_state;
   std::string target_exited_during;  // the collector's target died in this phase
+  std::optional<RasStatus> ras;      // NCCL's RAS as this rank's collector asked it
 
   std::optional<RankState> state;  // ranks/rNNNNN.state.json, when there is one
   std::optional<SuspectState> suspect;  // a suspect snapshot's: which early warning, resumed since
@@ -180,6 +181,7 @@ struct Schema<RankRecord> {
       field("collector_errors", &RankRecord::collector_errors, "collector_errors", Empty::kOmit),
       field("process_state", &RankRecord::process_state, "process_state", Empty::kOmit),
       field("target_exited_during", &RankRecord::target_exited_during, "target_exited_during", Empty::kOmit),
+      field("ras", &RankRecord::ras, "ras", Empty::kOmit),
       field("state", &RankRecord::state, "state", Empty::kOmit),
       field("suspect", &RankRecord::suspect, "suspect", Empty::kOmit),
   };

@@ -29,6 +29,9 @@ struct CollectOptions {
   // The ranks of this node (the watchdog's node board): once this rank is done, the node's
   // last collector merges them into nodes/<host>.json (cli/node_summary_command.h). Empty: no merge.
   std::vector<int> node_ranks;
+  // Ask NCCL's RAS (ras_client.h) for the job's communicators before stopping anything, when
+  // this is the lowest rank of its node (or no node is given) and the process runs NCCL.
+  bool ask_ras = true;
   size_t max_frames = 256;
   // Tests only: runs while every thread is held stopped, before unwinding.
   std::function<void()> while_stopped;
@@ -68,6 +71,8 @@ class Collector {
   // stacks were taken from a process still alive.
   bool takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadStack> threads, CollectResult& result,
                   bool& degraded);
+  // The "ras" phase: NCCL's RAS asked, once per node, before any thread is stopped.
+  void askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump);
   // Picks the backend, then runs its debugger when there is one and the fast pass attached.
   void readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump);
   // Writes the dump, sets the exit code and summary, and records the outcome in the state file.

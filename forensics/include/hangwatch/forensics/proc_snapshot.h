@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,9 @@ struct ProcSnapshot {
 
 // Error only when the process does not exist (or /proc is not mounted).
 Expected<ProcSnapshot> readProcSnapshot(pid_t pid, const std::string& proc_root = "/proc");
+
+// The process's environment (/proc/<pid>/environ), as it was at exec; empty when unreadable.
+std::map<std::string, std::string> readProcEnvironment(pid_t pid);
 
 // Thread ids in /proc/<pid>/task, ascending; empty when the process is gone.
 std::vector<int64_t> listThreadIds(pid_t pid, const std::string& proc_root = "/proc");
