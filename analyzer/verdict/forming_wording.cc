@@ -178,6 +178,37 @@ void VerdictWording::lostByNetwork(Verdict& v, const HangFocus& f, int lost, con
       lost));
 }
 
+void VerdictWording::unansweredRas(Verdict& v, const HangFocus& f, int lost,
+                                  const std::vector<RasSighting>& seen) const {
+  std::vector<int> askers;
+  bool dead = false;
+  for (const RasSighting& s : seen) {
+    if (!std::count(askers.begin(), askers.end(), s.asked_by)) askers.push_back(s.asked_by);
+    dead = dead || s.member.considered_dead;
+  }
+  const RasMember& m = seen.front().member;
+  v.evidence.insert(
+      v.evidence.begin(),
+      {fmt::format("NCCL's RAS, asked by the collector of rank(s) {} before it stopped anything, lists rank {} of "
+                   "communicator {} missing: its process (pid {} on {}, GPU {}) did not answer{}. RAS runs in every "
+                   "NCCL process beside NCCL's transport; a process that is alive and running answers it.",
+                   ranksText(askers), m.rank, f.comm, m.pid, m.host.empty() ? "an unknown host" : m.host, m.cuda_dev,
+                   dead ? " (RAS considers it dead: unreachable for 60 s)" : ""),
+       fmt::format("Rank {} ({}) left no file at all, the only member of {} that did not; {} can never complete "
+                   "without it.",
+                   lost, deviceText(job_, lost), f.comm, opText(f))});
+  v.headline = fmt::format("Communication hang: rank {} does not answer (its process ended or is stopped, or its node "
+                           "or network is gone); the others wait for it in {}.",
+                           lost, opText(f));
+  v.next_steps.clear();
+  v.next_steps.push_back(fmt::format(
+      "Find what happened to rank {} (pid {} on {}): whether the process is still there (a stopped one, state T, "
+      "goes on with `kill -CONT {}`), the job's log of that rank (a Python traceback, a kill by the OOM killer), "
+      "dmesg on its host (OOM, Xid errors), whether the host is up and reachable (its NIC's link and counters). "
+      "Then restart from the last checkpoint without that host if it is down.",
+      lost, m.pid, m.host.empty() ? "its host" : m.host, m.pid));
+}
+
 void VerdictWording::frozenThenContinued(Verdict& v, const std::vector<ExitedRank>& frozen) const {
   std::vector<std::string> said;
   for (const ExitedRank& e : frozen) {

@@ -4,6 +4,7 @@
 #include "hangwatch/verdict/wait_chain.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <set>
@@ -130,6 +131,7 @@ Verdict VerdictMaker::byRule() const {
     if (one_collective && !in_init.empty() && !in_host_code.empty()) wording_.heldInInit(v, in_init);
     if (one_collective && in_host_code.empty()) blameExited(v, *f, p);
     if (one_collective && in_host_code.empty() && !v.confident) blameLostByNetwork(v, *f, p);
+    if (one_collective && in_host_code.empty() && !v.confident) blameUnansweredRas(v, *f, p);
     v.evidence.insert(v.evidence.begin(), f->moved.begin(), f->moved.end());
     return v;
   }
@@ -449,6 +451,69 @@ void VerdictMaker::blameLostByNetwork(Verdict& v, const HangFocus& f, const Comm
   v.confident = true;
   v.hinges_on.clear();
   wording_.lostByNetwork(v, f, lost, seen_by);
+}
+
+std::vector<const RasComm*> VerdictMaker::rasCommsOf(const RankSummary& s, const HangFocus& f, int comm_size) const {
+  uint64_t nccl_id = 0;
+  for (const RankSummary& r : job_.ranks)
+    for (const SnapshotComm& c : r.comms)
+      if (c.hash == f.comm && ncclIdValue(c.nccl_id) != 0) nccl_id = ncclIdValue(c.nccl_id);
+  std::vector<const RasComm*> out;
+  if (!s.ras || !s.ras->error.empty()) return out;
+  for (const RasComm& c : s.ras->communicators) {
+    if (nccl_id != 0) {
+      if (std::strtoull(c.hash.c_str(), nullptr, 16) == nccl_id) out.push_back(&c);
+      continue;
+    }
+    if (c.size != comm_size || c.ranks.empty()) continue;
+    const bool same_pids = std::all_of(c.ranks.begin(), c.ranks.end(), [&](const RasMember& m) {
+      const RankSummary* owner = nullptr;
+      return sequences_.commEntry(f.comm, m.rank, &owner) != nullptr && owner->pid == m.pid;
+    });
+    if (same_pids) out.push_back(&c);
+  }
+  return out;
+}
+
+// The one member with no file at all, which NCCL's RAS lists missing on the focus
+// communicator: RAS (a thread in every NCCL process, networked with keepalives beside NCCL's
+// transport) got no answer from its process, asked from another node by a collector before it
+// stopped anything. A live process answers RAS and dumps; one that does neither ended, is
+// stopped, or lost its node or network. Where NCCL's transport reports nothing (an IB queue pair
+// with nothing posted to the dead peer never fails), RAS still tells. Not decided: an answer
+// that lists the member as answering, or a pid other than the one its own files name.
+void VerdictMaker::blameUnansweredRas(Verdict& v, const HangFocus& f, const CommPositions& p) const {
+  if (p.members_missing.size() != 1) return;
+  const int lost = p.members_missing.front();
+  if (std::count(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), lost)) return;
+  const RankSummary* lost_files = job_.find(lost);
+  if (lost_files && lost_files->answered()) return;
+  const int64_t known_pid = lost_files && lost_files->state ? lost_files->state->pid : 0;
+  std::vector<RasSighting> seen;
+  for (const RankSummary& s : job_.ranks) {
+    if (s.rank == lost) continue;
+    for (const RasComm* c : rasCommsOf(s, f, p.comm_size)) {
+      for (const RasMember& m : c->ranks)
+        if (sequences_.globalRank(f.comm, m.rank) == lost) return;  // it answered RAS
+      for (const RasMember& m : c->missing) {
+        if (!m.unresponsive || sequences_.globalRank(f.comm, m.rank) != lost) continue;
+        if (known_pid != 0 && m.pid > 0 && m.pid != known_pid) return;
+        seen.push_back({s.rank, m});
+      }
+    }
+  }
+  if (seen.empty()) return;
+  v.kind = VerdictKind::kCommunicationHang;
+  v.communicator = f.comm;
+  v.op = OpRef{f.op, f.seq};
+  v.culprit_ranks = {lost};
+  v.culprit_link.reset();
+  v.suspects.clear();
+  v.reason.clear();
+  std::erase_if(v.lacking_data, [&](const DataGap& g) { return g.rank == lost; });
+  v.confident = true;
+  v.hinges_on.clear();
+  wording_.unansweredRas(v, f, lost, seen);
 }
 
 // A rank that dumped itself but whose node peer had found its process stopped before (the

@@ -353,6 +353,90 @@ TEST_CASE("ARemoteErrorOnAnotherCommunicatorSaysNothingOfThisOne") {
   CHECK(v.hinges_on.find("whether its GPU stopped inside the collective or it never called it") != std::string::npos);
 }
 
+// NCCL's RAS asked by the collectors of `askers` (its answer on the focus communicator):
+// `missing` listed missing (unresponsive), every other member answering, with pids as the
+// fixture gives them (100 + rank); `silent` left no file. `nccl_id`: what the snapshots know
+// of NCCL's commHash ("" none: the RAS communicator is matched by size and pids).
+struct RasCase {
+  std::vector<int> silent{3};
+  std::vector<int> askers{0, 4};
+  std::vector<int> missing{3};
+  std::string nccl_id = "00000000005b1170";
+  std::string ras_hash = "0x5b1170";
+  int64_t missing_pid = 103;
+  std::string error;
+};
+
+Verdict rasVerdict(const RasCase& rc) {
+  Scenario sc = deadRank(6, 3);
+  verdict_test::TempDir dir;
+  for (FakeRank& r : sc.ranks) {
+    const int n = *r.snap.identity.rank;
+    if (std::count(rc.silent.begin(), rc.silent.end(), n)) continue;
+    for (SnapshotComm& c : r.snap.comms)
+      if (c.hash == verdict_test::kComm) c.nccl_id = rc.nccl_id;
+    if (std::count(rc.askers.begin(), rc.askers.end(), n)) {
+      RasStatus ras;
+      ras.address = "localhost:28028";
+      ras.error = rc.error;
+      RasComm comm{rc.ras_hash, sc.world, {}, {}};
+      for (int m = 0; m < sc.world; ++m) {
+        const bool gone = std::count(rc.missing.begin(), rc.missing.end(), m) > 0;
+        RasMember member{m, "node" + std::to_string(m / 4), gone ? rc.missing_pid : 100 + m, m % 4, gone, false};
+        (gone ? comm.missing : comm.ranks).push_back(member);
+      }
+      if (rc.error.empty()) ras.communicators = {comm};
+      r.dump.ras = ras;
+    }
+    r.write(dir.path);
+  }
+  verdict_test::writeTrigger(dir.path, 0, kSeq);
+  Expected<JobData> job = JobLoader(1).load(dir.path);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job)).verdict;
+}
+
+TEST_CASE("ARankWithoutAnyFileIsNamedWhenNcclsRasListsItMissing") {
+  const Verdict v = rasVerdict({});
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK(v.confident);
+  CHECK(v.suspects.empty());
+  CHECK(v.headline.find("rank 3 does not answer") != std::string::npos);
+  REQUIRE_FALSE(v.evidence.empty());
+  CHECK(v.evidence[0].find("NCCL's RAS, asked by the collector of rank(s) 0,4") != std::string::npos);
+  CHECK(v.evidence[0].find("pid 103 on node0, GPU 3") != std::string::npos);
+}
+
+TEST_CASE("RasIsMatchedBySizeAndPidsWhereNoSnapshotKnowsNcclsCommHash") {
+  RasCase rc;
+  rc.nccl_id = "";
+  rc.ras_hash = "0xfeed";
+  CHECK(rasVerdict(rc).confident);
+}
+
+TEST_CASE("RasOfAnotherCommunicatorOrWithoutAnAnswerSaysNothing") {
+  RasCase other;
+  other.ras_hash = "0xbad";
+  CHECK_FALSE(rasVerdict(other).confident);
+  RasCase failed;
+  failed.error = "localhost:28028: no NCCL RAS answered (its RAS thread did not answer within 1 s)";
+  CHECK_FALSE(rasVerdict(failed).confident);
+}
+
+TEST_CASE("RasNamesNobodyWhenTwoMembersAreSilentOrTheSilentOneAnsweredIt") {
+  RasCase two;
+  two.silent = {3, 5};
+  two.missing = {3, 5};
+  CHECK_FALSE(rasVerdict(two).confident);
+  RasCase answered;  // RAS heard from rank 3: whatever kept its files away, it is not gone
+  answered.missing = {};
+  CHECK_FALSE(rasVerdict(answered).confident);
+  RasCase only_paused;  // RAS missed a rank that dumped (its collector held it): no culprit in that
+  only_paused.missing = {5};
+  CHECK_FALSE(rasVerdict(only_paused).confident);
+}
+
 TEST_CASE("MismatchWhoseMajorityMissingRanksCouldTurnNamesNoSide") {
   Scenario sc = mismatch(4, 1);
   verdict_test::TempDir dir;

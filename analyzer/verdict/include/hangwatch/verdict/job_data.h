@@ -53,6 +53,12 @@ struct ExitedRank {
   std::string note;  // how the peer found it: killed or crashed, or ended with nothing pending
 };
 
+// A member NCCL's RAS listed missing (unresponsive), in the answer one rank's collector got.
+struct RasSighting {
+  int asked_by = -1;
+  RasMember member;
+};
+
 // Where a rank without a dump ran, from the last metrics window it wrote (a rank that died
 // mid-run wrote some): who it was, not what it did at the hang.
 struct RankPlace {

@@ -44,6 +44,10 @@ class VerdictMaker {
   // A member of the focus communicator whose process is gone is the culprit.
   void blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const;
   void blameLostByNetwork(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  void blameUnansweredRas(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  // The communicators of `s`'s RAS answer that are `f`'s, by NCCL's commHash or, where no
+  // snapshot knew it, by size and every answering member's pid.
+  std::vector<const RasComm*> rasCommsOf(const RankSummary& s, const HangFocus& f, int comm_size) const;
   void noteFrozenThenContinued(Verdict& v) const;
   Verdict nothingPending() const;
   Verdict mismatch(const HangFocus& f, const CommPositions& p) const;

@@ -132,6 +132,8 @@ class VerdictWording {
   void exitedInside(Verdict& v, const HangFocus& f, const std::vector<ExitedRank>& exited) const;
   // `lost` left no file; NCCL on `seen_by` failed the communicator with ncclRemoteError.
   void lostByNetwork(Verdict& v, const HangFocus& f, int lost, const std::vector<int>& seen_by) const;
+  // `lost` left no file; NCCL's RAS, asked by other ranks' collectors, lists it missing.
+  void unansweredRas(Verdict& v, const HangFocus& f, int lost, const std::vector<RasSighting>& seen) const;
   // Ranks whose process a node peer found stopped and that dumped themselves once continued.
   void frozenThenContinued(Verdict& v, const std::vector<ExitedRank>& frozen) const;
   // Fewer than half the ranks answered; `named` when the verdict as it stands names a culprit.
