@@ -43,10 +43,20 @@ def every_json_whole(folder):
     return torn
 
 
+def free_ras_address():
+    """A port of its own for the job's NCCL RAS (NCCL_RAS_ADDR): every process binds the RAS port
+    with SO_REUSEPORT, so jobs run side by side on the default one would answer each other's
+    questions, as two jobs sharing a node would in a real cluster."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
 def watchdog_env(dump_root, timeout_s=3, faults=""):
     return {"LD_PRELOAD": hangwatch_lib(), "HANGWATCH_DUMP_DIR": str(dump_root), "HANGWATCH_JOB_ID": JOB_ID,
             "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_COLLECT": "1", "HANGWATCH_COLLECT_WAIT": "60",
-            "HANGWATCH_FORENSICS": forensics_binary(), "SIMGPU_FAULTS": faults}
+            "HANGWATCH_FORENSICS": forensics_binary(), "SIMGPU_FAULTS": faults, "NCCL_RAS_ADDR": free_ras_address()}
 
 
 # name -> (ranks, program, argv after the program, faults)

@@ -94,6 +94,29 @@ class RankGone(unittest.TestCase):
         self.assertLess(seconds, 70, out[-3000:])
         print(f"a rank dead alone on its node: the job ended {seconds:.0f} s after it started")
 
+    def test_a_rank_killed_alone_on_its_node_over_ib_is_named_from_nccls_ras(self):
+        # Over InfiniBand nothing fails on the peers: a queue pair with nothing posted to the dead
+        # process never errs (NCCL_IB_TIMEOUT 20: 34 s for one that has). NCCL's RAS, asked by the
+        # collector of node-0's lowest rank before it stops anything, lists rank 2 missing.
+        rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
+                                         srun_like(3, kill_on_bad_exit=False), nranks=3,
+                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"})
+        v = rep["verdict"]
+        self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
+        self.assertTrue(v["confident"], json.dumps(v, indent=1))
+        self.assertIn("rank 2 does not answer", v["headline"])
+        said = next((e for e in v["evidence"] if "NCCL's RAS" in e), None)
+        self.assertIsNotNone(said, v["evidence"])
+        self.assertIn("asked by the collector of rank(s) 0", said)
+        self.assertFalse(any("ncclRemoteError" in e for e in v["evidence"]), v["evidence"])
+        dump = json.loads((self.root / report_jobs.JOB_ID / "ranks" / "r00000.forensics.json").read_text())
+        ras = next(p for p in dump["phases"] if p["name"] == "ras")
+        self.assertTrue(ras["ok"], ras)
+        # Rank 1 shares node-0 with rank 0: one question per node.
+        one = json.loads((self.root / report_jobs.JOB_ID / "ranks" / "r00001.forensics.json").read_text())
+        self.assertNotIn("ras", one)
+        self.assertLess(seconds, 90, out[-3000:])
+
     def test_a_rank_that_never_calls_init_is_named_with_where_it_is(self):
         rep, _, _ = self.run_job(["--stall-rank", str(CULPRIT), "--stall-at-step", "init", "--stall-kind", "sleep"],
                                  None)
