@@ -187,6 +187,10 @@ void VerdictWording::unansweredRas(Verdict& v, const HangFocus& f, int lost,
     dead = dead || s.member.considered_dead;
   }
   const RasMember& m = seen.front().member;
+  // Its own files said nothing of where it ran (it wrote none): RAS's word for it.
+  std::string placed = deviceText(job_, lost);
+  if (placed.find("unknown") != std::string::npos && m.cuda_dev >= 0 && !m.host.empty())
+    placed = fmt::format("GPU {} on host {}, as RAS has it", m.cuda_dev, m.host);
   v.evidence.insert(
       v.evidence.begin(),
       {fmt::format("NCCL's RAS, asked by the collector of rank(s) {} before it stopped anything, lists rank {} of "
@@ -196,7 +200,7 @@ void VerdictWording::unansweredRas(Verdict& v, const HangFocus& f, int lost,
                    dead ? " (RAS considers it dead: unreachable for 60 s)" : ""),
        fmt::format("Rank {} ({}) left no file at all, the only member of {} that did not; {} can never complete "
                    "without it.",
-                   lost, deviceText(job_, lost), f.comm, opText(f))});
+                   lost, placed, f.comm, opText(f))});
   v.headline = fmt::format("Communication hang: rank {} does not answer (its process ended or is stopped, or its node "
                            "or network is gone); the others wait for it in {}.",
                            lost, opText(f));

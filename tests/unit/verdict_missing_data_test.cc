@@ -406,6 +406,8 @@ TEST_CASE("ARankWithoutAnyFileIsNamedWhenNcclsRasListsItMissing") {
   REQUIRE_FALSE(v.evidence.empty());
   CHECK(v.evidence[0].find("NCCL's RAS, asked by the collector of rank(s) 0,4") != std::string::npos);
   CHECK(v.evidence[0].find("pid 103 on node0, GPU 3") != std::string::npos);
+  // It wrote no file, so where it ran comes from RAS, or from its last metrics window.
+  CHECK(v.evidence[1].find("unknown") == std::string::npos);
 }
 
 TEST_CASE("RasIsMatchedBySizeAndPidsWhereNoSnapshotKnowsNcclsCommHash") {

@@ -291,7 +291,7 @@ TEST_CASE("OneProcessDrivingFourDevicesGetsTheDeadLinkOfItsRingExchangeNamed") {
   s.identity.host = "box";
   s.identity.pid = 4242;
   s.identity.job_id = "job1";
-  for (int d = 0; d < 4; ++d) s.comms.push_back({verdict_test::kComm, d, 4, d, "live", std::nullopt, std::nullopt, kNcclId, "", {}});
+  for (int d = 0; d < 4; ++d) s.comms.push_back({verdict_test::kComm, d, 4, d, "live", std::nullopt, std::nullopt, kNcclId, "", {}, {}, 0, ""});
   // Each device's stream holds its group of the hung step: the send to its next, the receive
   // from its prev.
   for (int d = 0; d < 4; ++d) {
