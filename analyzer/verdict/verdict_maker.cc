@@ -409,6 +409,13 @@ void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositio
   if (exited.empty()) return;
   std::vector<int> ranks;
   for (const ExitedRank& e : exited) ranks.push_back(e.rank);
+  nameMissingMembers(v, f, ranks);
+  wording_.exitedInside(v, f, exited);
+}
+
+// The focus collective's hang is `ranks`' doing, confidently, whatever the ring progress around
+// them showed: they are no longer what the verdict lacks data from.
+void VerdictMaker::nameMissingMembers(Verdict& v, const HangFocus& f, const std::vector<int>& ranks) const {
   v.kind = VerdictKind::kCommunicationHang;
   v.communicator = f.comm;
   v.op = OpRef{f.op, f.seq};
@@ -419,7 +426,6 @@ void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositio
   std::erase_if(v.lacking_data, [&](const DataGap& g) { return std::count(ranks.begin(), ranks.end(), g.rank) > 0; });
   v.confident = true;
   v.hinges_on.clear();
-  wording_.exitedInside(v, f, exited);
 }
 
 // The one member with no file at all, while NCCL failed the communicator on members that did
@@ -440,16 +446,7 @@ void VerdictMaker::blameLostByNetwork(Verdict& v, const HangFocus& f, const Comm
     for (const SnapshotComm& c : s.comms)
       if (c.hash == f.comm && c.async_error == "ncclRemoteError" && s.rank != lost) seen_by.push_back(s.rank);
   if (seen_by.empty()) return;
-  v.kind = VerdictKind::kCommunicationHang;
-  v.communicator = f.comm;
-  v.op = OpRef{f.op, f.seq};
-  v.culprit_ranks = {lost};
-  v.culprit_link.reset();
-  v.suspects.clear();
-  v.reason.clear();
-  std::erase_if(v.lacking_data, [&](const DataGap& g) { return g.rank == lost; });
-  v.confident = true;
-  v.hinges_on.clear();
+  nameMissingMembers(v, f, {lost});
   wording_.lostByNetwork(v, f, lost, seen_by);
 }
 
@@ -503,16 +500,7 @@ void VerdictMaker::blameUnansweredRas(Verdict& v, const HangFocus& f, const Comm
     }
   }
   if (seen.empty()) return;
-  v.kind = VerdictKind::kCommunicationHang;
-  v.communicator = f.comm;
-  v.op = OpRef{f.op, f.seq};
-  v.culprit_ranks = {lost};
-  v.culprit_link.reset();
-  v.suspects.clear();
-  v.reason.clear();
-  std::erase_if(v.lacking_data, [&](const DataGap& g) { return g.rank == lost; });
-  v.confident = true;
-  v.hinges_on.clear();
+  nameMissingMembers(v, f, {lost});
   wording_.unansweredRas(v, f, lost, seen);
 }
 

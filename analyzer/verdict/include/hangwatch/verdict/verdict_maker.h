@@ -45,6 +45,7 @@ class VerdictMaker {
   void blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const;
   void blameLostByNetwork(Verdict& v, const HangFocus& f, const CommPositions& p) const;
   void blameUnansweredRas(Verdict& v, const HangFocus& f, const CommPositions& p) const;
+  void nameMissingMembers(Verdict& v, const HangFocus& f, const std::vector<int>& ranks) const;
   // The communicators of `s`'s RAS answer that are `f`'s, by NCCL's commHash or, where no
   // snapshot knew it, by size and every answering member's pid.
   std::vector<const RasComm*> rasCommsOf(const RankSummary& s, const HangFocus& f, int comm_size) const;
