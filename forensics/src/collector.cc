@@ -1,6 +1,6 @@
 #include "hangwatch/forensics/collector.h"
-#include "hangwatch/forensics/ras_client.h"
 #include "hangwatch/forensics/flight_recorder_copy.h"
+#include "hangwatch/forensics/ras_client.h"
 
 #include <unistd.h>
 

@@ -60,7 +60,7 @@ std::vector<sockaddr_storage> rasResolveHost(const std::string& host, uint16_t p
   if (host == "localhost") numeric = {"127.0.0.1", "::1"};
   else numeric = {host};
   std::ifstream hosts("/etc/hosts");
-  for (std::string line; numeric.size() == 1 && std::getline(hosts, line);) {
+  for (std::string line; host != "localhost" && std::getline(hosts, line);) {
     std::istringstream words(line.substr(0, line.find('#')));
     std::string addr, name;
     words >> addr;
