@@ -43,12 +43,6 @@ class PhaseTimer {
     p.error = std::move(error);
     if (!ok && !p.error.empty() && p.error.rfind("skipped", 0) != 0) dump_.errors.push_back(p.name + ": " + p.error);
   }
-  // A phase whose failure costs the dump nothing it promises (extra evidence): not an error.
-  void finishOptional(bool ok, std::string error) {
-    finish(true, "");
-    dump_.phases[index_].ok = ok;
-    dump_.phases[index_].error = std::move(error);
-  }
 
  private:
   ForensicsDump& dump_;
@@ -158,12 +152,13 @@ CollectResult Collector::run() {
   for (const ProcThread& t : proc->threads) threads[t.tid] = threadFromProc(t);
   proc_phase.finish(true, proc->errors.empty() ? "" : "partly readable: " + proc->errors.front());
 
-  askNcclRas(*proc, dump);
+  std::unique_ptr<RasQuestion> ras = askNcclRas(*proc, dump);
   bool degraded = false;
   const bool stacks_ok = takeStacks(*proc, std::move(threads), result, degraded);
   // The debugger phase only starts after the fast pass has let go.
   readRingProgress(*proc, stacks_ok, degraded, dump);
   if (options_.rank) copyFlightRecorder(pid, options_.out_dir, *options_.rank, dump);
+  if (ras) takeRasAnswer(*ras, dump);
   finish(result, stacks_ok, degraded);
   return result;
 }
@@ -193,22 +188,29 @@ bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadSta
   return stacks_ok;
 }
 
-// Asked before the fast pass: a process whose threads are stopped cannot answer RAS, and the
-// lowest rank's collector is the one of its node that asks (one RAS collective per node, not
-// one per GPU). A rank with no NCCL mapped has no RAS to ask.
-void Collector::askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump) {
-  if (!options_.ask_ras || !(proc.mapsObject("libnccl.so") || proc.mapsObject("libsimnccl"))) return;
+// The question goes in before the fast pass (a process whose threads are stopped cannot take
+// it) and its answer is gathered on a thread of its own while this collector reads its process:
+// RAS waits out its leg timeout (5 s) for any member that does not answer, and members a node
+// peer's collector holds stopped are such members. The lowest rank's collector is the one of its
+// node that asks (one RAS collective per node, not one per GPU). No NCCL mapped: no RAS to ask.
+std::unique_ptr<RasQuestion> Collector::askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump) {
+  if (!options_.ask_ras || !(proc.mapsObject("libnccl.so") || proc.mapsObject("libsimnccl"))) return nullptr;
   if (options_.rank && !options_.node_ranks.empty() &&
       *options_.rank != *std::min_element(options_.node_ranks.begin(), options_.node_ranks.end()))
-    return;
-  PhaseTimer phase(dump, "ras");
+    return nullptr;
   Expected<std::string> address = rasAddressOf(readProcEnvironment(options_.pid));
   if (!address) {
-    phase.finishOptional(false, "skipped: " + address.error());
-    return;
+    dump.phases.push_back({"ras", 0, false, "skipped: " + address.error()});
+    return nullptr;
   }
-  dump.ras = askRas(*address);
-  phase.finishOptional(dump.ras->error.empty(), dump.ras->error);
+  return RasQuestion::ask(*address);
+}
+
+// Not an error when there is no answer (RAS is evidence, not what the dump promises): the
+// phase and `ras.error` say why. Its time is the question's, from asking to the answer.
+void Collector::takeRasAnswer(RasQuestion& question, ForensicsDump& dump) {
+  dump.ras = question.wait();
+  dump.phases.push_back({"ras", dump.ras->seconds, dump.ras->error.empty(), dump.ras->error});
 }
 
 void Collector::readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump) {

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -249,26 +251,60 @@ Expected<ScopedFd> rasConnectAnswering(const std::string& address, RasClock::tim
 
 }  // namespace
 
-RasStatus askRas(const std::string& address, double bound_s) {
+RasStatus askRas(const std::string& address, double bound_s, const std::function<void()>& asked) {
   RasStatus s;
   s.address = address;
   s.time_unix_s = rasWallNow();
   const auto start = RasClock::now();
   const auto deadline = start + std::chrono::duration_cast<RasClock::duration>(std::chrono::duration<double>(bound_s));
+  bool told = false;
   auto finish = [&](std::string error) {
     s.seconds = std::chrono::duration<double>(RasClock::now() - start).count();
     s.error = std::move(error);
+    if (!told && asked) asked();
     return s;
   };
   std::string rest;
   auto fd = rasConnectAnswering(address, deadline, rest);
   if (!fd) return finish(fd.error());
-  auto reply = rasExchange(fd->get(), "SET FORMAT json\nSTATUS\n", deadline);
+  const std::string request = "SET FORMAT json\nSTATUS\n";  // a few bytes: the socket's buffer takes them
+  if (::send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
+    return finish(std::string("send: ") + std::strerror(errno));
+  if (asked) asked();
+  told = true;
+  auto reply = rasExchange(fd->get(), "", deadline);
   if (!reply) return finish(reply.error());
   auto comms = parseRasReply(rest + *reply);
   if (!comms) return finish(comms.error());
   s.communicators = std::move(*comms);
   return finish("");
+}
+
+std::unique_ptr<RasQuestion> RasQuestion::ask(const std::string& address, double bound_s) {
+  std::unique_ptr<RasQuestion> q(new RasQuestion());
+  RasQuestion* self = q.get();
+  self->thread_ = std::thread([self, address, bound_s] {
+    RasStatus answer = askRas(address, bound_s, [self] {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      self->asked_ = true;
+      self->changed_.notify_all();
+    });
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->answer_ = std::move(answer);
+  });
+  std::unique_lock<std::mutex> lock(self->mutex_);
+  self->changed_.wait(lock, [self] { return self->asked_; });  // askRas tells on every path
+  return q;
+}
+
+RasStatus RasQuestion::wait() {
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return answer_;
+}
+
+RasQuestion::~RasQuestion() {
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace hangwatch::forensics

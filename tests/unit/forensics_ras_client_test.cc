@@ -171,3 +171,22 @@ TEST_CASE("RasThatDoesNotAnswerOrIsNotThereIsAnErrorWithinTheBound") {
   CHECK(none.error.find("cannot connect") != std::string::npos);
   CHECK_FALSE(askRas("no-port-here", 1).error.empty());
 }
+
+TEST_CASE("RasQuestionReturnsOnceTheQuestionIsInAndGivesTheAnswerLater") {
+  OneShotServer server(std::string("OK\n") + kNcclJson);
+  std::unique_ptr<RasQuestion> q = RasQuestion::ask(server.address, 10);
+  RasStatus s = q->wait();
+  INFO(s.error);
+  CHECK(s.error.empty());
+  REQUIRE(s.communicators.size() == 1);
+  // Asking a RAS that is not there fails at once and says so in the answer.
+  ScopedFd probe(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  CHECK(RasQuestion::ask("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), 3)->wait().error.find("cannot connect") !=
+        std::string::npos);
+}

@@ -6,10 +6,12 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "hangwatch/forensics/proc_snapshot.h"
+#include "hangwatch/forensics/ras_client.h"
 #include "hangwatch/common/forensics_dump.h"
 
 namespace hangwatch::forensics {
@@ -71,8 +73,10 @@ class Collector {
   // stacks were taken from a process still alive.
   bool takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadStack> threads, CollectResult& result,
                   bool& degraded);
-  // The "ras" phase: NCCL's RAS asked, once per node, before any thread is stopped.
-  void askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump);
+  // The "ras" phase: NCCL's RAS asked, once per node, before any thread is stopped (null when
+  // not asked); its answer taken into the dump once this collector is done with the process.
+  std::unique_ptr<RasQuestion> askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump);
+  void takeRasAnswer(RasQuestion& question, ForensicsDump& dump);
   // Picks the backend, then runs its debugger when there is one and the fast pass attached.
   void readRingProgress(const ProcSnapshot& proc, bool stacks_ok, bool& degraded, ForensicsDump& dump);
   // Writes the dump, sets the exit code and summary, and records the outcome in the state file.

@@ -13,9 +13,14 @@
 // notices a peer gone where an InfiniBand queue pair with nothing posted never does.
 #include <sys/types.h>
 
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "hangwatch/common/expected.h"
 #include "hangwatch/common/forensics_dump.h"
@@ -33,7 +38,30 @@ Expected<std::string> rasAddressOf(const std::map<std::string, std::string>& env
 
 // Asks `address` ("host:port", "[v6]:port") for STATUS in JSON, waiting at most
 // `bound_s` for the whole answer. Never throws; `error` says why nothing usable came back.
-RasStatus askRas(const std::string& address, double bound_s = kRasAnswerBoundS);
+// `asked`, if given, is called once: when a RAS thread that answered the protocol line has the
+// question, or when asking failed.
+RasStatus askRas(const std::string& address, double bound_s = kRasAnswerBoundS,
+                 const std::function<void()>& asked = {});
+
+// askRas on a thread of its own. `ask` returns once the question is in (a running RAS thread
+// took it) or asking failed; the answer, which takes RAS's leg timeout (5 s) when a member does
+// not answer, is gathered meanwhile, while the caller goes on stopping and reading its process.
+class RasQuestion {
+ public:
+  static std::unique_ptr<RasQuestion> ask(const std::string& address, double bound_s = kRasAnswerBoundS);
+  RasStatus wait();  // the answer, or why there is none
+  ~RasQuestion();
+  RasQuestion(const RasQuestion&) = delete;
+  RasQuestion& operator=(const RasQuestion&) = delete;
+
+ private:
+  RasQuestion() = default;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool asked_ = false;
+  RasStatus answer_;
+};
 
 // The communicators of a STATUS answer in JSON (what follows the protocol's reply lines).
 Expected<std::vector<RasComm>> parseRasCommunicators(const std::string& json_text);
