@@ -235,7 +235,8 @@ Expected<ScopedFd> rasConnectAnswering(const std::string& address, RasClock::tim
   std::string why;
   for (int attempt = 0; attempt < 8 && RasClock::now() < deadline; ++attempt) {
     auto fd = rasConnectTo(address, deadline);
-    if (!fd) return Error{fd.error()};
+    if (!fd && attempt == 0) return Error{fd.error()};
+    if (!fd) break;  // the bound ran out while connecting again: say why the earlier ones failed
     const std::string hello = "CLIENT PROTOCOL 2\n";
     if (::send(fd->get(), hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
       why = std::string("send: ") + std::strerror(errno);
