@@ -104,6 +104,18 @@ struct OneShotServer {
   }
 };
 
+// A loopback port bound by `holder` and not listening: connecting to it is refused.
+std::string unlistenedAddress(ScopedFd& holder) {
+  holder = ScopedFd(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(holder.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+}
+
 }  // namespace
 
 TEST_CASE("RasReplyAsNcclWritesItGivesEveryMemberAndTheMissingOne") {
@@ -160,14 +172,8 @@ TEST_CASE("RasThatDoesNotAnswerOrIsNotThereIsAnErrorWithinTheBound") {
     CHECK(s.error.find("no NCCL RAS answered") != std::string::npos);
     CHECK(s.seconds < 5);
   }
-  ScopedFd probe(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  RasStatus none = askRas("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), 3);  // bound, not listening
+  ScopedFd probe;
+  RasStatus none = askRas(unlistenedAddress(probe), 3);
   CHECK(none.error.find("cannot connect") != std::string::npos);
   CHECK_FALSE(askRas("no-port-here", 1).error.empty());
 }
@@ -180,13 +186,6 @@ TEST_CASE("RasQuestionReturnsOnceTheQuestionIsInAndGivesTheAnswerLater") {
   CHECK(s.error.empty());
   REQUIRE(s.communicators.size() == 1);
   // Asking a RAS that is not there fails at once and says so in the answer.
-  ScopedFd probe(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  CHECK(RasQuestion::ask("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), 3)->wait().error.find("cannot connect") !=
-        std::string::npos);
+  ScopedFd probe;
+  CHECK(RasQuestion::ask(unlistenedAddress(probe), 3)->wait().error.find("cannot connect") != std::string::npos);
 }
