@@ -124,7 +124,7 @@ RankProfile profileRank(const MetricsFile& metrics, const TimelineWindow* timeli
         c.name = o.name;
         c.bytes = o.bytes;
         c.comm_size = o.comm_size;
-        c.comm_rank = o.comm_rank;
+        if (o.comm_rank) c.comm_rank = o.comm_rank;  // a window without it keeps what others said
         c.count += o.count;
         c.ns += o.total_ns;
       }

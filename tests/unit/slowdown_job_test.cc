@@ -129,6 +129,26 @@ TEST_CASE("JobWithCorruptAndMissingRankFilesIsAnalysedFromTheRest") {
   CHECK(job->problems().size() >= 3);
 }
 
+// A window whose collective came in without the rank's place in the communicator (an op
+// enqueued before NCCL answered ncclCommUserRank) does not erase what other windows said:
+// the communicator keeps every member, so a baseline with all of them still compares.
+TEST_CASE("ACollectiveWithoutItsCommRankInOneWindowKeepsTheRankAMember") {
+  TempDir dir;
+  for (int r : {0, 1, 2, 3}) {
+    std::string lines;
+    for (int i = 0; i < 3; ++i) {
+      MetricsWindow w = window(r, i * 1'000'000'000LL);
+      if (i == 2 && r != 3) w.ops[1].comm_rank.reset();
+      lines += toJson(w).dump() + "\n";
+    }
+    writeText(metricsPath(dir.path, r), lines);
+  }
+  Expected<JobProfile> job = JobProfile::load(dir.path);
+  REQUIRE(job.ok());
+  REQUIRE(job->communicators().count("0xabc") == 1);
+  CHECK(job->communicators().at("0xabc").members() == std::vector<int>{0, 1, 2, 3});
+}
+
 TEST_CASE("JobWithoutMetricsIsAnError") {
   TempDir dir;
   CHECK_FALSE(JobProfile::load(dir.path).ok());
