@@ -379,7 +379,7 @@ class TorchPipeline(TorchCase):
     def test_a_stage_stuck_in_python_after_a_slower_stage_is_named_with_both(self):
         # Stage 3's forwards get heavier from step 8 on; at step 16 stage 2 loops in Python. The GPU
         # is slowed (SIMGPU_TFLOPS) so that GEMMs, not simgpu's host-side transfers, take the step.
-        args = ["--steps", "40", "--slow-rank", "3", "--slow-from-step", "8", "--slow-matmuls", "16",
+        args = ["--steps", "40", "--slow-rank", "3", "--slow-from-step", "8", "--slow-matmuls", "32",
                 "--stall-rank", "2", "--stall-at-step", "16"]
         env = {"SIMGPU_TFLOPS": "0.002", "HANGWATCH_METRICS_INTERVAL": "1"}
         with torchrun_job(4, args, self.dumps, extra_env=env, script=PIPELINE_TRAIN) as job:
