@@ -13,6 +13,11 @@ DEVICE_STALLED = "simnccl_device_stalled"
 WAIT_MATCHING_OP = "simnccl_wait_matching_op"
 WAIT_FUNCTIONS = (WAIT_PEER, DEVICE_STALLED, WAIT_MATCHING_OP)
 MAX_DEPTH = 8  # the wait function sits under a futex/nanosleep call or two
+# The threads that call them: simnccl's channel threads (Communicator::channelMain) and its
+# point-to-point threads (group.cc). Walking another thread's frames costs gdb a unity build's
+# compilation unit to expand for each library frame (0.15-0.3 s each: streams, RAS, the
+# program's own), most of the phase, and cannot find a wait function.
+WAIT_THREADS = ("simnccl-ch", "simnccl-p2p")
 RECV, SEND = 0, 1
 
 
@@ -172,6 +177,8 @@ class SimRingReader(RingReader):
     def read(self):
         original = gdb.selected_thread()
         for thread in self.inferior.threads():
+            if not (thread.name or "").startswith(WAIT_THREADS):
+                continue
             try:
                 thread.switch()
                 frame, function = _wait_frame(thread)
