@@ -118,28 +118,27 @@ Expected<ScopedFd> rasConnectTo(const std::string& address, RasClock::time_point
   return Error{fmt::format("cannot connect to {}: {}", address, why)};
 }
 
-// Sends `request` and reads until the server closes (it does once STATUS is answered).
-Expected<std::string> rasExchange(int fd, const std::string& request, RasClock::time_point deadline) {
-  size_t sent = 0;
+// A few bytes in one send (a fresh connection's socket buffer takes them whole): "" when sent,
+// else why not.
+std::string rasSendLine(int fd, const std::string& text) {
+  if (::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size())) return "";
+  return std::string("send: ") + std::strerror(errno);
+}
+
+// Reads until the server closes (it does once STATUS is answered).
+Expected<std::string> rasReadToClose(int fd, RasClock::time_point deadline) {
   std::string reply;
   char buf[16384];
   for (;;) {
-    pollfd p{fd, static_cast<short>(POLLIN | (sent < request.size() ? POLLOUT : 0)), 0};
+    pollfd p{fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, rasMsLeft(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) return Error{fmt::format("no complete answer within the bound ({} bytes came)", reply.size())};
-    if ((p.revents & POLLOUT) && sent < request.size()) {
-      const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-      if (n < 0 && errno != EAGAIN && errno != EINTR) return Error{std::string("send: ") + std::strerror(errno)};
-      if (n > 0) sent += static_cast<size_t>(n);
-    }
-    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n == 0) return reply;
-      if (n < 0 && errno != EAGAIN && errno != EINTR) return Error{std::string("recv: ") + std::strerror(errno)};
-      if (n > 0) reply.append(buf, static_cast<size_t>(n));
-      if (reply.size() > (size_t{64} << 20)) return Error{"answer over 64 MiB"};
-    }
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return reply;
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return Error{std::string("recv: ") + std::strerror(errno)};
+    if (n > 0) reply.append(buf, static_cast<size_t>(n));
+    if (reply.size() > (size_t{64} << 20)) return Error{"answer over 64 MiB"};
   }
 }
 
@@ -237,11 +236,8 @@ Expected<ScopedFd> rasConnectAnswering(const std::string& address, RasClock::tim
     auto fd = rasConnectTo(address, deadline);
     if (!fd && attempt == 0) return Error{fd.error()};
     if (!fd) break;  // the bound ran out while connecting again: say why the earlier ones failed
-    const std::string hello = "CLIENT PROTOCOL 2\n";
-    if (::send(fd->get(), hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
-      why = std::string("send: ") + std::strerror(errno);
-      continue;
-    }
+    why = rasSendLine(fd->get(), "CLIENT PROTOCOL 2\n");
+    if (!why.empty()) continue;
     rest.clear();
     auto line = rasReadLine(fd->get(), rest, std::min(deadline, RasClock::now() + std::chrono::seconds(1)));
     if (line && line->rfind("SERVER PROTOCOL", 0) == 0) return std::move(*fd);
@@ -268,12 +264,10 @@ RasStatus askRas(const std::string& address, double bound_s, const std::function
   std::string rest;
   auto fd = rasConnectAnswering(address, deadline, rest);
   if (!fd) return finish(fd.error());
-  const std::string request = "SET FORMAT json\nSTATUS\n";  // a few bytes: the socket's buffer takes them
-  if (::send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
-    return finish(std::string("send: ") + std::strerror(errno));
+  if (std::string why = rasSendLine(fd->get(), "SET FORMAT json\nSTATUS\n"); !why.empty()) return finish(why);
   if (asked) asked();
   told = true;
-  auto reply = rasExchange(fd->get(), "", deadline);
+  auto reply = rasReadToClose(fd->get(), deadline);
   if (!reply) return finish(reply.error());
   auto comms = parseRasReply(rest + *reply);
   if (!comms) return finish(comms.error());
