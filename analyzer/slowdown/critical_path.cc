@@ -312,20 +312,26 @@ void findAbsorbed(CriticalPathAnalysis& a, const std::vector<StepFacts>& facts, 
     if (causes.count(key.first)) continue;
     AbsorbedSlowdown s;
     std::vector<double> extra, slack;
+    std::vector<uint64_t> grown;
     const std::set<size_t> slow(b.slow.begin(), b.slow.end());
     for (size_t i = 0; i < facts.size(); ++i) {
       const int64_t grew = growth.extra[i];
+      if (static_cast<double>(grew) < growth.bar) continue;
+      grown.push_back(a.steps[i].id);
       // Its work grew and the step did not: the schedule had room for it. (Which of tied ranks
-      // the path took says nothing: a rank's time on the path is not compared.)
-      if (static_cast<double>(grew) < growth.bar || slow.count(i)) continue;
+      // the path took says nothing: a rank's time on the path is not compared.) A step slow
+      // for any reason cannot show that.
+      if (slow.count(i)) continue;
       s.steps.push_back(a.steps[i].id);
       extra.push_back(ms(grew));
       slack.push_back(ms(facts[i].max_slack_ns.at(key)));
     }
     // A slowdown holds from its first step on, over a fair share of the window; growth scattered
-    // among the steps, or in a few, is noise.
-    const size_t span = s.steps.empty() ? 0 : static_cast<size_t>(s.steps.back() - s.steps.front()) + 1;
-    if (s.steps.size() < t.min_slow_steps || 3 * s.steps.size() < 2 * span || 4 * s.steps.size() < facts.size())
+    // among the steps, or in a few, is noise. Steps a loaded host made slow now and then do not
+    // break it, but most of the steps it grew in must show that it fitted.
+    const size_t span = grown.empty() ? 0 : static_cast<size_t>(grown.back() - grown.front()) + 1;
+    if (grown.size() < t.min_slow_steps || 3 * grown.size() < 2 * span || 4 * grown.size() < facts.size() ||
+        s.steps.size() < t.min_slow_steps || 2 * s.steps.size() < grown.size())
       continue;
     // Work added to a step is the same each step; a rank slowed by its host's load now and then
     // grows by a different amount every time.

@@ -209,6 +209,45 @@ TEST_CASE("ALongerOptimizerStepOnTheLastStageFitsInItsSlackAndIsAbsorbed") {
   CHECK(a.absorbed[0].steps == std::vector<uint64_t>{8, 9, 10});
 }
 
+// A loaded host slows one rank's forwards now and then, which makes those steps slow. They say
+// nothing about whether the optimizer step fitted; the others still show that it did.
+TEST_CASE("AnAbsorbedSlowdownStaysAbsorbedWhenHalfItsStepsAreSlowForOtherReasons") {
+  std::map<int, RankTimeline> ranks;
+  auto timelines = pipelineJob(
+      16,
+      [](int step, int stage) {
+        const bool loaded = step == (stage == 0 ? 11 : 13) || (stage == 0 && step == 14);
+        auto ops = twoStageSchedule(stage, 4, loaded ? 3 : 2, 4, 1);
+        if (stage == 1 && step >= 10) ops.push_back({"opt", 3, {}, {}});
+        return ops;
+      },
+      ranks);
+  const CriticalPathAnalysis a = analyzeCriticalPath(ranks);
+  CHECK(a.causes.empty());
+  REQUIRE(a.absorbed.size() == 1);
+  CHECK(a.absorbed[0].rank == 1);
+  CHECK(a.absorbed[0].extra_ms == Approx(3));
+  CHECK(a.absorbed[0].steps == std::vector<uint64_t>{11, 13, 16});
+}
+
+// When most of the steps the rank grew in were slow anyway, those steps cannot show that the
+// growth fitted: nothing is reported as absorbed.
+TEST_CASE("GrowthWhoseStepsWereMostlySlowIsNotReportedAsAbsorbed") {
+  std::map<int, RankTimeline> ranks;
+  auto timelines = pipelineJob(
+      16,
+      [](int step, int stage) {
+        const bool loaded = step == (stage == 0 ? 11 : 12) || step == (stage == 0 ? 13 : 15);
+        auto ops = twoStageSchedule(stage, 4, loaded ? 3 : 2, 4, 1);
+        if (stage == 1 && step >= 10) ops.push_back({"opt", 3, {}, {}});
+        return ops;
+      },
+      ranks);
+  const CriticalPathAnalysis a = analyzeCriticalPath(ranks);
+  CHECK(a.causes.empty());
+  CHECK(a.absorbed.empty());
+}
+
 TEST_CASE("TheSameOptimizerStepOnTheFirstStageMakesTheStepsSlow") {
   std::map<int, RankTimeline> ranks;
   auto timelines = pipelineJob(
