@@ -36,21 +36,25 @@ struct JobLog {
   std::vector<std::string> lines;
   std::deque<int> events;    // handles: &events[i]
   std::deque<int> contexts;  // contexts: &contexts[i]
+  std::map<const void*, std::string> names;  // of each handle and context (thousands in one test)
   std::vector<int> init_masks;
   int* kept_mask = nullptr;
 
   std::string name(const void* p) {
-    for (size_t i = 0; i < events.size(); ++i)
-      if (&events[i] == p) return "h" + std::to_string(i);
-    for (size_t i = 0; i < contexts.size(); ++i)
-      if (&contexts[i] == p) return "c" + std::to_string(i);
+    if (auto it = names.find(p); it != names.end()) return it->second;
     return p == nullptr ? "null" : "other";
+  }
+  int* add(std::deque<int>& to, const char* prefix) {
+    to.push_back(0);
+    names[&to.back()] = prefix + std::to_string(to.size() - 1);
+    return &to.back();
   }
   void reset(std::vector<int> masks) {
     std::lock_guard<std::mutex> lock(mutex);
     lines.clear();
     events.clear();
     contexts.clear();
+    names.clear();
     init_masks = std::move(masks);
     kept_mask = nullptr;
   }
@@ -65,8 +69,7 @@ ncclResult_t jobInit(void** context, uint64_t, int* mask, const char*, int, int,
                         " mask found=" + std::to_string(*mask));
   if (n < g_job.init_masks.size() && g_job.init_masks[n] >= 0) *mask = g_job.init_masks[n];
   g_job.kept_mask = mask;
-  g_job.contexts.push_back(0);
-  *context = &g_job.contexts.back();
+  *context = g_job.add(g_job.contexts, "c");
   return ncclSuccess;
 }
 
@@ -74,8 +77,7 @@ ncclResult_t jobStart(void* context, void** handle, np::EventDescr* d) {
   std::lock_guard<std::mutex> lock(g_job.mutex);
   g_job.lines.push_back("start type=" + std::to_string(d->type) + " ctx=" + g_job.name(context) +
                         " parent=" + g_job.name(d->parentObj));
-  g_job.events.push_back(0);
-  *handle = &g_job.events.back();
+  *handle = g_job.add(g_job.events, "h");
   return ncclSuccess;
 }
 
