@@ -58,6 +58,7 @@ class CudaBackend(RingReader):
                               f"with rank {connection['peer']}, not its ring {view['side']}: not used")
                 continue
             self._join(record, side, connection, view)
+        _drop_unwritten_tails(records, self.kernel.flag_protocol_blocks, errors)
         # A p2p record is kept where a thread was found waiting on one of its connections: those.
         for record in self.host.p2p_records if self.host else []:
             waited = [dict(c, direction=side, role="p2p") for side, c in record[P2P_KEY] if c.get("waiting")]
@@ -96,6 +97,43 @@ class CudaBackend(RingReader):
             out["kernels"] = self.kernel.kernels
             out["threads_not_waiting"] = self.kernel.not_waiting
         return out
+
+
+# Where a tail is the peer's count of steps written even under LL/LL128: NET's receive
+# proxy writes recvTail for every protocol (src/transport/net.cc recvProxyProgress).
+TAIL_WRITTEN_BY_PROXY = ("NET",)
+
+
+def _drop_unwritten_tails(records, flag_blocks, errors):
+    """LL and LL128 kernels write no tail (prims_ll.h; prims_ll128.h only with a connFifo):
+    data is known to have arrived from flags inside the receive buffer, and conn.step moves on
+    without it. So where a block ran one, the tail of a connection whose record no SIMPLE wait
+    was joined to may be an older SIMPLE collective's: a receive tail on P2P or SHM (NET's proxy
+    writes it), and a send's posted tail on any transport. Which channel a flag block is on is
+    not known (its progress is in registers and flags), so every such record loses them."""
+    if not flag_blocks:
+        return
+    dropped = set()
+    for record in records:
+        if record.get("source") == "cuda-registers":
+            continue  # a SIMPLE wait joined: the kernel on this channel polls the tail itself
+        connections = [("recv", record.get("recv")), ("send", record.get("send"))]
+        connections += [(side, c) for side, _, c in record.get(TREE_KEY, [])]
+        for side, c in connections:
+            if c is None:
+                continue
+            if side == "recv" and c.get("transport") not in TAIL_WRITTEN_BY_PROXY and c.get("observed_step") is not None:
+                c["observed_step"] = None
+                dropped.add((id(c), "recv"))
+            if side == "send" and c.get("posted_step") is not None:
+                c["posted_step"] = None
+                dropped.add((id(c), "send"))
+    if dropped:
+        recv = sum(1 for _, side in dropped if side == "recv")
+        errors.append(f"{len(flag_blocks)} block(s) run LL or LL128 ({'; '.join(flag_blocks[:3])}"
+                      f"{'; ...' if len(flag_blocks) > 3 else ''}), whose kernels write no tail: {recv} receive "
+                      f"tail(s) on P2P/SHM and {len(dropped) - recv} send tail(s) of channels no SIMPLE wait was "
+                      "found on were not used (they may be an older SIMPLE collective's)")
 
 
 def _without_tree_keys(records):

@@ -149,6 +149,9 @@ class CudaKernelReader:
         # Threads of a readable block found past their wait (at a barrier, copying, done): not
         # blocked on that side, which is an answer, not a failure to read.
         self.not_waiting = []
+        # Blocks that run LL or LL128, not read: their kernels write no tail (prims_ll.h,
+        # prims_ll128.h), so a connection's tail is an older SIMPLE collective's (cuda_backend).
+        self.flag_protocol_blocks = []
         self._tree_split = {}  # kernel -> where its tree blocks' broadcast-down group starts
 
     def read(self):
@@ -188,7 +191,12 @@ class CudaKernelReader:
         except DebuggerCommandError as e:
             self.not_read.append(f"{where}: cannot focus thread 0 ({e})")
             return []
-        algorithm, protocol = cuda_kernels.protocol_from_backtrace("", frames)
+        # A kernel specialized for one work runs it inline, with no ncclDevFunc_ frame (NCCL's
+        # ncclKernelMain, SpecializedRunWorkBatch): then the kernel's own name says which one.
+        # Only where the backtrace shows the kernel's own frame: an unsymbolized or empty one
+        # says nothing of what runs.
+        kernel_frame = any((f or "").startswith(k["name"]) for f in frames)
+        algorithm, protocol = cuda_kernels.protocol_from_backtrace(k["name"] if kernel_frame else "", frames)
         collective = _collective(frames) or (cuda_kernels.parse_nccl_function(k["name"]) or {}).get("collective")
         if collective == "SendRecv":
             return self._sendrecv_block(k, block, where)
@@ -203,6 +211,8 @@ class CudaKernelReader:
             elif algorithm == "PAT":
                 reason = pat_simple_rule(collective, algorithm, protocol)
             self.not_read.append(f"{where}: not read: {reason}")
+            if protocol in ("LL", "LL128"):
+                self.flag_protocol_blocks.append(f"{where} ({algorithm} {protocol})")
             return []
         views = []
         for thread, side in RING_SIMPLE_THREADS:

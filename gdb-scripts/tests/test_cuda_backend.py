@@ -419,6 +419,50 @@ class NcclHostWalkOnTheRealLayout(unittest.TestCase):
         self.assertNotIn("_tree_connections", records[0])
         self.assertNotIn("_pat_connections", records[0])
 
+    def test_where_a_block_runs_ll_tails_no_simple_wait_confirms_are_not_used(self):
+        # NCCL's specialized kernel runs its own work inline: no ncclDevFunc_ frame, the kernel's
+        # name says RING LL. LL writes no tail, so the P2P receive tails (the tree's) and every
+        # send's posted tail may be an older SIMPLE collective's; NET's receive tail is the proxy's.
+        ll = ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+        kernel = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {0: {0: FakeThread(ll), 1: FakeThread(ll)}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(self.comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        reader = CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device))
+        records, errors = CudaBackend(host, reader).read()
+        self.assertTrue(any("RING LL: progress is in flags" in n for n in reader.not_read), reader.not_read)
+        r0, r1 = records
+        self.assertEqual((r0["recv"]["transport"], r0["recv"]["observed_step"]), ("NET", 130))
+        self.assertIsNone(r0["send"]["posted_step"])
+        self.assertEqual(r0["send"]["observed_step"], 136)  # the head: LL's receiver posts it
+        self.assertIsNone(r1["send"]["posted_step"])
+        # Channel 0's tree receives from 0 and 3 over P2P; three sends: the ring's two and the tree's to 0.
+        self.assertTrue(any("1 block(s) run LL or LL128" in e and "2 receive tail(s) on P2P/SHM and 3 send tail(s)" in e
+                            for e in errors), errors)
+
+    def test_a_channel_a_simple_wait_was_joined_on_keeps_its_tails_beside_an_ll_kernel(self):
+        recv0 = self.channels[0]["recv"]
+        simple = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {
+            0: {0: waiting(ALLREDUCE_SIMPLE, recv0.observed_at, observed=130, target=132),
+                1: FakeThread(ALLREDUCE_SIMPLE)}})
+        ll = ["ncclDevKernel_AllGather_RING_LL"]
+        other = FakeKernel(4, "ncclDevKernel_AllGather_RING_LL", {0: {0: FakeThread(ll)}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(self.comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        records, errors = CudaBackend(host, CudaKernelReader(FakeCudaGdb([simple, other], self.nccl.device))).read()
+        r0, r1 = records
+        self.assertEqual(r0["send"]["posted_step"], 141)
+        self.assertIsNone(r1["send"]["posted_step"])
+        self.assertTrue(any("ncclDevKernel_AllGather_RING_LL" in e and "run LL or LL128" in e for e in errors), errors)
+
+    def test_a_block_whose_backtrace_is_empty_is_not_taken_for_its_kernels_specialization(self):
+        kernel = FakeKernel(3, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", {0: {0: FakeThread([])}})
+        host = NcclHostReader(ProcessMemory(self.nccl.host), self.layout, [CommAddress(self.comm, "frame")],
+                              ProcessMemory(self.nccl.device))
+        reader = CudaKernelReader(FakeCudaGdb([kernel], self.nccl.device))
+        records, _ = CudaBackend(host, reader).read()
+        self.assertEqual(reader.flag_protocol_blocks, [])
+        self.assertEqual(records[0]["send"]["posted_step"], 141)
+
     def test_a_wait_on_a_counter_no_communicator_has_is_said_not_recorded(self):
         kernel = FakeKernel(0, "ncclDevKernel_AllGather_RING_LL", {
             0: {0: waiting(["ncclDevFunc_AllGather_RING_SIMPLE"], 0x7ffe12345678, observed=5, target=7),

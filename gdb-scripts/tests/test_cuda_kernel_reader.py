@@ -187,7 +187,7 @@ class KernelReader(unittest.TestCase):
         self.assertEqual(reader.kernels[0]["read"], 1)
         self.assertTrue(reader.cuda.host_focused)  # the host walk that follows reads with a host thread in focus
 
-    def test_the_kernel_name_alone_does_not_decide_the_protocol(self):
+    def test_an_unsymbolized_backtrace_is_not_taken_for_the_kernels_specialization(self):
         reader, views = read(one_block("ncclDevKernel_AllReduce_Sum_f32_RING_LL", ["??"],
                                        thread0=waiting(["??"], COUNTER, 1, 2)))
         self.assertEqual(views, [])
