@@ -122,7 +122,8 @@ def _drop_unwritten_tails(records, flag_blocks, errors):
         for side, c in connections:
             if c is None:
                 continue
-            if side == "recv" and c.get("transport") not in TAIL_WRITTEN_BY_PROXY and c.get("observed_step") is not None:
+            proxied = c.get("transport") in TAIL_WRITTEN_BY_PROXY
+            if side == "recv" and not proxied and c.get("observed_step") is not None:
                 c["observed_step"] = None
                 dropped.add((id(c), "recv"))
             if side == "send" and c.get("posted_step") is not None:
@@ -130,10 +131,10 @@ def _drop_unwritten_tails(records, flag_blocks, errors):
                 dropped.add((id(c), "send"))
     if dropped:
         recv = sum(1 for _, side in dropped if side == "recv")
-        errors.append(f"{len(flag_blocks)} block(s) run LL or LL128 ({'; '.join(flag_blocks[:3])}"
-                      f"{'; ...' if len(flag_blocks) > 3 else ''}), whose kernels write no tail: {recv} receive "
-                      f"tail(s) on P2P/SHM and {len(dropped) - recv} send tail(s) of channels no SIMPLE wait was "
-                      "found on were not used (they may be an older SIMPLE collective's)")
+        blocks = "; ".join(flag_blocks[:3]) + ("; ..." if len(flag_blocks) > 3 else "")
+        errors.append(f"{len(flag_blocks)} block(s) run LL or LL128 ({blocks}), whose kernels write no tail: "
+                      f"{recv} receive tail(s) not on NET (P2P, SHM) and {len(dropped) - recv} send tail(s) of "
+                      "channels no SIMPLE wait was found on were not used (they may be an older SIMPLE collective's)")
 
 
 def _without_tree_keys(records):
