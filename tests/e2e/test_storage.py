@@ -80,9 +80,9 @@ def rank_pids(job):
     return job.pids()
 
 
-def threads_blocked_in_the_kernel(pids):
-    """(pid, thread name) of each thread in uninterruptible sleep (D): waiting on storage."""
-    blocked = []
+def threads_in_uninterruptible_sleep(pids):
+    """(pid, tid) -> thread name of each thread in uninterruptible sleep (D) right now."""
+    asleep = {}
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").glob("*"):
             try:
@@ -90,10 +90,24 @@ def threads_blocked_in_the_kernel(pids):
                 comm = (task / "comm").read_text().strip()
             except OSError:
                 continue
-            state = stat[stat.rindex(")") + 2]
-            if state == "D":
-                blocked.append((pid, comm))
-    return blocked
+            if stat[stat.rindex(")") + 2] == "D":
+                asleep[(pid, int(task.name))] = comm
+    return asleep
+
+
+def threads_blocked_in_the_kernel(pids, seconds=2.0, every=0.1):
+    """(pid, thread name) of each thread in uninterruptible sleep (D) all through `seconds`.
+
+    A thread waiting on a mount that stalls forever stays in D. One that writes the node-local
+    fallback can be in D for a moment on a loaded machine (the local file system's own locks
+    and journal), and is not blocked: one look would take it for one."""
+    blocked = threads_in_uninterruptible_sleep(pids)
+    deadline = time.monotonic() + seconds
+    while blocked and time.monotonic() < deadline:
+        time.sleep(every)
+        now = threads_in_uninterruptible_sleep(pids)
+        blocked = {key: comm for key, comm in blocked.items() if key in now}
+    return sorted((pid, comm) for (pid, _), comm in blocked.items())
 
 
 def state_and_parent(stat_path):
