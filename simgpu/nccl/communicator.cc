@@ -154,6 +154,9 @@ void Communicator::shutdown() {
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
   workers_.clear();
+  // Joined here, not when the last reference goes (a stream's queued work may hold one): a
+  // process that exits right after ncclCommAbort leaves no thread of the communicator behind.
+  if (peer_watch_) peer_watch_->stop();
 }
 
 void Communicator::abort() {

@@ -49,11 +49,18 @@ NetPeerWatch::NetPeerWatch(SharedSegment& segment, const NodeTopology& nodes, in
   for (int r = 0; r < static_cast<int>(segment.header().nranks.load()); ++r)
     if (nodes.crossesNodes(rank, r)) remote_.push_back(r);
   thread_ = std::thread([this] { run(); });
+  // Named here, not by the thread itself: whoever looks right after the init sees the name
+  // (15 characters at most: a longer one is refused with ERANGE).
+  pthread_setname_np(thread_.native_handle(), "simnccl-netpeer");
 }
 
-NetPeerWatch::~NetPeerWatch() {
-  stopping_.store(true, std::memory_order_release);
-  thread_.join();
+NetPeerWatch::~NetPeerWatch() { stop(); }
+
+void NetPeerWatch::stop() {
+  std::call_once(stopped_, [this] {
+    stopping_.store(true, std::memory_order_release);
+    thread_.join();
+  });
 }
 
 NetPeerWatch::Clock::duration NetPeerWatch::ibRetryTime() {
@@ -81,7 +88,6 @@ void NetPeerWatch::wrote(int peer) {
 }
 
 void NetPeerWatch::run() {
-  pthread_setname_np(pthread_self(), "simnccl-netwatch");
   while (!stopping_.load(std::memory_order_acquire)) {
     look(Clock::now());
     std::this_thread::sleep_for(kLookEvery);

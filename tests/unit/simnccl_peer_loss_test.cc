@@ -9,11 +9,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "hangwatch/simgpu/nccl/comm_handle.h"
+#include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/net_peer_watch.h"
 #include "multi_rank.h"
 
@@ -77,6 +82,18 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
   return job.wait(std::chrono::seconds(60));
 }
 
+// This process's threads named simnccl-netpeer (one per communicator between nodes).
+int watchThreads() {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    n += name == "simnccl-netpeer";
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("OverSocketsBothNetworkNeighboursOfAGoneProcessGetNcclRemoteError") {
@@ -121,6 +138,30 @@ TEST_CASE("OnOneNodeNothingFailsWhenAPeerIsGone") {
                            std::chrono::seconds(1));
   REQUIRE_FALSE(res.timed_out);
   CHECK(res.exit_codes == std::vector<int>{kNoError, kNoError, 0});
+}
+
+// NCCL's ncclCommAbort returns with the communicator's threads joined (src/init.cc
+// commReclaim -> ncclProxyStop). simnccl's peer watch too, even while something else still
+// holds a reference to the communicator (as an in-flight collective's stream work does until
+// it unwinds): a process that exits right after the abort leaves no thread of it behind.
+TEST_CASE("AbortReturnsWithThePeerWatchGoneWhileTheCommunicatorIsStillReferenced") {
+  testing::MultiRankJob job(kRanks);
+  ncclUniqueId id = job.id();
+  job.start(
+      [&](int rank) {
+        ncclComm_t comm = nullptr;
+        if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return 10;
+        if (watchThreads() != 1) return 11;  // named at its start (a name over 15 characters is refused)
+        std::shared_ptr<simnccl::Communicator> still_held = comm->state;
+        ncclCommAbort(comm);
+        const int left = watchThreads();
+        still_held.reset();
+        return left == 0 ? 0 : 20 + left;
+      },
+      {{"SIMGPU_RANKS_PER_NODE", "1"}, {"NCCL_ALGO", "Ring"}});
+  auto res = job.wait(std::chrono::seconds(60));
+  REQUIRE_FALSE(res.timed_out);
+  CHECK(res.exit_codes == std::vector<int>{0, 0, 0});
 }
 
 TEST_CASE("IbRetryTimeFollowsNcclsTimeoutAndRetryCount") {

@@ -46,6 +46,9 @@ class NetPeerWatch {
                std::atomic<ncclResult_t>& async_error);
   ~NetPeerWatch();
   NetPeerWatch(const NetPeerWatch&) = delete;
+  // Ends and joins the watching thread (the communicator's shutdown: ncclCommAbort and
+  // ncclCommDestroy return with it gone, as NCCL's own threads are). Once is enough; any thread.
+  void stop();
   NetPeerWatch& operator=(const NetPeerWatch&) = delete;
 
   // A channel thread waits on a connection between nodes with `peer` while this lives.
@@ -84,6 +87,7 @@ class NetPeerWatch {
   std::map<int, Clock::time_point> failing_;  // peer -> when a write posted to it since fails
   bool failed_ = false;
   std::atomic<bool> stopping_{false};
+  std::once_flag stopped_;
   std::thread thread_;
 };
 
