@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds, and runs every test suite:
-#   1. the end-to-end suite on a RelWithDebInfo build (the builds of 2, 3 and 4 compile beside it,
-#      and the tests of 2 and 3 run beside it once built),
+#   1. the end-to-end suite on a RelWithDebInfo build (the builds of 2, 3 and 4 compile beside it),
 #   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer,
 #   3. the concurrent parts (streams, events, ring collectives, the watchdog's poller)
 #      under ThreadSanitizer,
@@ -54,12 +53,7 @@ configure_and_build() {  # dir, extra cmake args..., then targets after --
 # unit_tests builds every area's test program (tests/unit/CMakeLists.txt).
 unit_targets=(unit_tests forensics)
 
-asan_tests() {  # -j
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan -LE e2e -j "$1" --output-on-failure
-}
-
-tsan_tests() {  # -j
+tsan_tests() {
   # Left to the ASan pass: TSan cannot start threads in the child of a forked multi-threaded
   # process nor run a signal handler there as the kernel does, and its instrumented memcpy is
   # slower than the modeled copy and link times.
@@ -69,7 +63,7 @@ tsan_tests() {  # -j
   # every test waits for before it exits.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0 \
     ctest --test-dir build-tsan -R '^(simcuda|simnccl|watchdog)\.' \
-      -E 'ForkChildCanUseTheRuntime|AForkedChildOfAnArmedProcess|CopyTakesModeledTime|SlowRankMakesCopiesSlower|SlowLinkStretches' -j "$1" --output-on-failure
+      -E 'ForkChildCanUseTheRuntime|AForkedChildOfAnArmedProcess|CopyTakesModeledTime|SlowRankMakesCopiesSlower|SlowLinkStretches' -j "$jobs" --output-on-failure
 }
 
 if [ "$quick" -eq 1 ]; then
@@ -82,55 +76,35 @@ fi
 
 # The end-to-end suite's build first (without the unit-test programs: the unit tests run once,
 # under ASan/UBSan). The end-to-end jobs mostly wait (timeouts, hung ranks): about one core of
-# two is busy. The idle one does the rest beside them:
-#   - the three other builds (ASan/UBSan, ThreadSanitizer, real CUDA) at the lowest priority;
-#   - each sanitizer pass once its build is done, one test at a time at nice 10: the jobs'
-#     timing-dependent tests hold beside two busy loops at nice 0, far more than this.
-# A pass whose build finishes after the suite runs after it, on both cores, as does the GPU
-# suite's CPU-only part (it needs the suite's build). Each pass runs once, wherever it runs.
-echo "== end-to-end suite, with the sanitizer and real-CUDA builds and their tests beside it"
+# two is busy. The three other builds (ASan/UBSan, ThreadSanitizer, real CUDA) use the idle one
+# at the lowest priority, so the jobs' timing is left alone, and their tests run after the suite.
+echo "== end-to-end suite, with the sanitizer and real-CUDA builds compiling beside it"
 configure_and_build build -DHANGWATCH_UNIT_TESTS=OFF
-side=$(mktemp -d)
+side_log=$(mktemp)
 (
-  lowest() { (renice -n 19 -p "$BASHPID" >/dev/null && "$@"); }  # inherited by every compiler it starts
+  set -e
+  renice -n 19 -p "$BASHPID" >/dev/null  # inherited by every compiler it starts
   ninja() { command ninja -j "$jobs" "$@"; }  # not ninja's nproc+2: the jobs keep their memory
-  beside() {  # pass name, then its function: run now, one test at a time, unless the suite is done
-    [ -e "$side/suite-done" ] && return 0
-    local rc=0
-    (renice -n 10 -p "$BASHPID" >/dev/null && "$2" 1) >"$side/$1.log" 2>&1 || rc=$?
-    echo "$rc" >"$side/$1.rc"
-  }
-  lowest configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}" || exit 1
-  beside asan asan_tests
-  lowest configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests || exit 1
-  beside tsan tsan_tests
-  lowest tests/gpu/run.sh --cpu-only --only build --build-dir build-realcuda --out build-realcuda/gpu-suite-build || exit 1
-) >"$side/builds.log" 2>&1 &
-side_work=$!
-trap 'rm -f "$torch_log"; rm -rf "$side"; kill "$side_work" 2>/dev/null || true' EXIT
+  configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
+  configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests
+  tests/gpu/run.sh --cpu-only --only build --build-dir build-realcuda --out build-realcuda/gpu-suite-build
+) >"$side_log" 2>&1 &
+side_builds=$!
+trap 'rm -f "$torch_log" "$side_log"; kill "$side_builds" 2>/dev/null || true' EXIT
 wait_for_torch
 ctest --test-dir build -j "$jobs" --output-on-failure
-touch "$side/suite-done"
-if ! wait "$side_work"; then
-  cat "$side/builds.log" >&2
+if ! wait "$side_builds"; then
+  cat "$side_log" >&2
   echo "test.sh: the sanitizer or real-CUDA builds failed (see above)" >&2
   exit 1
 fi
 
-failed=0
-sanitizer_pass() {  # pass name, its function, what it tests
-  if [ -e "$side/$1.rc" ]; then
-    echo "== $3 (ran beside the end-to-end suite)"
-    cat "$side/$1.log"
-    [ "$(cat "$side/$1.rc")" = 0 ] || failed=1
-  else
-    echo "== $3"
-    "$2" "$jobs" || failed=1
-  fi
-}
-sanitizer_pass asan asan_tests "unit tests under AddressSanitizer + UBSan"
-sanitizer_pass tsan tsan_tests "streams, events, ring collectives and the watchdog's poller under ThreadSanitizer"
-[ "$failed" -eq 0 ] || { echo "test.sh: a sanitizer pass failed (see above)" >&2; exit 1; }
+echo "== unit tests under AddressSanitizer + UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -LE e2e -j "$jobs" --output-on-failure
+
+echo "== streams, events, ring collectives and the watchdog's poller under ThreadSanitizer"
+tsan_tests
 
 echo "== real-CUDA build and the GPU suite's CPU-only checks"
 tests/gpu/run.sh --cpu-only --build-dir build-realcuda --simgpu-build build --out build-realcuda/gpu-suite
