@@ -148,7 +148,7 @@ class SlowLink(AnalyzeCase):
         off = {"HANGWATCH_LINK_PROFILER": "0"}
         healthy = self.run_job("linkbase", **off)
         # A twentieth of the bandwidth: the whole-ring comparison with a baseline has 2 shared cores
-        # of noise. A loaded machine halves the healthy ring's bus bandwidth (0.22-0.25 GB/s of 0.5
+        # of noise. A loaded machine halves the healthy ring's bus bandwidth (0.22-0.26 GB/s of 0.5
         # beside two busy loops), and at a tenth the slow ring's 0.1 GB/s came to 0.50 of it once,
         # not below the 0.45 the analyzer asks.
         slow = self.run_job("slowlink", faults="slow-link=1->2:0.05", **off)

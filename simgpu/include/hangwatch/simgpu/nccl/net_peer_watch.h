@@ -46,10 +46,11 @@ class NetPeerWatch {
                std::atomic<ncclResult_t>& async_error);
   ~NetPeerWatch();
   NetPeerWatch(const NetPeerWatch&) = delete;
+  NetPeerWatch& operator=(const NetPeerWatch&) = delete;
+
   // Ends and joins the watching thread (the communicator's shutdown: ncclCommAbort and
   // ncclCommDestroy return with it gone, as NCCL's own threads are). Once is enough; any thread.
   void stop();
-  NetPeerWatch& operator=(const NetPeerWatch&) = delete;
 
   // A channel thread waits on a connection between nodes with `peer` while this lives.
   class Wait {
