@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +19,7 @@
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/net_peer_watch.h"
 #include "multi_rank.h"
+#include "test_env.h"
 
 namespace {
 
@@ -82,17 +81,8 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
   return job.wait(std::chrono::seconds(60));
 }
 
-// This process's threads named simnccl-netpeer (one per communicator between nodes).
-int watchThreads() {
-  int n = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    n += name == "simnccl-netpeer";
-  }
-  return n;
-}
+// This process's peer-watch threads (one per communicator between nodes).
+int watchThreads() { return test_support::threadsNamed("simnccl-netpeer"); }
 
 }  // namespace
 

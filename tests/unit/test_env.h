@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,18 @@ inline hangwatch::EnvLookup envOf(std::map<std::string, std::string> vars) {
     auto it = shared->find(name);
     return it == shared->end() ? nullptr : it->second.c_str();
   };
+}
+
+// How many threads of this process carry `name` (/proc/self/task/*/comm).
+inline int threadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    n += line == name;
+  }
+  return n;
 }
 
 }  // namespace test_support

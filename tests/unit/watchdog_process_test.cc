@@ -24,6 +24,7 @@
 #include "hangwatch/simgpu/kernel.h"
 #include "hangwatch/watchdog/comm_table.h"
 #include "hangwatch/watchdog/watchdog.h"
+#include "test_env.h"
 
 namespace fs = std::filesystem;
 
@@ -37,16 +38,7 @@ void spinUntilReleased(int) {
 
 void noop(int) {}
 
-int pollerThreads() {
-  int n = 0;
-  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name == "hangwatch-poll") ++n;
-  }
-  return n;
-}
+int pollerThreads() { return test_support::threadsNamed("hangwatch-poll"); }
 
 // A dump root of its own for this test process (each test case runs in its own
 // process, before the watchdog reads its environment), removed at exit.
