@@ -60,6 +60,8 @@ struct DumpStorage::Shared {
   std::shared_ptr<Task> running;
   Clock::time_point running_since;
   bool stop = false;
+  bool closed = false;   // the process is ending (close()): nothing more is written
+  int local_writes = 0;  // fallback writes in progress on other threads
   std::atomic<bool> given_up{false};
   std::string why;
   uint64_t lines_lost = 0;
@@ -123,13 +125,42 @@ struct DumpStorage::Shared {
     fallBack(fmt::format("stalled: {} took more than {:g} s", what, config.deadline_s));
   }
 
+  // A write of this process's own, on whichever thread, that close() waits for; false once
+  // closed (the write is not started).
+  bool beginLocal() {
+    std::lock_guard lock(mutex);
+    if (closed) return false;
+    ++local_writes;
+    return true;
+  }
+
+  void endLocal() {
+    std::lock_guard lock(mutex);
+    --local_writes;
+    finished.notify_all();
+  }
+
+  static std::string closedError(const std::string& path) {
+    return "not written, the rank is exiting: " + path;
+  }
+
+  Expected<Written> writeLocal(const std::string& path, const std::string& contents, mode_t mode) {
+    if (!beginLocal()) return Error{closedError(path)};
+    Expected<Written> w = localDumpFs().writeAtomically(path, contents, mode, {});
+    endLocal();
+    return w;
+  }
+
   // The fallback is node-local: written by this process itself, on whichever thread.
   Expected<Written> writeFallback(const std::string& path, const std::string& contents, mode_t mode) {
-    return localDumpFs().writeAtomically(place(path), contents, mode, {});
+    return writeLocal(place(path), contents, mode);
   }
 
   void appendFallback(const std::string& path, const std::string& line) {
-    if (!localDumpFs().append(place(path), line, dumpFileMode(), /*keep_open=*/false, /*sync=*/false)) {
+    const bool began = beginLocal();
+    const bool ok = began && localDumpFs().append(place(path), line, dumpFileMode(), /*keep_open=*/false, /*sync=*/false);
+    if (began) endLocal();
+    if (!ok) {
       std::lock_guard lock(mutex);
       ++lines_lost;
     }
@@ -189,34 +220,39 @@ void DumpStorage::onFallback(std::function<void(const std::string&, const std::s
   shared_->on_fallback = std::move(fn);
 }
 
-void DumpStorage::enqueue(std::shared_ptr<Task> task) {
+bool DumpStorage::enqueue(std::shared_ptr<Task> task) {
   {
     std::lock_guard lock(shared_->mutex);
+    if (shared_->closed) {
+      if (task->append) ++shared_->lines_lost;
+      return false;
+    }
     if (!shared_->given_up.load(std::memory_order_relaxed) && !task->instead) {
       // Waited for (a snapshot, a state file): ahead of the queued metrics, behind other waited ones.
       auto first_queued = std::find_if(shared_->queue.begin(), shared_->queue.end(),
                                        [](const std::shared_ptr<Task>& t) { return bool(t->instead); });
       shared_->queue.insert(first_queued, std::move(task));
       shared_->wake.notify_one();
-      return;
+      return true;
     }
     if (!shared_->given_up.load(std::memory_order_relaxed)) {
       if (!task->replaces.empty())
         for (auto& queued : shared_->queue)
           if (queued->replaces == task->replaces) {
             *queued->text = std::move(*task->text);
-            return;
+            return true;
           }
       if (task->instead && shared_->queue.size() >= kMaxQueued) {
         if (task->append) ++shared_->lines_lost;
-        return;
+        return false;
       }
       shared_->queue.push_back(std::move(task));
       shared_->wake.notify_one();
-      return;
+      return true;
     }
   }
   if (task->instead) task->instead();
+  return true;
 }
 
 void DumpStorage::checkStalled() { shared_->checkStalled(); }
@@ -229,13 +265,14 @@ std::string DumpStorage::runBounded(const std::string& what, std::function<void(
   auto task = std::make_shared<Task>();
   task->what = what;
   task->run = std::move(op);
-  enqueue(task);
+  if (!enqueue(task)) return "the rank is exiting: " + what + " not done";
   // Waits while the storage thread makes progress (on this task or those before it); once
   // the operation it is in has made none for the deadline, the folder is given up.
   std::unique_lock lock(shared_->mutex);
   while (!task->done) {
     if (shared_->given_up.load(std::memory_order_relaxed) && shared_->running != task)
       return "the dump folder was given up (" + shared_->why + ")";
+    if (shared_->closed && shared_->running != task) return "the rank is exiting: " + what + " not done";
     shared_->finished.wait_for(lock, std::min<std::chrono::nanoseconds>(shared_->deadline(), std::chrono::milliseconds(50)));
     if (task->done || !shared_->running || Clock::now() - shared_->running_since <= shared_->deadline()) continue;
     const std::string stuck = shared_->running->what;
@@ -254,12 +291,13 @@ Expected<Written> DumpStorage::write(const std::string& path, std::string conten
 Expected<Written> DumpStorage::write(const std::string& path, std::string contents, mode_t mode) {
   auto text = std::make_shared<const std::string>(std::move(contents));
   // Elsewhere (the fallback itself, when the folder was given up at start): node-local, here.
-  if (!shared_->underPrimary(path)) return writeFileAtomically(path, *text, mode);
+  if (!shared_->underPrimary(path)) return shared_->writeLocal(path, *text, mode);
   if (!fellBack()) {
     Expected<Written> w = call<Written>("writing " + path, [sp = shared_, path, text, mode] {
       return sp->writeWhole(path, *text, mode);
     });
     if (w) return w;
+    if (closing()) return Error{Shared::closedError(path)};
     fallBack(w.error());
   }
   return shared_->writeFallback(path, *text, mode);
@@ -325,6 +363,22 @@ uint64_t DumpStorage::linesLost() const {
 }
 
 pid_t DumpStorage::ioHelperPid() const { return shared_->io_helper_pid.load(std::memory_order_acquire); }
+
+bool DumpStorage::closing() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->closed;
+}
+
+bool DumpStorage::close(double seconds) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::unique_lock lock(shared_->mutex);
+  shared_->closed = true;
+  for (const auto& t : shared_->queue)
+    if (t->append) ++shared_->lines_lost;
+  shared_->queue.clear();
+  shared_->finished.notify_all();  // callers waiting for what was queued answer now
+  return shared_->finished.wait_until(lock, until, [&] { return !shared_->running && shared_->local_writes == 0; });
+}
 
 bool DumpStorage::drain(double seconds) {
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));

@@ -209,8 +209,10 @@ Watchdog::Watchdog(WatchdogConfig config)
       host_syncs_(kHostSyncQueueSize),
       responder_(std::make_unique<HangResponder>([this] { abortCommunicators(); },
                                                  [this](int code) {
-                                                   // _exit skips the exit handlers: leave the node's board here.
+                                                   // _exit skips the exit handlers: leave the node's board here,
+                                                   // and let a file write in flight end (no temporary file left).
                                                    if (node_) node_->leave();
+                                                   if (storage_) storage_->close(std::min(config_.storage_deadline_s, 1.5));
                                                    ::_exit(code);
                                                  })) {
   if (launcher_.rank) WatchdogLog::instance().setRank(*launcher_.rank);

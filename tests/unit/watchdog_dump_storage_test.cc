@@ -12,6 +12,7 @@
 #include <future>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hangwatch/watchdog/dump_storage.h"
@@ -178,4 +179,61 @@ TEST_CASE("GivenUpAtStartTheFolderSaysWhyOnce") {
   Expected<Written> w = storage.write(f.primary + "/TRIGGER.json", "{}\n");
   REQUIRE(w);
   CHECK(w->path == f.fallback + "/TRIGGER.json");
+}
+
+TEST_CASE("ClosedBeforeTheProcessEndsTheOperationInFlightFinishesAndNothingNewStarts") {
+  // HANGWATCH_ON_HANG=abort ends the rank with _exit while the poller still queues metrics: an
+  // operation cut off between its temporary file and the rename would leave the file behind.
+  Folders f;
+  DumpStorage storage(f.config(5));
+  HeldCall held;
+  auto in_flight = std::async(std::launch::async, [&] { return storage.call<bool>("writing the timeline", held.op()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto closed = std::async(std::launch::async, [&] { return storage.close(5); });
+  CHECK(closed.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  held.release->set_value();
+  held.release = std::make_shared<std::promise<void>>();  // the destructor's own
+  REQUIRE(closed.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(closed.get());
+  CHECK(in_flight.get());
+
+  // Closed: nothing is written any more, and nothing waits.
+  const auto start = dump_storage_test::Clock::now();
+  storage.writeLater(f.primary + "/timeline/r00001.json", "{}");
+  storage.appendLater(f.primary + "/metrics/r00001.jsonl", "w\n");
+  Expected<Written> w = storage.write(f.primary + "/ranks/r00001.watchdog.json", "{}\n");
+  CHECK_FALSE(w);
+  CHECK(storage.drain(1));
+  CHECK(secondsSince(start) < 0.5);
+  CHECK_FALSE(std::filesystem::exists(f.primary));
+  CHECK_FALSE(std::filesystem::exists(f.fallback));
+  CHECK_FALSE(storage.fellBack());  // closing is no storage failure
+}
+
+TEST_CASE("CloseGivesAStalledOperationItsBoundAndNoMore") {
+  Folders f;
+  DumpStorage storage(f.config(30));
+  HeldCall held;
+  auto in_flight = std::async(std::launch::async, [&] { return storage.call<bool>("writing the timeline", held.op()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = dump_storage_test::Clock::now();
+  CHECK_FALSE(storage.close(0.3));
+  CHECK(secondsSince(start) >= 0.29);
+  CHECK(secondsSince(start) < 2);
+  held.release->set_value();
+  held.release = std::make_shared<std::promise<void>>();
+  CHECK(in_flight.get());
+}
+
+TEST_CASE("AfterTheFolderWasGivenUpCloseStillStopsTheFallbackWrites") {
+  Folders f;
+  DumpStorage storage(f.config(5));
+  storage.giveUp("cannot create " + f.primary + ": Read-only file system");
+  storage.writeLater(f.primary + "/timeline/r00002.json", "before");
+  REQUIRE(storage.close(1));
+  storage.writeLater(f.primary + "/timeline/r00002.json", "after");
+  storage.appendLater(f.primary + "/metrics/r00002.jsonl", "after\n");
+  CHECK(dump_storage_test::slurp(f.fallback + "/timeline/r00002.json") == "before");
+  CHECK_FALSE(std::filesystem::exists(f.fallback + "/metrics/r00002.jsonl"));
+  CHECK_FALSE(storage.write(f.primary + "/ranks/r00002.watchdog.json", "{}\n"));
 }

@@ -83,6 +83,11 @@ class DumpStorage {
   uint64_t linesLost() const;
   // For tests: the queued and running operations are done (true) within `seconds`.
   bool drain(double seconds);
+  // The process is about to end without its exit handlers (_exit, HANGWATCH_ON_HANG=abort):
+  // nothing queued or new is written any more (a waited write answers an error), and the
+  // operation in flight, here or on the node-local fallback, gets up to `seconds` to finish,
+  // so that no temporary file is left half written. True: nothing was still running.
+  bool close(double seconds);
   // The helper process doing the file operations, once started (0: none, or not yet).
   pid_t ioHelperPid() const;
 
@@ -90,7 +95,9 @@ class DumpStorage {
   struct Shared;
   struct Task;
   std::string runBounded(const std::string& what, std::function<void()> op);
-  void enqueue(std::shared_ptr<Task> task);
+  // False: dropped (closed, or the queue is full).
+  bool enqueue(std::shared_ptr<Task> task);
+  bool closing() const;
   void checkStalled();
   void fallBack(const std::string& why);
   std::shared_ptr<Shared> shared_;
