@@ -38,6 +38,7 @@ struct ExecPlan {
   bool hold_term;
   int pass_fd;  // becomes fd 3; never 0-3 itself
   bool die_with_parent;
+  int parent_death_signal;
 };
 
 std::vector<std::string> environmentFor(const ChildCommand& c) {
@@ -122,7 +123,7 @@ bool markFdsListedInProc() {
   // collector that outlives it.
   markFdsAboveStdioCloseOnExec();
   if (err == 0 && plan.pass_fd >= 0 && ::dup2(plan.pass_fd, 3) < 0) err = errno;
-  if (err == 0 && plan.die_with_parent && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) err = errno;
+  if (err == 0 && plan.die_with_parent && ::prctl(PR_SET_PDEATHSIG, plan.parent_death_signal) != 0) err = errno;
   sigset_t mask = plan.caller_mask;
   if (plan.hold_term) ::sigaddset(&mask, SIGTERM);
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
@@ -199,7 +200,8 @@ Expected<ChildProcess> ChildProcess::start(const ChildCommand& c) {
   const int pass_fd = pass_copy.valid() ? pass_copy.get() : c.pass_fd;
 
   ExecPlan plan{c.exe.c_str(),         pointersTo(args), pointersTo(env), devnull.get(), output_write.get(),
-                exec_error_write.get(), {},              c.hold_term,     pass_fd,       c.die_with_parent};
+                exec_error_write.get(), {},              c.hold_term,     pass_fd,       c.die_with_parent,
+                c.parent_death_signal};
   sigset_t all;
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &plan.caller_mask);

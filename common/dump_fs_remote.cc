@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 
@@ -229,14 +230,48 @@ Expected<bool> RemoteDumpFs::append(const std::string& path, std::string_view te
   return a->value;
 }
 
-int serveDumpFs(int socket) {
+namespace {
+
+// The helper is one thread: the handler and the serving loop share these.
+volatile sig_atomic_t in_operation = 0;
+volatile sig_atomic_t parent_gone = 0;
+unsigned parent_gone_bound_s = 3;
+
+void onParentGone(int) {
+  parent_gone = 1;
+  if (in_operation == 0) ::_exit(0);
+  ::alarm(parent_gone_bound_s);  // SIGALRM's default action ends the helper then
+}
+
+void finishTheOperationWhenTheParentGoes(int sig, unsigned bound_s) {
+  parent_gone_bound_s = bound_s;
+  struct sigaction sa {};
+  sa.sa_handler = &onParentGone;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // a call the operation is in goes on (a FIFO's open, a slow write)
+  ::sigaction(sig, &sa, nullptr);
+  ::signal(SIGALRM, SIG_DFL);  // an ignored disposition survives exec
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, sig);
+  sigaddset(&wanted, SIGALRM);
+  ::sigprocmask(SIG_UNBLOCK, &wanted, nullptr);  // the starting thread's mask survives exec too
+}
+
+}  // namespace
+
+int serveDumpFs(int socket, int parent_gone_signal, unsigned bound_s) {
+  if (parent_gone_signal != 0) finishTheOperationWhenTheParentGoes(parent_gone_signal, bound_s);
   DumpFs& fs = localDumpFs();
   const std::string progress_frame = dump_fs_wire::FrameOut().u8(dump_fs_wire::kProgress).framed();
   bool answering = true;
   auto progress = [&] { answering = answering && dump_fs_wire::sendAll(socket, progress_frame); };
   while (answering) {
+    in_operation = 0;
+    if (parent_gone != 0) return 0;
     std::optional<std::string> frame = dump_fs_wire::readFrame(socket);
     if (!frame) return 0;
+    in_operation = 1;
     dump_fs_wire::FrameIn in(*frame);
     const uint8_t op = in.u8();
     dump_fs_wire::FrameOut out;

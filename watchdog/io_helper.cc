@@ -26,10 +26,14 @@ Expected<std::unique_ptr<IoHelper>> IoHelper::start(const std::string& forensics
   command.unset_env.push_back("LD_PRELOAD");
   command.set_env.emplace_back("HANGWATCH_DISABLE", "1");
   // The launcher's SIGTERM to every process of the step must not take the helper before the
-  // rank has written what it writes on SIGTERM; it ends with the rank (die_with_parent).
+  // rank has written what it writes on SIGTERM; it ends with the rank (die_with_parent), and
+  // with SIGHUP rather than SIGKILL: a rank killed while the helper writes one of its files
+  // (a launcher's SIGKILL, the SIGTERM passed on after the dumps) leaves it whole, not as a
+  // temporary file (serveDumpFs).
   command.hold_term = true;
   command.pass_fd = theirs.get();
   command.die_with_parent = true;
+  command.parent_death_signal = kHelperParentGoneSignal;
   Expected<ChildProcess> child = ChildProcess::start(command);
   if (!child) return Error{child.error()};
   return std::unique_ptr<IoHelper>(new IoHelper(std::move(ours), child->pid(), std::move(tell)));
@@ -37,7 +41,7 @@ Expected<std::unique_ptr<IoHelper>> IoHelper::start(const std::string& forensics
 
 IoHelper::~IoHelper() {
   // Closing our end is the helper's EOF. A helper blocked in the kernel is left to its
-  // SIGKILL (this thread's end), never waited for here.
+  // SIGHUP (this thread's end) and the bound that follows it, never waited for here.
   remote_ = RemoteDumpFs(ScopedFd());
   for (int i = 0; i < 20; ++i) {
     if (::waitpid(pid_, nullptr, WNOHANG) != 0) return;

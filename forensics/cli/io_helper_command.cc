@@ -16,7 +16,8 @@ std::string IoHelperCommand::usage() const {
          "Started by libhangwatch.so, one per rank: does the rank's file operations on the dump\n"
          "folder (write a file atomically, read one, append a line) as the rank asks over the\n"
          "socket N, so that a mount that stalls forever holds this process in the kernel and\n"
-         "never a thread of the training job. Exits when the rank closes the socket or ends.\n";
+         "never a thread of the training job. Exits when the rank closes the socket or ends\n"
+         "(SIGHUP): a file it is writing then is finished first, within 3 s.\n";
 }
 
 int IoHelperCommand::run(const std::vector<std::string>& args) {
@@ -43,7 +44,8 @@ int IoHelperCommand::run(const std::vector<std::string>& args) {
   }
   // Nobody may read what it prints: a closed stderr is no reason to die.
   ::signal(SIGPIPE, SIG_IGN);
-  return serveDumpFs(fd);
+  // The rank's end is SIGHUP (its PR_SET_PDEATHSIG): the file being written is finished first.
+  return serveDumpFs(fd, kHelperParentGoneSignal);
 }
 
 }  // namespace hangwatch::forensics

@@ -268,8 +268,9 @@ class StalledForever(StorageCase):
             # The job ends with the mount still stalled.
             out = self.assert_completes(job, 60)
         self.assert_each_rank_said_once(out, "stalled: ")
-        # The helpers go with their ranks: each has its SIGKILL pending (PR_SET_PDEATHSIG), which
-        # takes it once the stalled call comes back or the mount goes.
+        # The helpers go with their ranks: each has its SIGHUP pending (PR_SET_PDEATHSIG). Once the
+        # stalled call comes back or the mount goes, the helper ends its operation, or its bound
+        # of 3 s ends it, and exits.
         for pid in helpers:
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
@@ -277,7 +278,7 @@ class StalledForever(StorageCase):
                 continue  # gone already
             pending = int(re.search(r"ShdPnd:\s+([0-9a-f]+)", status)[1], 16) | \
                 int(re.search(r"SigPnd:\s+([0-9a-f]+)", status)[1], 16)
-            self.assertTrue(pending & (1 << (signal.SIGKILL - 1)), status)
+            self.assertTrue(pending & (1 << (signal.SIGHUP - 1)), status)
         mount.close()
         deadline = time.monotonic() + 10
         while alive(helpers) and time.monotonic() < deadline:

@@ -5,6 +5,8 @@
 // session of its own, so a time bound can kill it with all it started.
 #include <sys/types.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -31,9 +33,11 @@ struct ChildCommand {
   bool hold_term = false;
   // Given to the child as its fd 3 (a socket to talk to it over); -1: none.
   int pass_fd = -1;
-  // SIGKILL to the child when the thread that started it ends (PR_SET_PDEATHSIG): a helper
-  // that must not outlive the process it serves, even when it is blocked in the kernel.
+  // A signal to the child when the thread that started it ends (PR_SET_PDEATHSIG): a helper
+  // that must not outlive the process it serves. SIGKILL ends it even when it is blocked in
+  // the kernel; a helper that handles another one can finish what it was doing first.
   bool die_with_parent = false;
+  int parent_death_signal = SIGKILL;
 };
 
 class ChildProcess {

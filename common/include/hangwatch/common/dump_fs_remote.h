@@ -9,6 +9,7 @@
 // Frames: a little-endian u32 length, then that many bytes. A request is an op byte and its
 // fields; the answer is any number of progress frames ('p', one per system call that returned)
 // and one result frame ('r').
+#include <csignal>
 #include <string>
 
 #include "hangwatch/common/dump_fs.h"
@@ -46,7 +47,15 @@ class RemoteDumpFs final : public DumpFs {
 };
 
 // Answers requests on `socket` with localDumpFs() until the other end closes it (0) or sends
-// what is not a request (1).
-int serveDumpFs(int socket);
+// what is not a request (1). `parent_gone_signal` (not 0) is the signal that says the process
+// served has ended (the helper's PR_SET_PDEATHSIG): an operation in flight then finishes, so
+// that a file is written whole and renamed into place rather than left under its temporary
+// name, and the helper exits (0) after it; idle, at once. One that has not finished within
+// `bound_s` ends the helper (SIGALRM), as a stalled mount would otherwise keep it forever.
+int serveDumpFs(int socket, int parent_gone_signal = 0, unsigned bound_s = 3);
+
+// The signal the watchdog's helper gets when the rank it serves ends (its PR_SET_PDEATHSIG),
+// and serves with.
+inline constexpr int kHelperParentGoneSignal = SIGHUP;
 
 }  // namespace hangwatch
