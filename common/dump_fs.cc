@@ -24,6 +24,16 @@ std::string errnoText(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
 
+// A signal may interrupt an open() that waits (a FIFO, an NFS mount mounted intr): the helper's
+// SIGHUP, under ThreadSanitizer even with SA_RESTART. The operation goes on.
+int openRetrying(const char* path, int flags, mode_t mode) {
+  int fd;
+  do {
+    fd = ::open(path, flags, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
 bool writeAll(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
@@ -87,10 +97,10 @@ class LocalDumpFs final : public DumpFs {
   }
 
   Expected<std::string> read(const std::string& path, size_t limit, bool create, mode_t mode) override {
-    ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), mode));
+    ScopedFd fd(openRetrying(path.c_str(), O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), mode));
     if (!fd.valid() && errno == ENOENT && create) {
       (void)makeDirs(std::filesystem::path(path).parent_path().string(), dumpDirMode());
-      fd = ScopedFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, mode));
+      fd = ScopedFd(openRetrying(path.c_str(), O_RDONLY | O_CLOEXEC | O_CREAT, mode));
     }
     if (!fd.valid()) return Error{errno == ENOENT ? "no such file " + path : errnoText("cannot open", path)};
     std::string text;
@@ -156,11 +166,11 @@ class LocalDumpFs final : public DumpFs {
   // shared storage every stat() of an existing directory is one more metadata round trip.
   Expected<int> createTemporary(const std::string& path, std::string& tmp, mode_t mode) {
     tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), std::random_device{}());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    int fd = openRetrying(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0 && errno == ENOENT) {
       if (const std::string parent = std::filesystem::path(path).parent_path().string(); !parent.empty())
         if (auto p = makeDirs(parent, dumpDirMode()); !p) return Error{p.error()};
-      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+      fd = openRetrying(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     }
     if (fd < 0) return Error{errnoText("cannot create", tmp)};
     ::fchmod(fd, mode);  // whatever the umask took away
@@ -169,13 +179,13 @@ class LocalDumpFs final : public DumpFs {
 
   // Opens `path` for appending, making its folder when missing.
   ScopedFd openForAppend(const std::string& path, mode_t mode, std::string* error) {
-    ScopedFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode));
+    ScopedFd fd(openRetrying(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode));
     if (!fd.valid() && errno == ENOENT) {
       if (Expected<bool> made = makeDirs(std::filesystem::path(path).parent_path().string(), dumpDirMode()); !made) {
         *error = made.error();
         return fd;
       }
-      fd = ScopedFd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode));
+      fd = ScopedFd(openRetrying(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode));
     }
     if (!fd.valid())
       *error = errnoText("cannot open", path);
