@@ -314,21 +314,28 @@ void findAbsorbed(CriticalPathAnalysis& a, const std::vector<StepFacts>& facts, 
     std::vector<double> extra, slack;
     std::vector<uint64_t> grown;
     const std::set<size_t> slow(b.slow.begin(), b.slow.end());
+    const int64_t usual_on_path = usual(facts, b.normal, &StepFacts::path_ns, key);
     for (size_t i = 0; i < facts.size(); ++i) {
       const int64_t grew = growth.extra[i];
       if (static_cast<double>(grew) < growth.bar) continue;
       grown.push_back(a.steps[i].id);
-      // Its work grew and the step did not: the schedule had room for it. (Which of tied ranks
-      // the path took says nothing: a rank's time on the path is not compared.) A step slow
-      // for any reason cannot show that.
-      if (slow.count(i)) continue;
+      // Its work grew and the step did not: the schedule had room for it. A step slow for
+      // another reason (a loaded host slows some rank now and then) shows the same when this
+      // rank's own time of that kind on the critical path did not grow by half as much: the
+      // growth stayed off the path. Where it did grow there (its own growth, its host's load,
+      // or the path moving to it from a tied rank), the step shows nothing either way.
+      if (slow.count(i)) {
+        const auto on_path = facts[i].path_ns.find(key);
+        const int64_t path_grew = (on_path == facts[i].path_ns.end() ? 0 : on_path->second) - usual_on_path;
+        if (2 * path_grew >= grew) continue;
+      }
       s.steps.push_back(a.steps[i].id);
       extra.push_back(ms(grew));
       slack.push_back(ms(facts[i].max_slack_ns.at(key)));
     }
     // A slowdown holds from its first step on, over a fair share of the window; growth scattered
     // among the steps, or in a few, is noise. Steps a loaded host made slow now and then do not
-    // break it, but most of the steps it grew in must show that it fitted.
+    // break it, but half or more of the steps it grew in must show that it fitted.
     const size_t span = grown.empty() ? 0 : static_cast<size_t>(grown.back() - grown.front()) + 1;
     if (grown.size() < t.min_slow_steps || 3 * grown.size() < 2 * span || 4 * grown.size() < facts.size() ||
         s.steps.size() < t.min_slow_steps || 2 * s.steps.size() < grown.size())
