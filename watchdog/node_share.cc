@@ -342,13 +342,29 @@ void join(NodeShare::Layout* layout, pid_t self, int rank) {
 
 Expected<std::unique_ptr<NodeShare>> NodeShare::attach(const std::string& job_dir, const std::string& shm_dir,
                                                        const std::string& attempt, int rank) {
-  std::string path = nodeSharePath(job_dir, shm_dir, attempt);
+  return attachAt(nodeSharePath(job_dir, shm_dir, attempt), shm_dir, rank);
+}
+
+Expected<std::unique_ptr<NodeShare>> NodeShare::attachAt(const std::string& path, const std::string& shm_dir, int rank,
+                                                         const std::function<void()>& after_open) {
   const pid_t self = ::getpid();
-  Expected<MappedBoard> board = openBoard(path, self);
-  if (!board) return Error{board.error()};
-  join(board->layout, self, rank);
-  sweepDeadBoards(shm_dir, path);
-  return std::unique_ptr<NodeShare>(new NodeShare(board->layout, std::move(board->fd), path));
+  for (int tries = 0; tries < 4; ++tries) {
+    Expected<MappedBoard> board = openBoard(path, self);
+    if (!board) return Error{board.error()};
+    if (after_open) after_open();
+    join(board->layout, self, rank);
+    // Until this join the board had no live member (just made, or an earlier run's), and any
+    // process of the node starting (another job's rank included) sweeps such boards away: one
+    // joined after that would be this rank's alone, and the node's next ranks would make
+    // another. Joined, it is never swept; still in place now, it is the node's.
+    struct stat mine, named;
+    if (::fstat(board->fd.get(), &mine) == 0 && ::stat(path.c_str(), &named) == 0 && mine.st_ino == named.st_ino) {
+      sweepDeadBoards(shm_dir, path);
+      return std::unique_ptr<NodeShare>(new NodeShare(board->layout, std::move(board->fd), path));
+    }
+    ::munmap(board->layout, sizeof(Layout));
+  }
+  return Error{"cannot attach to " + path + ": it was removed each time it was joined"};
 }
 
 std::unique_ptr<NodeShare> NodeShare::unshared() {

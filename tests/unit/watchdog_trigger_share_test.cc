@@ -327,6 +327,34 @@ TEST_CASE("BoardsOfKilledJobsAreRemovedWhenAnotherJobStarts") {
   CHECK(fs::exists((*live)->path()));  // its member is alive
 }
 
+// Stop 58's CI: a node's two ranks on two boards, so the second asked NCCL's RAS as if alone.
+// A board is made with no member and joined right after; a process starting meanwhile (a rank
+// of another node sharing /dev/shm, another job's) sweeps it away as an earlier run's. The rank
+// that joined it must not stay on a board nobody else finds.
+TEST_CASE("ABoardSweptAwayBetweenItsOpenAndTheJoinIsMadeAgainSoTheNodesRanksShareOne") {
+  TempDir dir;
+  const std::string job = dir.path + "/job";
+  const std::string path = nodeSharePath(job, dir.path);
+  bool swept = false;
+  auto first = NodeShare::attachAt(path, dir.path, 0, [&] {
+    if (swept) return;
+    swept = true;
+    REQUIRE(NodeShare::attach(dir.path + "/another-job", dir.path).ok());  // its start sweeps
+  });
+  REQUIRE(first.ok());
+  CHECK(swept);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto second = NodeShare::attach(job, dir.path, "", 1);
+    ::_exit(second.ok() && (*second)->memberRanks() == std::vector<int>{0, 1} ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the second rank found the first on the node's board
+}
+
 TEST_CASE("AnUnusableSharedMemoryDirectoryIsAnErrorNotACrash") {
   TempDir dir;
   auto b = NodeShare::attach(dir.path + "/job", dir.path + "/no/such/dir");

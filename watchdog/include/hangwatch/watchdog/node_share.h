@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ class NodeShare {
   static Expected<std::unique_ptr<NodeShare>> attach(const std::string& job_dir,
                                                      const std::string& shm_dir = "/dev/shm",
                                                      const std::string& attempt = "", int rank = -1);
+  // attach() to the board at `path`; `after_open` runs between opening the board and joining
+  // it, where another process's sweep may remove a board nobody has joined yet (tests).
+  static Expected<std::unique_ptr<NodeShare>> attachAt(const std::string& path, const std::string& shm_dir, int rank,
+                                                       const std::function<void()>& after_open = {});
   // A board only this process sees: the fallback when shared memory cannot be used.
   static std::unique_ptr<NodeShare> unshared();
 
