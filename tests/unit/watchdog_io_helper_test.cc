@@ -107,6 +107,40 @@ struct Fifo {
   }
 };
 
+// The rank's end as its helper sees it: the thread that started the helper ends (its
+// PR_SET_PDEATHSIG), here while the helper is held in an operation (a FIFO's open).
+struct RankThatEnds {
+  std::unique_ptr<IoHelper> helper;
+  std::promise<void> started, end;
+  std::thread starter;
+  RankThatEnds() {
+    starter = std::thread([this] {
+      if (auto h = IoHelper::start(IO_HELPER_FIXTURE, {})) helper = std::move(*h);
+      started.set_value();
+      end.get_future().wait();
+    });
+    started.get_future().wait();
+    if (!helper) {  // the destructor does not run when the constructor throws
+      end.set_value();
+      starter.join();
+    }
+    REQUIRE(helper);
+  }
+  bool endWhileTheHelperIsInOpen() {
+    const std::string task = "/proc/" + std::to_string(helper->pid()) + "/task/" + std::to_string(helper->pid());
+    const bool in_open = waitInSyscall(task, SYS_openat);
+    end.set_value();
+    starter.join();
+    return in_open;
+  }
+  ~RankThatEnds() {
+    if (starter.joinable()) {
+      end.set_value();
+      starter.join();
+    }
+  }
+};
+
 }  // namespace io_helper_test
 
 using io_helper_test::slurp;
@@ -241,21 +275,11 @@ TEST_CASE("AFileOperationInFlightWhenTheRankEndsIsFinishedBeforeTheHelperGoes") 
   // SIGTERM passed on after the dumps) must not leave the file under its temporary name: the
   // helper finishes what it is doing, then goes. Held here in a FIFO's open, as a slow mount.
   io_helper_test::Fifo fifo;
-  std::promise<void> end_the_starter;
-  std::unique_ptr<IoHelper> helper;
-  std::promise<void> started;
-  std::thread starter([&] {
-    helper = startHelper();
-    started.set_value();
-    end_the_starter.get_future().wait();
-  });
-  started.get_future().wait();
+  io_helper_test::RankThatEnds rank;
+  IoHelper* helper = rank.helper.get();
   std::atomic<bool> answered{false};
   std::thread asking([&] { answered = helper->read(fifo.path, 1024, false, 0).ok() && !helper->gone(); });
-  const std::string helper_task = "/proc/" + std::to_string(helper->pid()) + "/task/" + std::to_string(helper->pid());
-  REQUIRE(io_helper_test::waitInSyscall(helper_task, SYS_openat));
-  end_the_starter.set_value();
-  starter.join();  // the helper's PR_SET_PDEATHSIG goes now
+  REQUIRE(rank.endWhileTheHelperIsInOpen());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(::waitpid(helper->pid(), nullptr, WNOHANG) == 0);  // still at its operation
   fifo.release();
@@ -269,20 +293,10 @@ TEST_CASE("AFileOperationInFlightWhenTheRankEndsIsFinishedBeforeTheHelperGoes") 
 
 TEST_CASE("AnOperationThatDoesNotFinishAfterTheRankEndedEndsTheHelperWithinItsBound") {
   io_helper_test::Fifo fifo;
-  std::promise<void> end_the_starter;
-  std::unique_ptr<IoHelper> helper;
-  std::promise<void> started;
-  std::thread starter([&] {
-    helper = startHelper();
-    started.set_value();
-    end_the_starter.get_future().wait();
-  });
-  started.get_future().wait();
+  io_helper_test::RankThatEnds rank;
+  IoHelper* helper = rank.helper.get();
   std::thread asking([&] { (void)helper->read(fifo.path, 1024, false, 0); });
-  const std::string helper_task = "/proc/" + std::to_string(helper->pid()) + "/task/" + std::to_string(helper->pid());
-  REQUIRE(io_helper_test::waitInSyscall(helper_task, SYS_openat));
-  end_the_starter.set_value();
-  starter.join();
+  REQUIRE(rank.endWhileTheHelperIsInOpen());
   const auto start = std::chrono::steady_clock::now();
   const std::optional<int> status = io_helper_test::reapWithin(helper->pid(), 10);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
