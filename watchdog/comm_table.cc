@@ -39,7 +39,7 @@ std::vector<CommView> CommTable::view() const {
     out.push_back({e.handle.load(std::memory_order_relaxed), e.hash, e.rank.load(std::memory_order_relaxed),
                    e.size.load(std::memory_order_relaxed), e.device.load(std::memory_order_relaxed),
                    e.state.load(std::memory_order_acquire), e.issued.load(std::memory_order_acquire),
-                   e.completed_plus1.load(std::memory_order_acquire), e.nccl_id.load(std::memory_order_acquire), {}});
+                   e.completed_plus1.load(std::memory_order_acquire), e.nccl_id.load(std::memory_order_acquire), {}, {}, 0});
     out.back().recent = e.recent.read(out.back().issued);
     out.back().p2p = e.p2p.read();
     out.back().p2p_untracked = e.p2p.untracked();

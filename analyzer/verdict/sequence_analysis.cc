@@ -67,7 +67,7 @@ std::optional<HangFocus> SequenceAnalysis::focus() const {
   if (job_.trigger && job_.trigger->stuck_op && job_.trigger->stuck_op->seq && !job_.trigger->stuck_op->comm.empty() &&
       members_.count(job_.trigger->stuck_op->comm)) {
     const StuckOp& s = *job_.trigger->stuck_op;
-    HangFocus f{s.comm, *s.seq, s.op, "TRIGGER.json"};
+    HangFocus f{s.comm, *s.seq, s.op, "TRIGGER.json", {}};
     // The first rank to time out may be one that ran ahead: it finished the collective its
     // peers still wait in (its sends fit in their buffers) and waits in the next one. The hang
     // is where the members that are furthest behind on this communicator are overdue.
@@ -102,7 +102,7 @@ std::optional<HangFocus> SequenceAnalysis::focus() const {
     std::tuple<int, int> k{v.first, size == sizes_.end() ? 0 : size->second};
     if (k > best_key) {
       best_key = k;
-      best = HangFocus{key.first, key.second, v.second, "pending operations"};
+      best = HangFocus{key.first, key.second, v.second, "pending operations", {}};
     }
   }
   return best;

@@ -782,7 +782,7 @@ Verdict VerdictMaker::waitsAcrossCommunicators(const HangFocus& f, const CommPos
 }
 
 RingFacts VerdictMaker::ringFacts(const HangFocus& f, const CommPositions& p) const {
-  RingFacts facts{f, p, {}, {}, {}, 0};
+  RingFacts facts{f, p, {}, {}, {}, 0, {}, RingGap::kNone, {}, std::nullopt};
   auto to_global = [&](int comm_rank) { return sequences_.globalRank(f.comm, comm_rank); };
   RingProgressAnalysis ring(to_global);
   const std::set<int> finished(p.finished.begin(), p.finished.end());
