@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -50,13 +51,34 @@ struct Folders {
 struct HeldCall {
   std::shared_ptr<std::promise<void>> release = std::make_shared<std::promise<void>>();
   std::shared_future<void> released = release->get_future().share();
+  std::shared_ptr<std::atomic<bool>> running = std::make_shared<std::atomic<bool>>(false);
   std::function<Expected<bool>()> op() const {
-    return [f = released] {
+    return [f = released, running = running] {
+      running->store(true);
       f.wait();
       return Expected<bool>(true);
     };
   }
+  // The storage thread is in the call (up to 10 s: a loaded sanitizer run may take a while).
+  bool waitRunning() const {
+    for (int i = 0; i < 2000 && !running->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return running->load();
+  }
+  void letGo() {
+    release->set_value();
+    release = std::make_shared<std::promise<void>>();  // the destructor's own
+  }
   ~HeldCall() { release->set_value(); }
+};
+
+// A call the storage thread is in, held until the test lets it go.
+struct CallInFlight {
+  HeldCall held;
+  std::future<Expected<bool>> answer;
+  explicit CallInFlight(DumpStorage& storage)
+      : answer(std::async(std::launch::async, [&storage, op = held.op()] { return storage.call<bool>("writing the timeline", op); })) {
+    REQUIRE(held.waitRunning());
+  }
 };
 
 }  // namespace dump_storage_test
@@ -186,16 +208,13 @@ TEST_CASE("ClosedBeforeTheProcessEndsTheOperationInFlightFinishesAndNothingNewSt
   // operation cut off between its temporary file and the rename would leave the file behind.
   Folders f;
   DumpStorage storage(f.config(5));
-  HeldCall held;
-  auto in_flight = std::async(std::launch::async, [&] { return storage.call<bool>("writing the timeline", held.op()); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  dump_storage_test::CallInFlight in_flight(storage);
   auto closed = std::async(std::launch::async, [&] { return storage.close(5); });
   CHECK(closed.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
-  held.release->set_value();
-  held.release = std::make_shared<std::promise<void>>();  // the destructor's own
+  in_flight.held.letGo();
   REQUIRE(closed.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
   CHECK(closed.get());
-  CHECK(in_flight.get());
+  CHECK(in_flight.answer.get());
 
   // Closed: nothing is written any more, and nothing waits.
   const auto start = dump_storage_test::Clock::now();
@@ -213,16 +232,13 @@ TEST_CASE("ClosedBeforeTheProcessEndsTheOperationInFlightFinishesAndNothingNewSt
 TEST_CASE("CloseGivesAStalledOperationItsBoundAndNoMore") {
   Folders f;
   DumpStorage storage(f.config(30));
-  HeldCall held;
-  auto in_flight = std::async(std::launch::async, [&] { return storage.call<bool>("writing the timeline", held.op()); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  dump_storage_test::CallInFlight in_flight(storage);
   const auto start = dump_storage_test::Clock::now();
   CHECK_FALSE(storage.close(0.3));
   CHECK(secondsSince(start) >= 0.29);
   CHECK(secondsSince(start) < 2);
-  held.release->set_value();
-  held.release = std::make_shared<std::promise<void>>();
-  CHECK(in_flight.get());
+  in_flight.held.letGo();
+  CHECK(in_flight.answer.get());
 }
 
 TEST_CASE("AfterTheFolderWasGivenUpCloseStillStopsTheFallbackWrites") {
