@@ -192,6 +192,13 @@ Expected<NodeShare::Layout*> mapBoard(int fd) {
   return l;
 }
 
+// `path` still names the file `fd` has open: the board was neither removed nor replaced.
+bool stillInPlace(int fd, const std::string& path) {
+  struct stat mine, named;
+  return ::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &named) == 0 && mine.st_dev == named.st_dev &&
+         mine.st_ino == named.st_ino;
+}
+
 // Killed jobs (SIGKILL, a node's OOM killer) never leave their boards: remove those of this
 // user whose members are all gone, a bounded number per start so a start stays cheap.
 void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
@@ -210,11 +217,8 @@ void sweepDeadBoards(const std::string& shm_dir, const std::string& keep) {
     if (Expected<NodeShare::Layout*> board = mapBoard(fd.get())) {
       {
         MembersLock lock(*board);
-        struct stat mine, named;
         // Counted, not pruned: a live job's board keeps its dead members for its ranks to name.
-        if (liveMembers(*board) == 0 && ::fstat(fd.get(), &mine) == 0 && ::stat(path.c_str(), &named) == 0 &&
-            mine.st_ino == named.st_ino)
-          ::unlink(path.c_str());
+        if (liveMembers(*board) == 0 && stillInPlace(fd.get(), path)) ::unlink(path.c_str());
       }
       ::munmap(*board, sizeof(NodeShare::Layout));
     }
@@ -357,8 +361,7 @@ Expected<std::unique_ptr<NodeShare>> NodeShare::attachAt(const std::string& path
     // process of the node starting (another job's rank included) sweeps such boards away: one
     // joined after that would be this rank's alone, and the node's next ranks would make
     // another. Joined, it is never swept; still in place now, it is the node's.
-    struct stat mine, named;
-    if (::fstat(board->fd.get(), &mine) == 0 && ::stat(path.c_str(), &named) == 0 && mine.st_ino == named.st_ino) {
+    if (stillInPlace(board->fd.get(), path)) {
       sweepDeadBoards(shm_dir, path);
       return std::unique_ptr<NodeShare>(new NodeShare(board->layout, std::move(board->fd), path));
     }
@@ -464,9 +467,7 @@ void NodeShare::leave() {
     if (layout_->members[i] == self) layout_->member_left[i] = 1;
   if (liveMembers(layout_) > 0) return;
   // Last one out removes the file, unless it was already replaced by a newer board.
-  struct stat mine, named;
-  if (::fstat(fd_.get(), &mine) == 0 && ::stat(path_.c_str(), &named) == 0 && mine.st_ino == named.st_ino)
-    ::unlink(path_.c_str());
+  if (stillInPlace(fd_.get(), path_)) ::unlink(path_.c_str());
 }
 
 }  // namespace hangwatch::watchdog
