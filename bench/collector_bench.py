@@ -4,10 +4,12 @@ stacks) against `eu-stack -p` and `gdb -batch -ex 'thread apply all bt'` on the 
 hung processes in the same run, 8 ranks collected in parallel against one, and a node's time
 to done (8 collectors at once, as the watchdogs start them, until the last exits) with the
 node summary (`--state --node 0-7`: the last one merges the node into nodes/<host>.json)
-against without it, alternating, with the fast pass only and with the debugger phase.
+against without it, alternating, with the fast pass only and with the debugger phase, and the
+same with the debugger phase's index cache (the debugger's symbol index kept on the node, by build
+id) warm, cold (the node's first hang) and refused (none: the old way), alternating.
 Reports medians and ratios; speed is never asserted (DESIGN.md §7).
 
-  bench/collector_bench.py --build BUILD_DIR [--runs N] [--json FILE] [--only node-summary]
+  bench/collector_bench.py --build BUILD_DIR [--runs N] [--json FILE] [--only node-summary|index-cache]
 """
 import argparse
 import json
@@ -177,13 +179,58 @@ def node_summary(pids, forensics, runs, backend):
             "without_median_s": med["without"], "ratio_with_over_without": med["with"] / med["without"]}
 
 
+def index_cache(pids, forensics, runs):
+    """A node's time to done with the debugger phase (every collector at once, backend sim) and
+    the debugger's index cache warm, cold (a fresh $TMPDIR: the node's first hang) or refused
+    (none: its folder's name taken by a file, which the collector will not use), alternating."""
+    ranks = sorted(pids)
+    node_ranks = ",".join(str(r) for r in ranks)  # as the watchdogs start them: the first fills the cache
+    base = Path(tempfile.mkdtemp(prefix="collector-bench-index-"))
+    name = f"hangwatch-gdb-index-{os.geteuid()}"
+    refused, warm = base / "refused", base / "warm"
+    refused.mkdir()
+    (refused / name).write_text("not a folder\n")
+    warm.mkdir()
+    times = {"warm": [], "cold": [], "none": []}
+
+    def node(tmpdir):
+        out = tempfile.mkdtemp(prefix="collector-bench-node-")
+        start = time.perf_counter()
+        procs = [subprocess.Popen([forensics, "collect", "--pid", str(pids[r]), "--rank", str(r), "--state",
+                                   "--node", node_ranks, "--out", out, "--backend", "sim", "--no-ras"],
+                                  env={**os.environ, "TMPDIR": str(tmpdir)},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT) for r in ranks]
+        codes = [p.wait() for p in procs]
+        elapsed = time.perf_counter() - start
+        if any(c != 0 for c in codes):
+            raise RuntimeError(f"collection failed: {codes} (kept in {out})")
+        time.sleep(1.5)  # a node summary's waiter may still be about: let it end
+        shutil.rmtree(out, ignore_errors=True)
+        return elapsed
+
+    try:
+        node(warm)  # fills it
+        if not any((warm / name).iterdir()):
+            raise RuntimeError(f"the debugger left nothing in {warm / name}")
+        for i in range(runs):
+            cold = base / f"cold-{i}"
+            cold.mkdir()
+            for which, tmpdir in (("warm", warm), ("cold", cold), ("none", refused)):
+                times[which].append(node(tmpdir))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"ranks": len(ranks), "runs": runs, **{f"{k}_median_s": v for k, v in med.items()},
+            "ratio_warm_over_none": med["warm"] / med["none"], "ratio_cold_over_none": med["cold"] / med["none"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="build directory with forensics and the examples")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--gdb-runs", type=int, default=5)
     ap.add_argument("--json", help="also write the results here")
-    ap.add_argument("--only", choices=["node-summary"], help="run only this part")
+    ap.add_argument("--only", choices=["node-summary", "index-cache"], help="run only this part")
     args = ap.parse_args()
     build = Path(args.build).resolve()
     forensics = str(build / "forensics" / "forensics")
@@ -199,8 +246,11 @@ def main():
     job = Job(8, [ring_train, "--steps", "50", *SMALL_MODEL], ring_env, "ring_train")
     try:
         pids = job.wait_stuck(8, {r: 9 for r in range(8)})
-        results["node_summary_host"] = node_summary(pids, forensics, max(3, args.runs // 2), "host")
-        results["node_summary_sim"] = node_summary(pids, forensics, max(3, args.runs // 5), "sim")
+        if args.only != "index-cache":
+            results["node_summary_host"] = node_summary(pids, forensics, max(3, args.runs // 2), "host")
+            results["node_summary_sim"] = node_summary(pids, forensics, max(3, args.runs // 5), "sim")
+        if args.only != "node-summary":
+            results["index_cache"] = index_cache(pids, forensics, max(3, args.runs // 3))
         if not args.only:
             results["ring_train_rank"] = compare("ring_train rank 1 (hung, dead link)", pids[1], forensics, out,
                                                  args.runs, args.gdb_runs)
@@ -208,10 +258,18 @@ def main():
     finally:
         job.kill()
     for key in ("node_summary_host", "node_summary_sim"):
+        if key not in results:
+            continue
         n = results[key]
         print(f"node time to done ({n['ranks']} collectors at once, backend {n['backend']}, {n['runs']} runs each): "
               f"with the node summary {n['with_median_s'] * 1000:.0f} ms, without {n['without_median_s'] * 1000:.0f} ms"
               f" -> ratio {n['ratio_with_over_without']:.3f} (target <= 1.10)")
+    if "index_cache" in results:
+        n = results["index_cache"]
+        print(f"node time to done with the debugger phase ({n['ranks']} collectors at once, {n['runs']} runs each): "
+              f"index cache warm {n['warm_median_s'] * 1000:.0f} ms, cold {n['cold_median_s'] * 1000:.0f} ms, "
+              f"none {n['none_median_s'] * 1000:.0f} ms -> ratio warm/none {n['ratio_warm_over_none']:.3f}, "
+              f"cold/none {n['ratio_cold_over_none']:.3f}")
     if args.only:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))

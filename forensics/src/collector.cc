@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -188,6 +189,12 @@ bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadSta
   return stacks_ok;
 }
 
+// Without --rank or --node, a collector is its node's first.
+bool Collector::isNodesFirstRank() const {
+  return !options_.rank || options_.node_ranks.empty() ||
+         *options_.rank == *std::min_element(options_.node_ranks.begin(), options_.node_ranks.end());
+}
+
 // The question goes in before the fast pass (a process whose threads are stopped cannot take
 // it) and its answer is gathered on a thread of its own while this collector reads its process:
 // RAS waits out its leg timeout (5 s) for any member that does not answer, and members a node
@@ -195,9 +202,7 @@ bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadSta
 // node that asks (one RAS collective per node, not one per GPU). No NCCL mapped: no RAS to ask.
 std::unique_ptr<RasQuestion> Collector::askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump) {
   if (!options_.ask_ras || !(proc.mapsObject("libnccl.so") || proc.mapsObject("libsimnccl"))) return nullptr;
-  if (options_.rank && !options_.node_ranks.empty() &&
-      *options_.rank != *std::min_element(options_.node_ranks.begin(), options_.node_ranks.end()))
-    return nullptr;
+  if (!isNodesFirstRank()) return nullptr;
   Expected<std::string> address = rasAddressOf(readProcEnvironment(options_.pid));
   if (!address) {
     dump.phases.push_back({"ras", 0, false, "skipped: " + address.error()});
@@ -373,6 +378,9 @@ Collector::DebuggerOutcome Collector::debuggerPhase(ForensicsDump& dump) {
   // (gdb-scripts/hangwatch_gdb/sim_ring_reader.py): not every library's at attach.
   std::vector<std::string> before_attach;
   if (dump.backend == "sim") before_attach.push_back("set auto-solib-add off");
+  // The debugger's symbol index, kept on the node: the node's first rank may fill it.
+  if (std::optional<std::string> cache = DebuggerSession::indexCacheDir(std::getenv("TMPDIR"), isNodesFirstRank()))
+    for (std::string& c : DebuggerSession::indexCacheCommands(*cache)) before_attach.push_back(std::move(c));
   WaitManager waits;
   DebuggerSession session(waits);
   auto run = session.run(debugger->path, options_.pid, DebuggerSession::scriptPath("collector_probe.py"),

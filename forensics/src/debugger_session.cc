@@ -1,6 +1,7 @@
 #include "hangwatch/forensics/debugger_session.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -108,6 +109,25 @@ std::string DebuggerSession::scriptsDirFor(const std::string& exe) {
     if (std::filesystem::is_regular_file(installed / "collector_probe.py", ec)) return installed.string();
   }
   return HANGWATCH_GDB_SCRIPTS_DIR;
+}
+
+std::optional<std::string> DebuggerSession::indexCacheDir(const char* tmpdir, bool fills) {
+  std::string root = tmpdir != nullptr && *tmpdir == '/' ? tmpdir : "/var/tmp";
+  std::string dir = fmt::format("{}/hangwatch-gdb-index-{}", root, ::geteuid());
+  if (fills) (void)::mkdir(dir.c_str(), 0700);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0)
+    return std::nullopt;
+  if (!fills) {
+    std::error_code ec;
+    if (std::filesystem::is_empty(dir, ec) || ec) return std::nullopt;
+  }
+  return dir;
+}
+
+std::vector<std::string> DebuggerSession::indexCacheCommands(const std::string& dir) {
+  // A debugger without the setting (gdb before 13 spells it `set index-cache on`) says so and goes on.
+  return {"set index-cache directory " + dir, "set index-cache enabled on"};
 }
 
 Expected<DebuggerRun> DebuggerSession::run(const std::string& debugger, pid_t pid, const std::string& script,

@@ -135,9 +135,26 @@ class HungRingTrain(CollectorCase):
                 self.assertTrue(phases["debugger"]["ok"], phases)
                 self.assertEqual(dump["backend"], "sim")
             self.assert_not_stopped(pids.values())
+            self.assert_the_index_cache_changes_nothing_read(pids, dumps)
             time.sleep(1)
             self.assertEqual(set(job.steps_done().values()), {9}, "the hang must still be there")
             self.assertIsNone(job.proc.poll())
+
+    def assert_the_index_cache_changes_nothing_read(self, pids, dumps):
+        """As the watchdogs start them (--state --node): the node's first rank fills the debugger's
+        index cache in $TMPDIR; the next hang's debuggers all read it, and read the same rings."""
+        tmpdir = tempfile.mkdtemp(prefix="hangwatch-index-cache-")
+        self.addCleanup(shutil.rmtree, tmpdir, True)
+        cache = Path(tmpdir) / f"hangwatch-gdb-index-{os.geteuid()}"
+        node = ("--state", "--node", ",".join(str(r) for r in sorted(pids)))
+        for attempt in ("cold", "warm"):
+            again = self.collect_in_parallel(pids, backend="auto", env={"TMPDIR": tmpdir}, extra=node)
+            self.assertTrue(list(cache.glob("*.gdb-index")), f"{attempt}: nothing in {cache}")
+            self.assertEqual(cache.stat().st_mode & 0o777, 0o700)
+            for rank, dump in again.items():
+                self.assertTrue({p["name"]: p for p in dump["phases"]}["debugger"]["ok"], dump["phases"])
+                self.assertEqual(dump["ring_progress"], dumps[rank]["ring_progress"], f"{attempt}, rank {rank}")
+            self.assert_not_stopped(pids.values())
 
 
 class DeadRankInsideTheCollective(CollectorCase):

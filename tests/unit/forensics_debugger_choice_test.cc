@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "hangwatch/forensics/debugger_session.h"
 #include "hangwatch/forensics/probe_request.h"
@@ -124,4 +125,90 @@ TEST_CASE("ASnapshotOfAnotherProcessOrNoneGivesNoCommunicatorsAndSaysWhy") {
   CHECK(sim.comms.empty());  // the sim reader finds communicators from its wait frames
   CHECK(sim.toJson()["debugger"] == "gdb");
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+namespace {
+
+// An empty folder standing in for $TMPDIR, removed afterwards.
+struct TmpDir {
+  TmpDir() {
+    char tmpl[] = "/tmp/index-cache-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TmpDir() { std::filesystem::remove_all(path); }
+  std::string cacheName() const { return path + "/hangwatch-gdb-index-" + std::to_string(::geteuid()); }
+  std::string path;
+};
+
+}  // namespace
+
+TEST_CASE("TheDebuggersIndexCacheIsThisUsersOwnFolderUnderTmpdir") {
+  TmpDir tmp;
+  auto dir = DebuggerSession::indexCacheDir(tmp.path.c_str(), true);
+  REQUIRE(dir);
+  CHECK(*dir == tmp.cacheName());
+  struct stat st {};
+  REQUIRE(::lstat(dir->c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0700);
+  // Made once: the next collection finds it and keeps what is in it.
+  std::ofstream(*dir + "/0123.gdb-index") << "x";
+  CHECK(DebuggerSession::indexCacheDir(tmp.path.c_str(), true) == dir);
+  CHECK(std::filesystem::exists(*dir + "/0123.gdb-index"));
+  auto commands = DebuggerSession::indexCacheCommands(*dir);
+  CHECK(commands == std::vector<std::string>{"set index-cache directory " + *dir, "set index-cache enabled on"});
+}
+
+TEST_CASE("OnlyTheNodesFirstRankFillsTheIndexCacheTheOthersUseItOnceItHoldsSomething") {
+  TmpDir tmp;
+  // The node's other ranks, at the first hang: no folder, and none made.
+  CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), false));
+  CHECK_FALSE(std::filesystem::exists(tmp.cacheName()));
+  // The first rank's debugger has made it and not written yet.
+  REQUIRE(DebuggerSession::indexCacheDir(tmp.path.c_str(), true));
+  CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), false));
+  // Its index written: every rank's debugger reads it.
+  std::ofstream(tmp.cacheName() + "/0123.gdb-index") << "x";
+  CHECK(DebuggerSession::indexCacheDir(tmp.path.c_str(), false) == tmp.cacheName());
+}
+
+TEST_CASE("WithoutAnAbsoluteTmpdirTheIndexCacheIsUnderVarTmp") {
+  auto dir = DebuggerSession::indexCacheDir(nullptr, true);
+  if (dir) CHECK(*dir == "/var/tmp/hangwatch-gdb-index-" + std::to_string(::geteuid()));
+  CHECK(DebuggerSession::indexCacheDir("relative/tmp", true) == dir);
+  CHECK(DebuggerSession::indexCacheDir("", true) == dir);
+}
+
+TEST_CASE("AnIndexCacheFolderSomeoneElseCouldPlantAnIndexInIsNotUsed") {
+  TmpDir tmp;
+  std::string name = tmp.cacheName();
+  SECTION("writable by others") {
+    REQUIRE(::mkdir(name.c_str(), 0700) == 0);
+    REQUIRE(::chmod(name.c_str(), 0777) == 0);
+    std::ofstream(name + "/0123.gdb-index") << "x";
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), true));
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), false));
+  }
+  SECTION("a link to a folder") {
+    std::filesystem::create_directory(tmp.path + "/elsewhere");
+    std::ofstream(tmp.path + "/elsewhere/0123.gdb-index") << "x";
+    std::filesystem::create_directory_symlink(tmp.path + "/elsewhere", name);
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), true));
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), false));
+  }
+  SECTION("a file") {
+    std::ofstream(name) << "x";
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), true));
+  }
+  SECTION("another user's") {
+    if (::geteuid() != 0) {
+      WARN("not checked: giving the folder away needs root");
+      return;
+    }
+    REQUIRE(::mkdir(name.c_str(), 0700) == 0);
+    std::ofstream(name + "/0123.gdb-index") << "x";
+    REQUIRE(::chown(name.c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), true));
+    CHECK_FALSE(DebuggerSession::indexCacheDir(tmp.path.c_str(), false));
+  }
 }

@@ -75,6 +75,7 @@ class Collector {
                   bool& degraded);
   // The "ras" phase: NCCL's RAS asked, once per node, before any thread is stopped (null when
   // not asked); its answer taken into the dump once this collector is done with the process.
+  bool isNodesFirstRank() const;
   std::unique_ptr<RasQuestion> askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump);
   void takeRasAnswer(RasQuestion& question, ForensicsDump& dump);
   // Picks the backend, then runs its debugger when there is one and the fast pass attached.

@@ -51,6 +51,18 @@ class DebuggerSession {
   // The scripts folder of the collector at `exe`: the installed one relative to it
   // (a moved prefix keeps working), else the source tree's it was built from.
   static std::string scriptsDirFor(const std::string& exe);
+  // Where the debugger keeps its index cache (gdb's `set index-cache`): the DWARF index of every
+  // library and program it reads, filed by build id, so a later collection on this node (the
+  // next hang, the restarted job) reads symbols in about half the time. Node-local and this
+  // user's own: `tmpdir` ($TMPDIR)/hangwatch-gdb-index-<uid>, else /var/tmp/...
+  // - `fills`: this debugger may write the first index (the folder is made 0700 here). Every
+  //   other one uses the cache only once something is in it: the node's ranks collect at once,
+  //   and eight debuggers writing the same index cost 40 % more than none.
+  // - None (no cache) unless it is a folder, not a link, owned by this user, that nobody else
+  //   can write: a planted index would make the debugger read the wrong addresses.
+  static std::optional<std::string> indexCacheDir(const char* tmpdir, bool fills);
+  // The commands (-iex, before the attach) that turn the cache on in `dir`.
+  static std::vector<std::string> indexCacheCommands(const std::string& dir);
 
   // `env`: variables set for the debugger (and the script it runs), on top of ours;
   // `before_attach`: debugger commands run before it attaches (-iex).
