@@ -77,11 +77,12 @@ if [ "$quick" -eq 1 ]; then
 fi
 
 # The end-to-end suite's build first (without the unit-test programs: the unit tests run once,
-# under ASan/UBSan). The end-to-end jobs mostly wait (timeouts, hung ranks): about one core of
-# two is busy. The three other builds (ASan/UBSan, ThreadSanitizer, real CUDA) use the idle one
-# at the lowest priority, so the jobs' timing is left alone, and their tests run after the suite.
+# under ASan/UBSan; without the benchmark programs, built last beside the suite, as no test runs
+# them). The end-to-end jobs mostly wait (timeouts, hung ranks): about one core of two is busy.
+# The three other builds (ASan/UBSan, ThreadSanitizer, real CUDA) use the idle one at the lowest
+# priority, so the jobs' timing is left alone, and their tests run after the suite.
 echo "== end-to-end suite, with the sanitizer and real-CUDA builds compiling beside it"
-configure_and_build build -DHANGWATCH_UNIT_TESTS=OFF
+configure_and_build build -DHANGWATCH_UNIT_TESTS=OFF -DHANGWATCH_BENCHES_IN_ALL=OFF
 side_log=$(mktemp)
 (
   set -e
@@ -90,6 +91,7 @@ side_log=$(mktemp)
   configure_and_build build-asan -DHANGWATCH_SANITIZE=address,undefined -- "${unit_targets[@]}"
   configure_and_build build-tsan -DHANGWATCH_SANITIZE=thread -- simcuda_tests simnccl_tests watchdog_tests
   tests/gpu/run.sh --cpu-only --only build --build-dir build-realcuda --out build-realcuda/gpu-suite-build
+  ninja -C build benches  # the benchmark programs compile; no test runs them
 ) >"$side_log" 2>&1 &
 side_builds=$!
 trap 'rm -f "$torch_log" "$side_log"; kill "$side_builds" 2>/dev/null || true' EXIT
