@@ -82,7 +82,9 @@ check_build() {
   # What compiles against the real CUDA; forensics does not, and is needed only to report.
   local targets=(ring_train trainshim spin_on_flag hangwatch)
   [ "$cpu_only" -eq 1 ] || targets+=(forensics)
-  if cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGWATCH_REAL_CUDA=ON >"$log" 2>&1 &&
+  # In batches (HANGWATCH_UNITY_BUILD): a fresh build, as CI and a GPU session make it.
+  if cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGWATCH_REAL_CUDA=ON \
+       -DHANGWATCH_UNITY_BUILD=ON >"$log" 2>&1 &&
      ninja -C "$build" "${targets[@]}" >>"$log" 2>&1; then
     report PASS build "real-CUDA tree in $build (${targets[*]})"
   else
