@@ -16,9 +16,8 @@
 #include "hangwatch/common/log_histogram.h"
 
 namespace hangwatch::watchdog {
-namespace {
-
-constexpr double kNsPerSecond = 1e9;
+// Not in the anonymous namespace: PrometheusTextfile::OpGroups, declared in the header, holds them.
+namespace prometheus_series {
 
 // A rate over several keys, weighted by their GPU time: total work / total time.
 struct TimeWeighted {
@@ -40,6 +39,14 @@ struct SeriesGroup {
   TimeWeighted busbw, algbw, tflops;
   LogHistogram durations;
 };
+
+}  // namespace prometheus_series
+using prometheus_series::SeriesGroup;
+using prometheus_series::TimeWeighted;
+
+namespace {
+
+constexpr double kNsPerSecond = 1e9;
 
 void addTo(SeriesGroup& g, const OpWindowStats& op) {
   g.total_ns += op.total_ns;
