@@ -189,7 +189,6 @@ bool Collector::takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadSta
   return stacks_ok;
 }
 
-// Without --rank or --node, a collector is its node's first.
 bool Collector::isNodesFirstRank() const {
   return !options_.rank || options_.node_ranks.empty() ||
          *options_.rank == *std::min_element(options_.node_ranks.begin(), options_.node_ranks.end());

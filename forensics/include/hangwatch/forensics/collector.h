@@ -73,9 +73,11 @@ class Collector {
   // stacks were taken from a process still alive.
   bool takeStacks(const ProcSnapshot& proc, std::map<int64_t, ThreadStack> threads, CollectResult& result,
                   bool& degraded);
+  // The lowest rank of --node, or a collector told no rank or node: it asks NCCL's RAS and may
+  // fill the debugger's index cache, once per node.
+  bool isNodesFirstRank() const;
   // The "ras" phase: NCCL's RAS asked, once per node, before any thread is stopped (null when
   // not asked); its answer taken into the dump once this collector is done with the process.
-  bool isNodesFirstRank() const;
   std::unique_ptr<RasQuestion> askNcclRas(const ProcSnapshot& proc, ForensicsDump& dump);
   void takeRasAnswer(RasQuestion& question, ForensicsDump& dump);
   // Picks the backend, then runs its debugger when there is one and the fast pass attached.
