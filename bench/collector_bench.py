@@ -149,24 +149,30 @@ def parallel(pids, forensics, out, runs):
             "ratio_all_over_one": statistics.median(many) / statistics.median(one), "cpus": os.cpu_count()}
 
 
+def node_time_to_done(pids, forensics, out, args, env=None, ok=(0, 3)):
+    """Every rank's collector started at once (`collect --pid P --rank R --state ARGS --out OUT`),
+    as the watchdogs start them: seconds until the last one exits (an exit code not in `ok` fails)."""
+    start = time.perf_counter()
+    procs = [subprocess.Popen([forensics, "collect", "--pid", str(pids[r]), "--rank", str(r), "--state", *args,
+                               "--out", out], env={**os.environ, **(env or {})},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT) for r in sorted(pids)]
+    codes = [p.wait() for p in procs]
+    elapsed = time.perf_counter() - start
+    if any(c not in ok for c in codes):
+        raise RuntimeError(f"collection failed: {codes} (kept in {out})")
+    return elapsed
+
+
 def node_summary(pids, forensics, runs, backend):
     """A node's time to done: all its collectors started at once, until the last one exits,
     with the node summary and without, alternating (each run in a fresh job folder)."""
-    ranks = sorted(pids)
-    node = ",".join(str(r) for r in ranks)
+    node = ",".join(str(r) for r in sorted(pids))
     times = {"with": [], "without": []}
     for i in range(2 * runs):
         which = "with" if i % 2 == 0 else "without"
         out = tempfile.mkdtemp(prefix="collector-bench-node-")
-        start = time.perf_counter()
-        procs = [subprocess.Popen([forensics, "collect", "--pid", str(pids[r]), "--rank", str(r), "--state",
-                                   *(["--node", node] if which == "with" else []), "--out", out, "--backend",
-                                   backend], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-                 for r in ranks]
-        codes = [p.wait() for p in procs]
-        times[which].append(time.perf_counter() - start)
-        if any(c not in (0, 3) for c in codes):
-            raise RuntimeError(f"collection failed: {codes}")
+        args = [*(["--node", node] if which == "with" else []), "--backend", backend]
+        times[which].append(node_time_to_done(pids, forensics, out, args))
         if which == "with":
             # The last collector wrote it before exiting (a waiter may still be about: let it end).
             summaries = list((Path(out) / "nodes").glob("*.json"))
@@ -175,7 +181,7 @@ def node_summary(pids, forensics, runs, backend):
             time.sleep(1.5)
         shutil.rmtree(out, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"backend": backend, "ranks": len(ranks), "runs": runs, "with_median_s": med["with"],
+    return {"backend": backend, "ranks": len(pids), "runs": runs, "with_median_s": med["with"],
             "without_median_s": med["without"], "ratio_with_over_without": med["with"] / med["without"]}
 
 
@@ -183,8 +189,7 @@ def index_cache(pids, forensics, runs):
     """A node's time to done with the debugger phase (every collector at once, backend sim) and
     the debugger's index cache warm, cold (a fresh $TMPDIR: the node's first hang) or refused
     (none: its folder's name taken by a file, which the collector will not use), alternating."""
-    ranks = sorted(pids)
-    node_ranks = ",".join(str(r) for r in ranks)  # as the watchdogs start them: the first fills the cache
+    node_ranks = ",".join(str(r) for r in sorted(pids))  # as the watchdogs start them: the first fills the cache
     base = Path(tempfile.mkdtemp(prefix="collector-bench-index-"))
     name = f"hangwatch-gdb-index-{os.geteuid()}"
     refused, warm = base / "refused", base / "warm"
@@ -195,15 +200,8 @@ def index_cache(pids, forensics, runs):
 
     def node(tmpdir):
         out = tempfile.mkdtemp(prefix="collector-bench-node-")
-        start = time.perf_counter()
-        procs = [subprocess.Popen([forensics, "collect", "--pid", str(pids[r]), "--rank", str(r), "--state",
-                                   "--node", node_ranks, "--out", out, "--backend", "sim", "--no-ras"],
-                                  env={**os.environ, "TMPDIR": str(tmpdir)},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT) for r in ranks]
-        codes = [p.wait() for p in procs]
-        elapsed = time.perf_counter() - start
-        if any(c != 0 for c in codes):
-            raise RuntimeError(f"collection failed: {codes} (kept in {out})")
+        args = ["--node", node_ranks, "--backend", "sim", "--no-ras"]
+        elapsed = node_time_to_done(pids, forensics, out, args, env={"TMPDIR": str(tmpdir)}, ok=(0,))
         time.sleep(1.5)  # a node summary's waiter may still be about: let it end
         shutil.rmtree(out, ignore_errors=True)
         return elapsed
@@ -220,7 +218,7 @@ def index_cache(pids, forensics, runs):
     finally:
         shutil.rmtree(base, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"ranks": len(ranks), "runs": runs, **{f"{k}_median_s": v for k, v in med.items()},
+    return {"ranks": len(pids), "runs": runs, **{f"{k}_median_s": v for k, v in med.items()},
             "ratio_warm_over_none": med["warm"] / med["none"], "ratio_cold_over_none": med["cold"] / med["none"]}
 
 
