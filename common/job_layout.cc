@@ -73,6 +73,10 @@ std::string watchdogSnapshotPathForPid(const std::string& job_dir, pid_t pid) {
   return fmt::format("{}/ranks/p{}.watchdog.json", job_dir, pid);
 }
 
+std::string rasAnswerPath(const std::string& job_dir, int rank) {
+  return job_dir + "/ranks/" + rankTag(rank) + ".ras.json";
+}
+
 std::string collectLogPath(const std::string& job_dir, int rank) {
   return job_dir + "/ranks/" + rankTag(rank) + ".collect.log";
 }
@@ -110,7 +114,7 @@ std::string nodeSummaryPath(const std::string& job_dir, const std::string& host)
 std::optional<RankFile> parseRankFileName(std::string_view name) {
   static constexpr std::pair<std::string_view, RankFileKind> kSuffixes[] = {
       {".watchdog.json", RankFileKind::kWatchdogSnapshot}, {".forensics.json", RankFileKind::kForensicsDump},
-      {".suspect.json", RankFileKind::kSuspectSnapshot},
+      {".suspect.json", RankFileKind::kSuspectSnapshot},    {".ras.json", RankFileKind::kRasAnswer},
       {".state.json", RankFileKind::kRankState},           {".jsonl", RankFileKind::kMetrics},
       {".json", RankFileKind::kTimeline}};
   if (name.size() < 2 || name[0] != 'r') return std::nullopt;

@@ -182,9 +182,11 @@ void VerdictWording::unansweredRas(Verdict& v, const HangFocus& f, int lost,
                                   const std::vector<RasSighting>& seen) const {
   std::vector<int> askers;
   bool dead = false;
+  bool collector_off = true;
   for (const RasSighting& s : seen) {
     if (!std::count(askers.begin(), askers.end(), s.asked_by)) askers.push_back(s.asked_by);
     dead = dead || s.member.considered_dead;
+    collector_off = collector_off && s.collector_off;
   }
   const RasMember& m = seen.front().member;
   // Its own files said nothing of where it ran (it wrote none): RAS's word for it.
@@ -193,10 +195,11 @@ void VerdictWording::unansweredRas(Verdict& v, const HangFocus& f, int lost,
     placed = fmt::format("GPU {} on host {}, as RAS has it", m.cuda_dev, m.host);
   v.evidence.insert(
       v.evidence.begin(),
-      {fmt::format("NCCL's RAS, asked by the collector of rank(s) {} before it stopped anything, lists rank {} of "
+      {fmt::format("NCCL's RAS, asked {} rank(s) {} {}, lists rank {} of "
                    "communicator {} missing: its process (pid {} on {}, GPU {}) did not answer{}. RAS runs in every "
                    "NCCL process beside NCCL's transport; a process that is alive and running answers it.",
-                   ranksText(askers), m.rank, f.comm, m.pid, m.host.empty() ? "an unknown host" : m.host, m.cuda_dev,
+                   collector_off ? "from the node of" : "by the collector of", ranksText(askers),
+                   collector_off ? "with nothing stopped (the collector was off)" : "before it stopped anything", m.rank, f.comm, m.pid, m.host.empty() ? "an unknown host" : m.host, m.cuda_dev,
                    dead ? " (RAS considers it dead: unreachable for 60 s)" : ""),
        fmt::format("Rank {} ({}) left no file at all, the only member of {} that did not; {} can never complete "
                    "without it.",

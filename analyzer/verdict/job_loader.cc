@@ -273,6 +273,7 @@ struct RankListing {
   std::set<int> ranks;
   std::unordered_map<int, CoveredFiles> files;
   size_t by_hand = 0;
+  std::set<int> ras_answers;  // ranks/rNNNNN.ras.json: RAS asked with the collector off
 };
 
 RankListing listRankFiles(const JobData& job, bool suspected) {
@@ -291,6 +292,8 @@ RankListing listRankFiles(const JobData& job, bool suspected) {
         CoveredFiles& files = out.files[f->rank];
         if (f->kind == RankFileKind::kWatchdogSnapshot) files.watchdog = e->d_ino;
         if (f->kind == RankFileKind::kForensicsDump) files.forensics = e->d_ino;
+      } else if (f && f->kind == RankFileKind::kRasAnswer && !suspected) {
+        out.ras_answers.insert(f->rank);
       } else if (isDumpByHandName(std::string(name))) {
         ++out.by_hand;
       }
@@ -298,6 +301,29 @@ RankListing listRankFiles(const JobData& job, bool suspected) {
     ::closedir(d);
   }
   return out;
+}
+
+// NCCL's RAS as `forensics ras` asked it for a rank's node, where no collector ran: taken
+// where the rank's own dumps carry no question (a collector's, when there is one, asked too).
+void takeRasAnswers(JobData& job, const std::set<int>& ras_answers, std::vector<RankSummary>& read) {
+  for (RankSummary& s : read) {
+    if (s.ras || !ras_answers.count(s.rank)) continue;
+    const std::string path = rasAnswerPath(job.job_dir, s.rank);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    Expected<RasAnswer> answer = rasAnswerFromText(text.str());
+    if (!answer) {
+      job.problems.push_back(fmt::format("{} is not usable: {}", path, answer.error()));
+      continue;
+    }
+    if (answer->pid != 0 && s.pid != 0 && answer->pid != s.pid) {
+      job.problems.push_back(
+          fmt::format("{} asked for pid {}, not rank {}'s pid {}: not used", path, answer->pid, s.rank, s.pid));
+      continue;
+    }
+    s.ras = std::move(answer->ras);
+  }
 }
 
 }  // namespace
@@ -458,6 +484,7 @@ Expected<JobData> JobLoader::load(const std::string& job_dir) const {
     read[from_summaries + i] = RankDumpReader::read(job_dir, ranks[i], *job.stacks, job.stage);
   });
   std::sort(read.begin(), read.end(), [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
+  takeRasAnswers(job, listing.ras_answers, read);
 
   dropForeignRanks(job, read);
   if (suspected) keepNewestWarning(job, read);

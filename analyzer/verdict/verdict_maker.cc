@@ -475,7 +475,7 @@ std::vector<const RasComm*> VerdictMaker::rasCommsOf(const RankSummary& s, const
 // The one member with no file at all, which NCCL's RAS lists missing on the focus
 // communicator: RAS (a thread in every NCCL process, networked with keepalives beside NCCL's
 // transport) got no answer from its process, asked from another node by a collector before it
-// stopped anything. A live process answers RAS and dumps; one that does neither ended, is
+// stopped anything, or by `forensics ras` where no collector ran. A live process answers RAS and dumps; one that does neither ended, is
 // stopped, or lost its node or network. Where NCCL's transport reports nothing (an IB queue pair
 // with nothing posted to the dead peer never fails), RAS still tells. Not decided: an answer
 // that lists the member as answering, or a pid other than the one its own files name.
@@ -495,7 +495,7 @@ void VerdictMaker::blameUnansweredRas(Verdict& v, const HangFocus& f, const Comm
       for (const RasMember& m : c->missing) {
         if (!m.unresponsive || sequences_.globalRank(f.comm, m.rank) != lost) continue;
         if (known_pid != 0 && m.pid > 0 && m.pid != known_pid) return;
-        seen.push_back({s.rank, m});
+        seen.push_back({s.rank, m, s.ras->asked_by == "ras-command"});
       }
     }
   }

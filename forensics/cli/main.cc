@@ -9,6 +9,7 @@
 #include "hangwatch/forensics/cli/collect_command.h"
 #include "hangwatch/forensics/cli/io_helper_command.h"
 #include "hangwatch/forensics/cli/node_summary_command.h"
+#include "hangwatch/forensics/cli/ras_command.h"
 #include "hangwatch/forensics/cli/report_command.h"
 #include "hangwatch/forensics/cli/timeline_command.h"
 #include "hangwatch/forensics/cli/trigger_command.h"
@@ -25,6 +26,7 @@ std::vector<std::unique_ptr<Command>> allCommands() {
   c.push_back(std::make_unique<hangwatch::forensics::TimelineCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::TriggerCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::NodeSummaryCommand>());
+  c.push_back(std::make_unique<hangwatch::forensics::RasCommand>());
   c.push_back(std::make_unique<hangwatch::forensics::IoHelperCommand>());
   return c;
 }

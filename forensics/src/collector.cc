@@ -214,6 +214,7 @@ std::unique_ptr<RasQuestion> Collector::askNcclRas(const ProcSnapshot& proc, For
 // phase and `ras.error` say why. Its time is the question's, from asking to the answer.
 void Collector::takeRasAnswer(RasQuestion& question, ForensicsDump& dump) {
   dump.ras = question.wait();
+  dump.ras->asked_by = "collector";
   dump.phases.push_back({"ras", dump.ras->seconds, dump.ras->error.empty(), dump.ras->error});
 }
 

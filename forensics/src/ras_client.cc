@@ -20,7 +20,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hangwatch/common/rank_identity.h"
 #include "hangwatch/common/scoped_fd.h"
+#include "hangwatch/forensics/proc_snapshot.h"
 
 namespace hangwatch::forensics {
 namespace {
@@ -273,6 +275,32 @@ RasStatus askRas(const std::string& address, double bound_s, const std::function
   if (!comms) return finish(comms.error());
   s.communicators = std::move(*comms);
   return finish("");
+}
+
+RasAnswer askRasForProcess(pid_t pid, std::optional<int> rank, double bound_s) {
+  RasAnswer a;
+  a.rank = rank.value_or(-1);
+  a.pid = pid;
+  a.host = hostName();
+  a.ras.asked_by = "ras-command";
+  a.ras.time_unix_s = rasWallNow();
+  Expected<ProcSnapshot> proc = readProcSnapshot(pid);
+  if (!proc) {
+    a.ras.error = fmt::format("process {} is gone: {}", pid, proc.error());
+    return a;
+  }
+  if (!proc->mapsObject("libnccl.so") && !proc->mapsObject("libsimnccl")) {
+    a.ras.error = fmt::format("process {} has no NCCL loaded: no RAS to ask", pid);
+    return a;
+  }
+  Expected<std::string> address = rasAddressOf(readProcEnvironment(pid));
+  if (!address) {
+    a.ras.error = address.error();
+    return a;
+  }
+  a.ras = askRas(*address, bound_s);
+  a.ras.asked_by = "ras-command";
+  return a;
 }
 
 std::unique_ptr<RasQuestion> RasQuestion::ask(const std::string& address, double bound_s) {

@@ -50,8 +50,9 @@ TEST_CASE("RankFileNamesAreRecognisedFromTheNameTheWriterGives") {
       {hangwatch::rankStatePath(job, 0), RankFileKind::kRankState},
       {hangwatch::metricsPath(job, 42), RankFileKind::kMetrics},
       {hangwatch::timelinePath(job, 9), RankFileKind::kTimeline},
-      {hangwatch::suspectSnapshotPath(job, 3), RankFileKind::kSuspectSnapshot}};
-  const int ranks[] = {7, 123456, 0, 42, 9, 3};
+      {hangwatch::suspectSnapshotPath(job, 3), RankFileKind::kSuspectSnapshot},
+      {hangwatch::rasAnswerPath(job, 5), RankFileKind::kRasAnswer}};
+  const int ranks[] = {7, 123456, 0, 42, 9, 3, 5};
   for (size_t i = 0; i < std::size(written); ++i) {
     const std::string name = std::filesystem::path(written[i].first).filename().string();
     auto f = hangwatch::parseRankFileName(name);

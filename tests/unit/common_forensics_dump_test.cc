@@ -53,6 +53,7 @@ TEST_CASE("ForensicsDumpRoundTripsEveryField") {
   CHECK(back->target_exited_during == "debugger");
   REQUIRE(back->ras);
   CHECK(back->ras->address == "localhost:28028");
+  CHECK(back->ras->asked_by == "collector");
   CHECK(back->ras->seconds == 5.125);
   REQUIRE(back->ras->communicators.size() == 2);
   CHECK(back->ras->communicators[0].hash == "0x9a3f00c2e1d47b05");
@@ -62,6 +63,34 @@ TEST_CASE("ForensicsDumpRoundTripsEveryField") {
   CHECK(back->ras->communicators[0].missing[0].considered_dead);
   CHECK_FALSE(back->ras->communicators[0].ranks[1].unresponsive);
   CHECK(hangwatch::toJson(*back) == hangwatch::toJson(d));
+}
+
+TEST_CASE("RasAnswerRoundTripsEveryField") {
+  hangwatch::RasAnswer a;
+  a.rank = 8;
+  a.pid = 777;
+  a.host = "node-1";
+  a.ras = *hangwatch::test::richDump().ras;
+  a.ras.asked_by = "ras-command";
+  auto back = hangwatch::rasAnswerFromText(hangwatch::toJson(a).dump());
+  REQUIRE(back.ok());
+  CHECK(back->schema_version == 1);
+  CHECK(back->rank == 8);
+  CHECK(back->pid == 777);
+  CHECK(back->host == "node-1");
+  CHECK(back->ras.asked_by == "ras-command");
+  REQUIRE(back->ras.communicators.size() == 2);
+  CHECK(back->ras.communicators[0].missing[0].considered_dead);
+  CHECK(hangwatch::toJson(*back) == hangwatch::toJson(a));
+  // An answer that could not be had keeps why; a dump older than `asked_by` reads as the collector's.
+  a.ras = {};
+  a.ras.error = "nothing listens on localhost:28028";
+  CHECK(hangwatch::rasAnswerFromText(hangwatch::toJson(a).dump())->ras.error == a.ras.error);
+  auto old = hangwatch::forensicsDumpFromText(R"({"pid": 3, "ras": {"address": "a:1", "communicators": []}})");
+  REQUIRE(old.ok());
+  CHECK(old->ras->asked_by.empty());
+  CHECK_FALSE(hangwatch::rasAnswerFromText("{\"rank\": 1, \"ras\": ").ok());
+  CHECK_FALSE(hangwatch::rasAnswerFromText(R"({"rank": "one"})").ok());
 }
 
 TEST_CASE("RingProgressRecordHasTheContractKeys") {

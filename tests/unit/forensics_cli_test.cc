@@ -14,6 +14,7 @@
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/forensics/cli/collect_command.h"
 #include "hangwatch/forensics/cli/node_summary_command.h"
+#include "hangwatch/forensics/cli/ras_command.h"
 #include "hangwatch/forensics/collector.h"
 
 using hangwatch::forensics::CollectCommand;
@@ -76,6 +77,50 @@ TEST_CASE("CollectRejectsBadArgumentsWithAReason") {
         std::string::npos);
   CHECK(error({"--pid", "1", "--out", "/d", "--rank", "2", "--state", "--node", "1,,2"}).find("--node wants ranks") !=
         std::string::npos);
+}
+
+TEST_CASE("RasParsesItsArgumentsAndNamesItsFileByRank") {
+  using hangwatch::forensics::RasCommand;
+  auto o = RasCommand::parse(args({"--pid", "77", "--rank", "4", "--out", "/j", "--bound=7.5"}));
+  REQUIRE(o.ok());
+  CHECK(o->pid == 77);
+  CHECK(o->rank == 4);
+  CHECK(o->out_dir == "/j");
+  CHECK(o->bound_s == 7.5);
+  auto printed = RasCommand::parse(args({"--pid", "77"}));
+  REQUIRE(printed.ok());
+  CHECK(printed->out_dir.empty());
+  CHECK(printed->bound_s == 20);
+  auto error = [](std::initializer_list<const char*> a) {
+    auto p = RasCommand::parse(args(a));
+    REQUIRE_FALSE(p.ok());
+    return p.error();
+  };
+  CHECK(error({"--rank", "1"}).find("--pid is required") != std::string::npos);
+  CHECK(error({"--pid", "1", "--out", "/j"}).find("--out needs --rank") != std::string::npos);
+  CHECK(error({"--pid", "1", "--bound", "0"}).find("--bound") != std::string::npos);
+  CHECK(error({"--pid", "1", "--node", "0"}).find("unknown argument '--node'") != std::string::npos);
+  CHECK(error({"--pid", "1", "--rank"}).find("--rank needs a value") != std::string::npos);
+}
+
+TEST_CASE("RasWritesWhyNothingWasAskedOfAProcessWithoutNccl") {
+  char tmpl[] = "/tmp/ras-command-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string job = tmpl;
+  const std::string pid = std::to_string(::getpid());  // this test: no NCCL mapped
+  hangwatch::forensics::RasCommand command;
+  CHECK(command.run({"--pid", pid, "--rank", "3", "--out", job}) == 1);
+  std::ifstream in(hangwatch::rasAnswerPath(job, 3));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto answer = hangwatch::rasAnswerFromText(text.str());
+  REQUIRE(answer.ok());
+  CHECK(answer->rank == 3);
+  CHECK(answer->pid == ::getpid());
+  CHECK(answer->ras.asked_by == "ras-command");
+  CHECK(answer->ras.error.find("no NCCL loaded") != std::string::npos);
+  CHECK(answer->ras.communicators.empty());
+  std::filesystem::remove_all(job);
 }
 
 TEST_CASE("CollectTakesTheNodesRanksAsRanges") {

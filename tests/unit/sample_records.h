@@ -121,6 +121,7 @@ inline ForensicsDump richDump() {
   d.target_exited_during = "debugger";
   RasStatus ras;
   ras.address = "localhost:28028";
+  ras.asked_by = "collector";
   ras.time_unix_s = 1700000000.25;
   ras.seconds = 5.125;
   RasComm comm;

@@ -365,6 +365,10 @@ struct RasCase {
   std::string ras_hash = "0x5b1170";
   int64_t missing_pid = 103;
   std::string error;
+  // HANGWATCH_COLLECT=0: snapshots only, and the askers' answers in ranks/rNNNNN.ras.json, as
+  // `forensics ras` writes them; `answer_pid` is the pid the answer was asked for (0: the asker's).
+  bool collector_off = false;
+  int64_t answer_pid = 0;
 };
 
 Verdict rasVerdict(const RasCase& rc) {
@@ -386,9 +390,17 @@ Verdict rasVerdict(const RasCase& rc) {
         (gone ? comm.missing : comm.ranks).push_back(member);
       }
       if (rc.error.empty()) ras.communicators = {comm};
-      r.dump.ras = ras;
+      if (rc.collector_off) {
+        ras.asked_by = "ras-command";
+        RasAnswer answer{1, n, rc.answer_pid ? rc.answer_pid : r.dump.pid, r.dump.host, ras};
+        (void)writeFileAtomically(rasAnswerPath(dir.path, n), toJson(answer).dump());
+      } else {
+        ras.asked_by = "collector";
+        r.dump.ras = ras;
+      }
     }
-    r.write(dir.path);
+    if (rc.collector_off) (void)writeFileAtomically(watchdogSnapshotPath(dir.path, n), toJson(r.snap).dump());
+    else r.write(dir.path);
   }
   verdict_test::writeTrigger(dir.path, 0, kSeq);
   Expected<JobData> job = JobLoader(1).load(dir.path);
@@ -408,6 +420,22 @@ TEST_CASE("ARankWithoutAnyFileIsNamedWhenNcclsRasListsItMissing") {
   CHECK(v.evidence[0].find("pid 103 on node0, GPU 3") != std::string::npos);
   // It wrote no file, so where it ran comes from RAS, or from its last metrics window.
   CHECK(v.evidence[1].find("unknown") == std::string::npos);
+}
+
+TEST_CASE("WithTheCollectorOffTheAnswerForensicsRasWroteNamesTheRankRasListsMissing") {
+  RasCase rc;
+  rc.collector_off = true;
+  rc.askers = {0};
+  const Verdict v = rasVerdict(rc);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK(v.confident);
+  REQUIRE_FALSE(v.evidence.empty());
+  CHECK(v.evidence[0].find("NCCL's RAS, asked from the node of rank(s) 0 with nothing stopped (the collector was off)") !=
+        std::string::npos);
+  // An answer asked for another process than the rank's own is not that rank's node's word.
+  RasCase foreign = rc;
+  foreign.answer_pid = 999;
+  CHECK_FALSE(rasVerdict(foreign).confident);
 }
 
 TEST_CASE("RasIsMatchedBySizeAndPidsWhereNoSnapshotKnowsNcclsCommHash") {

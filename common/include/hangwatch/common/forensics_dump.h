@@ -147,6 +147,9 @@ struct RasComm {
 // One question to RAS: where it was asked, when, and what came back (or why nothing did).
 struct RasStatus {
   std::string address;  // host:port asked
+  // Who asked: "collector" (before it stopped anything) or "ras-command" (`forensics ras`, which
+  // the rank's watchdog starts with HANGWATCH_COLLECT=0). Empty in dumps older than the field: the collector.
+  std::string asked_by;
   double time_unix_s = 0;
   double seconds = 0;   // how long the answer took
   std::string error;    // empty when it answered; else why not, as a sentence
@@ -178,6 +181,20 @@ struct ForensicsDump {
   // its node (one question per node); absent when not asked.
   std::optional<RasStatus> ras;
 };
+
+// ranks/rNNNNN.ras.json: NCCL's RAS asked for a rank's node by `forensics ras`, which the
+// rank's watchdog starts when no collector runs (HANGWATCH_COLLECT=0). A collector's dump
+// carries its question itself (ForensicsDump::ras).
+struct RasAnswer {
+  int schema_version = 1;
+  int rank = -1;  // the rank whose process's RAS address was asked
+  int64_t pid = 0;
+  std::string host;
+  RasStatus ras;
+};
+
+nlohmann::json toJson(const RasAnswer& a);
+Expected<RasAnswer> rasAnswerFromText(const std::string& text);
 
 nlohmann::json toJson(const RingProgress& r);
 Expected<RingProgress> ringProgressFromJson(const nlohmann::json& j);
@@ -331,10 +348,23 @@ struct Schema<RasStatus> {
   static constexpr const char* what = "ras";
   static constexpr auto fields = std::tuple{
       field("address", &RasStatus::address, "ras address"),
+      field("asked_by", &RasStatus::asked_by, "ras asked_by", Empty::kOmit),
       field("time_unix_s", &RasStatus::time_unix_s, "ras time_unix_s"),
       field("seconds", &RasStatus::seconds, "ras seconds"),
       field("error", &RasStatus::error, "ras error", Empty::kOmit),
       field("communicators", &RasStatus::communicators, "ras communicators"),
+  };
+};
+
+template <>
+struct Schema<RasAnswer> {
+  static constexpr const char* what = "ras answer";
+  static constexpr auto fields = std::tuple{
+      field("schema_version", &RasAnswer::schema_version, "schema_version"),
+      field("rank", &RasAnswer::rank, "rank"),
+      field("pid", &RasAnswer::pid, "pid"),
+      field("host", &RasAnswer::host, "host"),
+      field("ras", &RasAnswer::ras, "ras"),
   };
 };
 

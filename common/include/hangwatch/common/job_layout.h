@@ -4,6 +4,7 @@
 //                               TRIGGER.beacon (the trigger and completion flag every node re-reads)
 //                               ranks/r00007.watchdog.json, ranks/r00007.forensics.json,
 //                               ranks/r00007.state.json (collecting / done)
+//                               ranks/r00007.ras.json (NCCL's RAS, asked with the collector off)
 //                               metrics/r00007.jsonl
 //                               timeline/r00007.json
 //                               report/
@@ -38,6 +39,8 @@ std::string watchdogSnapshotPath(const std::string& job_dir, int rank);
 std::string suspectSnapshotPath(const std::string& job_dir, int rank);
 std::string forensicsDumpPath(const std::string& job_dir, int rank);
 std::string rankStatePath(const std::string& job_dir, int rank);
+// ranks/rNNNNN.ras.json: NCCL's RAS asked for the rank's node by `forensics ras`, with the collector off.
+std::string rasAnswerPath(const std::string& job_dir, int rank);
 // A collection by hand without a rank: ranks/p<PID>.forensics.json.
 std::string forensicsDumpPathForPid(const std::string& job_dir, pid_t pid);
 // A watchdog that knows no rank yet (no launcher rank, no communicator): ranks/p<PID>.watchdog.json.
@@ -60,7 +63,15 @@ std::string nodesDir(const std::string& job_dir);
 std::string nodeSummaryPath(const std::string& job_dir, const std::string& host);
 
 // The files above named after a rank, recognised from their name alone.
-enum class RankFileKind { kWatchdogSnapshot, kForensicsDump, kRankState, kMetrics, kTimeline, kSuspectSnapshot };
+enum class RankFileKind {
+  kWatchdogSnapshot,
+  kForensicsDump,
+  kRankState,
+  kMetrics,
+  kTimeline,
+  kSuspectSnapshot,
+  kRasAnswer
+};
 struct RankFile {
   int rank = -1;
   RankFileKind kind = RankFileKind::kWatchdogSnapshot;

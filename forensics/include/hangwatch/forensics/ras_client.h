@@ -43,6 +43,13 @@ Expected<std::string> rasAddressOf(const std::map<std::string, std::string>& env
 RasStatus askRas(const std::string& address, double bound_s = kRasAnswerBoundS,
                  const std::function<void()>& asked = {});
 
+// What `forensics ras` does, which a rank's watchdog starts when no collector runs
+// (HANGWATCH_COLLECT=0): asks the RAS of process `pid`'s node, at the process's own RAS address,
+// and says who asked ("ras-command"). Nothing is stopped meanwhile, so RAS answers at once for
+// every member that runs; one that does not costs RAS's leg timeout. `error` says why nothing was
+// asked: the process is gone, has no NCCL mapped, or has RAS off.
+RasAnswer askRasForProcess(pid_t pid, std::optional<int> rank, double bound_s = kRasAnswerBoundS);
+
 // askRas on a thread of its own. `ask` returns once the question is in (a running RAS thread
 // took it) or asking failed; the answer, which takes RAS's leg timeout (5 s) when a member does
 // not answer, is gathered meanwhile, while the caller goes on stopping and reading its process.

@@ -53,10 +53,12 @@ struct ExitedRank {
   std::string note;  // how the peer found it: killed or crashed, or ended with nothing pending
 };
 
-// A member NCCL's RAS listed missing (unresponsive), in the answer one rank's collector got.
+// A member NCCL's RAS listed missing (unresponsive), in the answer asked for one rank's node:
+// by its collector, or by `forensics ras` where no collector ran.
 struct RasSighting {
   int asked_by = -1;
   RasMember member;
+  bool collector_off = false;  // asked by `forensics ras` (HANGWATCH_COLLECT=0)
 };
 
 // Where a rank without a dump ran, from the last metrics window it wrote (a rank that died

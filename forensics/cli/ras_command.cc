@@ -1,0 +1,106 @@
+#include "hangwatch/forensics/cli/ras_command.h"
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "hangwatch/common/atomic_file.h"
+#include "hangwatch/common/dump_fs.h"
+#include "hangwatch/common/dump_mode.h"
+#include "hangwatch/common/job_layout.h"
+#include "hangwatch/forensics/ras_client.h"
+
+namespace hangwatch::forensics {
+
+std::string RasCommand::usage() const {
+  return "usage: forensics ras --pid PID [--rank R --out DIR] [--bound SECONDS]\n"
+         "\n"
+         "Asks NCCL's RAS service (NCCL 2.24+; at the process's NCCL_RAS_ADDR, else localhost:28028)\n"
+         "for the status of the job's communicators, as process PID's NCCL sees them: which\n"
+         "members' processes answered and which did not (a process that ended, is stopped, or lost\n"
+         "its node or network). Nothing is stopped or attached to. With --out, writes\n"
+         "DIR/ranks/rNNNNN.ras.json, which `report` reads as evidence; else prints the answer.\n"
+         "\n"
+         "The watchdog of a node's lowest rank runs it after a hang when HANGWATCH_COLLECT=0 (a\n"
+         "collector asks RAS itself).\n"
+         "\n"
+         "  --pid PID      a process of the job, on this node, with NCCL loaded\n"
+         "  --rank R       that process's rank: names the file (needed with --out)\n"
+         "  --out DIR      the job's dump folder (this launch's)\n"
+         "  --bound S      the longest to wait for the whole answer (default 20: RAS waits 5 s for\n"
+         "                 a member that does not answer, 5 s more for the collective)\n"
+         "\n"
+         "exit: 0 RAS answered; 1 nothing asked (process gone, no NCCL, RAS off) or no answer\n"
+         "      (the file is written all the same, with why); 2 usage; 3 the file could not be written\n";
+}
+
+Expected<RasCommandOptions> RasCommand::parse(const std::vector<std::string>& args) {
+  RasCommandOptions o;
+  bool have_pid = false;
+  OptionCursor c{args};
+  while (!c.done()) {
+    std::string v;
+    std::string error;
+    auto is = [&](const char* flag) {
+      Expected<bool> hit = c.take(flag, v);
+      if (!hit) error = hit.error();
+      return !hit || *hit;
+    };
+    if (is("--pid")) {
+      Expected<int> pid = error.empty() ? parseInt("--pid", v, 1, 0x7fffffff) : Expected<int>(Error{error});
+      if (!pid) return Error{pid.error()};
+      o.pid = *pid;
+      have_pid = true;
+    } else if (is("--rank")) {
+      Expected<int> rank = error.empty() ? parseInt("--rank", v, 0, 9999999) : Expected<int>(Error{error});
+      if (!rank) return Error{rank.error()};
+      o.rank = *rank;
+    } else if (is("--out")) {
+      if (!error.empty()) return Error{error};
+      if (v.empty()) return Error{"--out needs a directory"};
+      o.out_dir = v;
+    } else if (is("--bound")) {
+      Expected<double> s = error.empty() ? parseSeconds("--bound", v) : Expected<double>(Error{error});
+      if (!s) return Error{s.error()};
+      o.bound_s = *s;
+    } else {
+      return Error{"unknown argument '" + args[c.i] + "'"};
+    }
+  }
+  if (!have_pid) return Error{"--pid is required"};
+  if (!o.out_dir.empty() && !o.rank) return Error{"--out needs --rank (the file is named by rank)"};
+  return o;
+}
+
+int RasCommand::run(const std::vector<std::string>& args) {
+  if (wantsHelp(args)) {
+    std::cout << usage();
+    return 0;
+  }
+  Expected<RasCommandOptions> o = parse(args);
+  if (!o) return usageError(o.error());
+  const RasAnswer answer = askRasForProcess(o->pid, o->rank, o->bound_s);
+  const std::string text = toJson(answer).dump(1) + "\n";
+  const bool answered = answer.ras.error.empty();
+  std::ostream& said = answered ? std::cout : std::cerr;
+  if (answered)
+    said << fmt::format("forensics ras: {} answered in {:.1f} s: {} communicator(s)\n", answer.ras.address,
+                        answer.ras.seconds, answer.ras.communicators.size());
+  else
+    said << "forensics ras: pid " << o->pid << ": " << answer.ras.error << "\n";
+  if (o->out_dir.empty()) {
+    std::cout << text;
+    return answered ? 0 : 1;
+  }
+  const std::string path = rasAnswerPath(o->out_dir, *o->rank);
+  (void)makeDumpDirs(ranksDir(o->out_dir));
+  Expected<Written> written = writeFileAtomically(path, text, dumpFileMode());
+  if (!written) {
+    std::cerr << "forensics ras: " << written.error() << "\n";
+    return 3;
+  }
+  std::cout << "forensics ras: wrote " << written->path << "\n";
+  return answered ? 0 : 1;
+}
+
+}  // namespace hangwatch::forensics
