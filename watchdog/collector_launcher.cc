@@ -56,6 +56,40 @@ double CollectorLauncher::debuggerBoundFor(double wait_s) {
   return std::clamp(wait_s - kFastPhaseBoundS - 5, 5.0, kDebuggerBoundS);
 }
 
+namespace {
+
+// A forensics command of this rank's, in its own session, without the watchdog preloaded, its
+// output to `log_path`, waited for `wait_s` at most (it runs on, detached, after that). `traces`:
+// it attaches to this process (the collector), which Yama then allows it alone.
+Expected<CollectorOutcome> runForensics(bool traces, const std::string& binary, std::vector<std::string> args,
+                                        const std::string& log_path, double wait_s,
+                                        const std::vector<std::pair<std::string, std::string>>& set_env,
+                                        const std::function<bool()>& give_up) {
+  (void)makeDumpDirs(std::filesystem::path(log_path).parent_path().string());
+  ChildCommand command{binary, std::move(args), {}, {}, log_path, dumpFileMode()};
+  // The collector and its debugger must not load the watchdog themselves.
+  command.unset_env.push_back("LD_PRELOAD");
+  command.set_env.emplace_back("HANGWATCH_DISABLE", "1");
+  for (const auto& kv : set_env) command.set_env.push_back(kv);
+  // The launcher's SIGTERM reaches the collector and its debugger too (Slurm signals every
+  // process of the step): they finish within their own bounds while this rank holds its own.
+  command.hold_term = true;
+  Expected<ChildProcess> child = ChildProcess::start(command);
+  if (!child) return Error{child.error()};
+  if (traces) CollectorLauncher::allowTracer(child->pid());
+  const auto deadline = ChildProcess::Clock::now() + std::chrono::duration_cast<ChildProcess::Clock::duration>(
+                                                          std::chrono::duration<double>(wait_s));
+  CollectorOutcome out;
+  out.pid = child->pid();
+  if (std::optional<int> code = child->waitUntil(deadline, give_up)) {
+    out.finished = true;
+    out.exit_code = *code;
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
   if (r.binary.empty()) return Error{"no forensics binary found (set HANGWATCH_FORENSICS)"};
   // The collector ptrace-attaches to us from a child process: under Yama's ptrace_scope 1,
@@ -75,27 +109,17 @@ Expected<CollectorOutcome> CollectorLauncher::run(const CollectorRequest& r) {
       args.push_back(r.node_ranks);
     }
   }
-  (void)makeDumpDirs(std::filesystem::path(r.log_path).parent_path().string());
-  ChildCommand command{r.binary, std::move(args), {}, {}, r.log_path, dumpFileMode()};
-  // The collector and its debugger must not load the watchdog themselves.
-  command.unset_env.push_back("LD_PRELOAD");
-  command.set_env.emplace_back("HANGWATCH_DISABLE", "1");
-  // The launcher's SIGTERM reaches the collector and its debugger too (Slurm signals every
-  // process of the step): they finish within their own bounds while this rank holds its own.
-  command.hold_term = true;
-  if (!r.debugger.empty()) command.set_env.emplace_back("HANGWATCH_DEBUGGER", r.debugger);
-  Expected<ChildProcess> child = ChildProcess::start(command);
-  if (!child) return Error{child.error()};
-  allowTracer(child->pid());
-  const auto deadline = ChildProcess::Clock::now() + std::chrono::duration_cast<ChildProcess::Clock::duration>(
-                                                          std::chrono::duration<double>(r.wait_s));
-  CollectorOutcome out;
-  out.pid = child->pid();
-  if (std::optional<int> code = child->waitUntil(deadline, r.give_up)) {
-    out.finished = true;
-    out.exit_code = *code;
-  }
-  return out;
+  if (!r.ask_ras) args.push_back("--no-ras");
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!r.debugger.empty()) env.emplace_back("HANGWATCH_DEBUGGER", r.debugger);
+  return runForensics(true, r.binary, std::move(args), r.log_path, r.wait_s, env, r.give_up);
+}
+
+Expected<CollectorOutcome> CollectorLauncher::askRas(const RasRequest& r) {
+  if (r.binary.empty()) return Error{"no forensics binary found (set HANGWATCH_FORENSICS)"};
+  std::vector<std::string> args = {"ras",   "--pid", fmt::format("{}", r.pid), "--rank", fmt::format("{}", r.rank),
+                                   "--out", r.job_dir, "--bound", fmt::format("{:g}", r.bound_s)};
+  return runForensics(false, r.binary, std::move(args), r.log_path, r.bound_s + 5, {}, r.give_up);
 }
 
 }  // namespace hangwatch::watchdog

@@ -58,6 +58,27 @@ void noteCutShortByTerm(const HangResponse& r, RankState state, const CollectorO
   writeState(r, std::move(state));
 }
 
+// With the collector off, NCCL's RAS for this node, asked by `forensics ras` (nothing is stopped:
+// members that run answer at once). Bounded; a held SIGTERM cuts the wait as for a collector.
+void askNodesRas(RasRequest request, const TermHandling& term) {
+  WatchdogLog& log = WatchdogLog::instance();
+  request.give_up = [&] { return term.pending_for_s && term.pending_for_s() > HangResponder::kTermHoldS; };
+  Expected<CollectorOutcome> outcome = Error{"not started"};
+  try {
+    outcome = CollectorLauncher().askRas(request);
+  } catch (const std::exception& e) {
+    outcome = Error{e.what()};
+  }
+  if (!outcome)
+    log.failureOnce("ras-start", "NCCL's RAS not asked: " + outcome.error());
+  else if (!outcome->finished)
+    log.info(fmt::format("NCCL's RAS still being asked; not waiting any longer (log: {})", request.log_path));
+  else if (outcome->exit_code == 0)
+    log.info(fmt::format("NCCL's RAS asked for this node (collector off): {}", rasAnswerPath(request.job_dir, request.rank)));
+  else
+    log.info(fmt::format("NCCL's RAS gave no answer for this node (log: {})", request.log_path));
+}
+
 CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump) {
   CollectorRequest c;
   c.binary = CollectorLauncher::findForensicsBinary(config.forensics_binary);
@@ -68,7 +89,18 @@ CollectorRequest collectorRequest(const WatchdogConfig& config, const DumpPaths&
   c.wait_s = config.collect_wait_s;
   c.debugger = config.debugger;
   c.mark_state = dump.rank.has_value();
+  c.ask_ras = config.ask_ras;
   return c;
+}
+
+RasRequest rasRequest(const WatchdogConfig& config, const DumpPaths& paths, const DumpStart& dump) {
+  RasRequest r;
+  r.binary = CollectorLauncher::findForensicsBinary(config.forensics_binary);
+  r.pid = dump.pid;
+  r.rank = *dump.rank;
+  r.job_dir = paths.job_dir.empty() ? config.job_dir : paths.job_dir;
+  r.log_path = paths.collect_log;
+  return r;
 }
 
 }  // namespace
@@ -98,6 +130,8 @@ HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, 
   response.abort_grace_s = config.abort_grace_s;
   response.dump_started = dump.at;
   response.job_complete = std::move(job_complete);
+  if (!config.collect && config.ask_ras && dump.node_asks_ras && dump.rank)
+    response.ras = rasRequest(config, paths, dump);
   if (dump.rank) {
     RankState& st = response.state;
     st.rank = *dump.rank;
@@ -105,7 +139,9 @@ HangResponse planResponse(const WatchdogConfig& config, const DumpPaths& paths, 
     st.pid = dump.pid;
     st.host = dump.host;
     st.time_unix_s = wallClockSeconds();
-    const double collector_s = config.collect ? std::min(config.collect_wait_s, CollectorLauncher::kCollectorBoundS) : 0;
+    const double collector_s = config.collect     ? std::min(config.collect_wait_s, CollectorLauncher::kCollectorBoundS)
+                               : response.ras ? response.ras->bound_s + 5
+                                              : 0;
     st.deadline_unix_s = st.time_unix_s + collector_s + 5;
     st.snapshot = dump.snapshot;
     st.forensics = config.collect ? "pending" : "off";
@@ -171,6 +207,7 @@ void HangResponder::respond(HangResponse response, std::function<void()> abort_c
       writeState(response, state);
     }
   } else {
+    if (response.ras) askNodesRas(*response.ras, term);
     state.forensics = "off";
     state.phase = DumpPhase::kDone;
     writeState(response, state);

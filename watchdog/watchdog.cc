@@ -791,6 +791,7 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   start.rank = snapshot.identity.rank;
   start.host = snapshot.identity.host;
   start.pid = ::getpid();
+  start.node_asks_ras = start.rank && !snapshot.comms.empty() && lowestLiveRankOfNode(*start.rank);
   DumpPaths paths = dumpPaths(storage_->place(p.attempt.dir), start.rank, start.pid);
   auto written = storage_->write(paths.snapshot, toJson(snapshot).dump(2) + "\n");
   if (!written)
@@ -823,6 +824,15 @@ void Watchdog::dump(PollState& p, bool detected_here, int64_t now_ns) {
   if (config_.node_summary && start.rank && node_->shared())
     response.collector.node_ranks = nodeRanksArgument(node_->memberRanks(), *start.rank);
   responder_->start(response);
+}
+
+// Whether `self` is the lowest rank of its node's board among the members that are alive and
+// not stopped (true without a board: the rank is its own node as far as it can tell).
+bool Watchdog::lowestLiveRankOfNode(int self) const {
+  std::vector<int> live = node_->memberRanks();
+  for (const NodeShare::GoneMember& g : node_->goneMembers()) std::erase(live, g.rank);
+  for (const NodeShare::StoppedMember& m : node_->stoppedMembers()) std::erase(live, m.rank);
+  return std::none_of(live.begin(), live.end(), [self](int r) { return r < self; });
 }
 
 // Ranks of this node whose process has ended (killed, crashed, exited) or is stopped (frozen:

@@ -46,6 +46,7 @@ WatchdogConfig watchdogConfigFromEnv(const EnvLookup& env_in, std::string* warni
   }
   if (const char* v = env("HANGWATCH_COLLECT"); v && std::string_view(v) == "0") c.collect = false;
   if (const char* v = env("HANGWATCH_NODE_SUMMARY"); v && std::string_view(v) == "0") c.node_summary = false;
+  if (const char* v = env("HANGWATCH_ASK_RAS"); v && std::string_view(v) == "0") c.ask_ras = false;
   if (const char* v = env("HANGWATCH_METRICS_INTERVAL"); v && !parsePositive(v, &c.metrics_interval_s))
     warn(std::string("HANGWATCH_METRICS_INTERVAL=") + v + " is not a positive number of seconds");
   if (const char* v = env("HANGWATCH_FORENSICS")) c.forensics_binary = v;

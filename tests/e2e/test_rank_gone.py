@@ -25,17 +25,35 @@ class RankGone(unittest.TestCase):
         self.root = Path(tempfile.mkdtemp(prefix="hangwatch-gone-"))
         self.addCleanup(shutil.rmtree, self.root, True)
 
-    def run_job(self, args, launcher, nranks=NRANKS, env_extra=None):
+    def run_job(self, args, launcher, nranks=NRANKS, env_extra=None, report_once_done=None):
+        """Abort mode, reported once the job ended; or, with `report_once_done` (ranks), wait
+        mode, reported as soon as those ranks' dumps are done (the job is then killed): what the
+        report says, without the 30 s a job waits for a rank nobody wrote a state for."""
         env = report_jobs.watchdog_env(self.root, timeout_s=3)
-        env.update({"HANGWATCH_ON_HANG": "abort", "HANGWATCH_COLLECT": "1", "NCCL_ALGO": "Ring", **(env_extra or {})})
+        env.update({"HANGWATCH_ON_HANG": "wait" if report_once_done else "abort", "HANGWATCH_COLLECT": "1",
+                    "NCCL_ALGO": "Ring", **(env_extra or {})})
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
         argv = [sys.executable, str(report_jobs.AS_NODE), "2", "--", *report_jobs.job_argv("ring_train", args, 40)]
         start = time.monotonic()
+        ranks = self.root / report_jobs.JOB_ID / "ranks"
+
+        def done(_):
+            return all('"done"' in self.read_text(ranks / f"r{r:05d}.state.json") for r in report_once_done)
         with MpiJob(nranks, argv, env=env, program="ring_train", launcher=launcher) as job:
-            code = job.wait_exit(200)
+            if report_once_done:
+                ended = job.wait_for(done, 150)
+            else:
+                ended = job.wait_exit(200) is not None
             out = job.output()
-        self.assertIsNotNone(code, f"the job never ended:\n{out[-3000:]}")
+        self.assertTrue(ended, f"the job never ended or dumped:\n{out[-3000:]}")
         return report_jobs.report_json(self.root / report_jobs.JOB_ID), time.monotonic() - start, out
+
+    @staticmethod
+    def read_text(path):
+        try:
+            return path.read_text()
+        except OSError:
+            return ""
 
     def test_a_rank_killed_inside_a_collective_is_named_from_its_node(self):
         self.check_exited("kill")
@@ -100,7 +118,8 @@ class RankGone(unittest.TestCase):
         # collector of node-0's lowest rank before it stops anything, lists rank 2 missing.
         rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
                                          srun_like(3, kill_on_bad_exit=False), nranks=3,
-                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"})
+                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"},
+                                         report_once_done=[0, 1])
         v = rep["verdict"]
         self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
         self.assertTrue(v["confident"], json.dumps(v, indent=1))
@@ -115,6 +134,33 @@ class RankGone(unittest.TestCase):
         # Rank 1 shares node-0 with rank 0: one question per node.
         one = json.loads((self.root / report_jobs.JOB_ID / "ranks" / "r00001.forensics.json").read_text())
         self.assertNotIn("ras", one)
+        self.assertLess(seconds, 90, out[-3000:])
+
+    def test_a_rank_killed_alone_on_its_node_over_ib_is_named_from_nccls_ras_with_the_collector_off(self):
+        # HANGWATCH_COLLECT=0: nothing attaches, so node-0's lowest rank asks RAS itself through
+        # `forensics ras` (its answer in ranks/r00000.ras.json) before it marks its dumps done.
+        rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
+                                         srun_like(3, kill_on_bad_exit=False), nranks=3,
+                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20",
+                                                    "HANGWATCH_COLLECT": "0"},
+                                         report_once_done=[0, 1])
+        v = rep["verdict"]
+        self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
+        self.assertTrue(v["confident"], json.dumps(v, indent=1))
+        self.assertIn("rank 2 does not answer", v["headline"])
+        said = next((e for e in v["evidence"] if "NCCL's RAS" in e), None)
+        self.assertIsNotNone(said, v["evidence"])
+        self.assertIn("from the node of rank(s) 0 with nothing stopped", said)
+        ranks = self.root / report_jobs.JOB_ID / "ranks"
+        self.assertEqual(sorted(p.name for p in ranks.glob("*.forensics.json")), [])
+        answer = json.loads((ranks / "r00000.ras.json").read_text())
+        self.assertEqual(answer["ras"]["asked_by"], "ras-command")
+        self.assertNotIn("error", answer["ras"])
+        # Rank 1 shares node-0 with rank 0: one question per node. Rank 0 was marked done only
+        # once the answer was in.
+        self.assertFalse((ranks / "r00001.ras.json").exists())
+        state = json.loads((ranks / "r00000.state.json").read_text())
+        self.assertGreaterEqual(state["time_unix_s"], answer["ras"]["time_unix_s"] + answer["ras"]["seconds"])
         self.assertLess(seconds, 90, out[-3000:])
 
     def test_a_rank_that_never_calls_init_is_named_with_where_it_is(self):

@@ -37,6 +37,8 @@ TEST_CASE("WatchdogConfigReadsTheContractVariables") {
   CHECK(watchdogConfigFromEnv(envOf({{"HANGWATCH_DISABLE", "1"}}), nullptr).disabled);
   CHECK(watchdogConfigFromEnv(envOf({}), nullptr).node_summary);
   CHECK_FALSE(watchdogConfigFromEnv(envOf({{"HANGWATCH_NODE_SUMMARY", "0"}}), nullptr).node_summary);
+  CHECK(watchdogConfigFromEnv(envOf({}), nullptr).ask_ras);
+  CHECK_FALSE(watchdogConfigFromEnv(envOf({{"HANGWATCH_ASK_RAS", "0"}}), nullptr).ask_ras);
 }
 
 TEST_CASE("MalformedWatchdogVariablesKeepTheDefaultsAndSayWhich") {

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <memory>
 #include <vector>
+#include <fmt/format.h>
 
 #include "hangwatch/watchdog/hang_responder.h"
 #include "hangwatch/common/atomic_file.h"
@@ -454,6 +455,72 @@ TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsk
   HangResponse unranked = planResponse(config, dumpPaths(config.job_dir, std::nullopt, 4242), start, nullptr, std::nullopt);
   CHECK(unranked.state_path.empty());
   CHECK_FALSE(unranked.collect);
+}
+
+TEST_CASE("WithTheCollectorOffTheNodesLowestRankAsksNcclsRasBeforeItIsDone") {
+  WatchdogConfig config;
+  config.job_dir = "/d/job";
+  config.collect = false;
+  config.forensics_binary = "/opt/hangwatch/bin/forensics";
+  DumpStart start{3, "node1", 4242, "written", std::chrono::steady_clock::now()};
+  start.node_asks_ras = true;
+  HangResponse r = planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr, std::nullopt);
+  CHECK_FALSE(r.collect);
+  REQUIRE(r.ras);
+  CHECK(r.ras->pid == 4242);
+  CHECK(r.ras->rank == 3);
+  CHECK(r.ras->job_dir == "/d/job");
+  CHECK(r.ras->log_path == "/d/job/ranks/r00003.collect.log");
+  CHECK(r.state.forensics == "off");
+  // report --wait and abort mode wait for the answer, not longer.
+  CHECK(r.state.deadline_unix_s == r.state.time_unix_s + r.ras->bound_s + 5 + 5);
+
+  start.node_asks_ras = false;  // another rank of the node asks
+  HangResponse other = planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr, std::nullopt);
+  CHECK_FALSE(other.ras);
+  CHECK(other.state.deadline_unix_s == other.state.time_unix_s + 5);
+  start.node_asks_ras = true;
+  config.ask_ras = false;  // HANGWATCH_ASK_RAS=0
+  CHECK_FALSE(planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr, std::nullopt).ras);
+  config.ask_ras = true;
+  config.collect = true;  // the collector asks RAS itself
+  HangResponse collecting = planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr, std::nullopt);
+  CHECK_FALSE(collecting.ras);
+  CHECK(collecting.collector.ask_ras);
+  config.ask_ras = false;
+  CHECK_FALSE(planResponse(config, dumpPaths(config.job_dir, 3, 4242), start, nullptr, std::nullopt).collector.ask_ras);
+}
+
+TEST_CASE("TheRasQuestionRunsAsForensicsRasAndTheRankIsMarkedDoneAfterIt") {
+  TempDir dir;
+  const std::string job = dir.path + "/job";
+  fs::create_directories(job + "/ranks");
+  const std::string fake = dir.path + "/forensics";
+  // Records its arguments, then takes a while, as RAS does for a member that does not answer.
+  std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << dir.path << "/args\nsleep 0.3\ndate +%s.%N > " << dir.path
+                      << "/ended\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  HangResponse r;
+  r.on_hang = OnHang::kWait;
+  r.collect = false;
+  r.state.rank = 1;
+  r.state.phase = DumpPhase::kCollecting;
+  r.state.forensics = "off";
+  r.state_path = rankStatePath(job, 1);
+  r.ras = RasRequest{fake, ::getpid(), 1, job, job + "/ranks/r00001.collect.log", 20, {}};
+  HangResponder responder(nullptr, nullptr, TermHandling{});
+  responder.respondHere(r);
+  std::string args;
+  std::getline(std::ifstream(dir.path + "/args"), args);
+  CHECK(args == fmt::format("ras --pid {} --rank 1 --out {} --bound 20", ::getpid(), job));
+  double ended = 0;
+  std::ifstream(dir.path + "/ended") >> ended;
+  Expected<RankState> s = readRankState(rankStatePath(job, 1));
+  REQUIRE(s);
+  CHECK(s->phase == DumpPhase::kDone);
+  CHECK(s->forensics == "off");
+  CHECK(ended > 0);
+  CHECK(s->time_unix_s >= ended);
 }
 
 TEST_CASE("ALoweredCollectWaitShortensTheCollectorsDebuggerPhaseToFit") {

@@ -23,7 +23,20 @@ struct CollectorRequest {
   std::string debugger;   // HANGWATCH_DEBUGGER, kept in the collector's environment
   bool mark_state = false;  // the collector records collecting/done in ranks/rNNNNN.state.json
   std::string node_ranks;   // this node's ranks ("0,1,2"): the last collector merges them; empty: no merge
+  bool ask_ras = true;      // false: --no-ras (HANGWATCH_ASK_RAS=0)
   // Polled while waiting: true stops the wait early (the collector runs on, detached).
+  std::function<bool()> give_up;
+};
+
+// `forensics ras --pid <self> --rank R --out <job dir>`: NCCL's RAS asked for this node while no
+// collector runs (HANGWATCH_COLLECT=0); the answer goes to ranks/rNNNNN.ras.json.
+struct RasRequest {
+  std::string binary;
+  pid_t pid = 0;
+  int rank = -1;
+  std::string job_dir;
+  std::string log_path;
+  double bound_s = 20;  // the command's own bound on the answer; waited for 5 s longer
   std::function<bool()> give_up;
 };
 
@@ -53,6 +66,7 @@ class CollectorLauncher {
   static std::string forensicsNextTo(const std::string& library_dir);
 
   Expected<CollectorOutcome> run(const CollectorRequest& request);
+  Expected<CollectorOutcome> askRas(const RasRequest& request);
 
   // Yama (ptrace_scope 1) lets a process be traced by its ancestors and by the one tracer it
   // names with PR_SET_PTRACER, with that tracer's descendants. Naming `tracer` here: this

@@ -1,7 +1,8 @@
 #pragma once
 // What a rank does after its snapshot is written, on a dedicated thread so that neither the
-// poller nor the training threads wait for it: run the collector (bounded), mark this rank's
-// dumps done (ranks/rNNNNN.state.json), then apply HANGWATCH_ON_HANG. In abort mode the rank
+// poller nor the training threads wait for it: run the collector (bounded; with the collector
+// off, the node's lowest rank asks NCCL's RAS instead), mark this rank's dumps done
+// (ranks/rNNNNN.state.json), then apply HANGWATCH_ON_HANG. In abort mode the rank
 // exits only once every rank of the job is done or HANGWATCH_ABORT_GRACE has passed, so the
 // launcher's kill-on-exit does not cut other ranks' collections short.
 #include <sys/types.h>
@@ -21,6 +22,8 @@ namespace hangwatch::watchdog {
 struct HangResponse {
   bool collect = false;
   CollectorRequest collector;
+  // With the collector off: `forensics ras` for this node, before the rank is marked done.
+  std::optional<RasRequest> ras;
   OnHang on_hang = OnHang::kWait;
   // This rank's state as written when dumping began; the responder writes it "done".
   RankState state;
@@ -55,6 +58,9 @@ struct DumpStart {
   pid_t pid = 0;
   std::string snapshot;  // "written", "failed: ..."
   std::chrono::steady_clock::time_point at;  // when dumping began
+  // The lowest live rank of its node, with a communicator: the one that asks NCCL's RAS for
+  // the node when no collector runs (a collector asks it itself).
+  bool node_asks_ras = false;
 };
 
 // Carries into this rank's own state what a node peer wrote in its stead when it found the

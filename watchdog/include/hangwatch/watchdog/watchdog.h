@@ -136,6 +136,7 @@ class Watchdog {
   void dump(PollState& p, bool detected_here, int64_t now_ns);
   void followCompletion(PollState& p, int64_t now_ns);
   void recordGoneMembers(PollState& p, int self, const std::string& host);
+  bool lowestLiveRankOfNode(int self) const;
   // Runs `op` on this launch's folder: on the storage thread, bounded, while that folder is on
   // shared storage; here once it is the node-local fallback (given up at start).
   template <typename T>

@@ -16,6 +16,9 @@ struct WatchdogConfig {
   OnHang on_hang = OnHang::kWait; // HANGWATCH_ON_HANG
   bool collect = true;            // HANGWATCH_COLLECT
   bool node_summary = true;       // HANGWATCH_NODE_SUMMARY=0: the node's last collector merges nothing
+  // HANGWATCH_ASK_RAS=0: nobody asks NCCL's RAS after a hang (the collector's --no-ras; with
+  // HANGWATCH_COLLECT=0, no `forensics ras` from the node's lowest rank either).
+  bool ask_ras = true;
   double metrics_interval_s = 10; // HANGWATCH_METRICS_INTERVAL
   std::string job_dir;            // $HANGWATCH_DUMP_DIR/<job-id>
   std::string forensics_binary;   // HANGWATCH_FORENSICS, empty: find it
