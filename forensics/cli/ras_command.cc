@@ -36,38 +36,31 @@ std::string RasCommand::usage() const {
 
 Expected<RasCommandOptions> RasCommand::parse(const std::vector<std::string>& args) {
   RasCommandOptions o;
-  bool have_pid = false;
-  OptionCursor c{args};
-  while (!c.done()) {
-    std::string v;
-    std::string error;
-    auto is = [&](const char* flag) {
-      Expected<bool> hit = c.take(flag, v);
-      if (!hit) error = hit.error();
-      return !hit || *hit;
-    };
-    if (is("--pid")) {
-      Expected<int> pid = error.empty() ? parseInt("--pid", v, 1, 0x7fffffff) : Expected<int>(Error{error});
-      if (!pid) return Error{pid.error()};
-      o.pid = *pid;
-      have_pid = true;
-    } else if (is("--rank")) {
-      Expected<int> rank = error.empty() ? parseInt("--rank", v, 0, 9999999) : Expected<int>(Error{error});
-      if (!rank) return Error{rank.error()};
-      o.rank = *rank;
-    } else if (is("--out")) {
-      if (!error.empty()) return Error{error};
-      if (v.empty()) return Error{"--out needs a directory"};
-      o.out_dir = v;
-    } else if (is("--bound")) {
-      Expected<double> s = error.empty() ? parseSeconds("--bound", v) : Expected<double>(Error{error});
-      if (!s) return Error{s.error()};
-      o.bound_s = *s;
-    } else {
-      return Error{"unknown argument '" + args[c.i] + "'"};
-    }
+  std::string pid_text, rank_text, bound_text;
+  OptionCursor cur{args};
+  while (!cur.done()) {
+    Expected<bool> took = cur.take("--pid", pid_text);
+    if (took && !*took) took = cur.take("--rank", rank_text);
+    if (took && !*took && (took = cur.take("--out", o.out_dir)) && *took && o.out_dir.empty())
+      return Error{"--out needs a directory"};
+    if (took && !*took) took = cur.take("--bound", bound_text);
+    if (!took) return Error{took.error()};
+    if (!*took) return Error{"unknown argument '" + args[cur.i] + "'"};
   }
-  if (!have_pid) return Error{"--pid is required"};
+  if (pid_text.empty()) return Error{"--pid is required"};
+  Expected<int> pid = parseInt("--pid", pid_text, 1, 0x7fffffff);
+  if (!pid) return Error{pid.error()};
+  o.pid = *pid;
+  if (!rank_text.empty()) {
+    Expected<int> rank = parseInt("--rank", rank_text, 0, 9999999);
+    if (!rank) return Error{rank.error()};
+    o.rank = *rank;
+  }
+  if (!bound_text.empty()) {
+    Expected<double> bound = parseSeconds("--bound", bound_text);
+    if (!bound) return Error{bound.error()};
+    o.bound_s = *bound;
+  }
   if (!o.out_dir.empty() && !o.rank) return Error{"--out needs --rank (the file is named by rank)"};
   return o;
 }

@@ -112,13 +112,13 @@ class RankGone(unittest.TestCase):
         self.assertLess(seconds, 70, out[-3000:])
         print(f"a rank dead alone on its node: the job ended {seconds:.0f} s after it started")
 
-    def test_a_rank_killed_alone_on_its_node_over_ib_is_named_from_nccls_ras(self):
-        # Over InfiniBand nothing fails on the peers: a queue pair with nothing posted to the dead
-        # process never errs (NCCL_IB_TIMEOUT 20: 34 s for one that has). NCCL's RAS, asked by the
-        # collector of node-0's lowest rank before it stops anything, lists rank 2 missing.
+    def killed_alone_over_ib(self, collect):
+        """3 ranks as nodes of 2, rank 2 killed alone on node-1, over IB: named from NCCL's RAS.
+        Returns the verdict, its RAS sentence, the seconds the job took to be reported, its output."""
         rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
                                          srun_like(3, kill_on_bad_exit=False), nranks=3,
-                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"},
+                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20",
+                                                    "HANGWATCH_COLLECT": collect},
                                          report_once_done=[0, 1])
         v = rep["verdict"]
         self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
@@ -126,6 +126,13 @@ class RankGone(unittest.TestCase):
         self.assertIn("rank 2 does not answer", v["headline"])
         said = next((e for e in v["evidence"] if "NCCL's RAS" in e), None)
         self.assertIsNotNone(said, v["evidence"])
+        return v, said, seconds, out
+
+    def test_a_rank_killed_alone_on_its_node_over_ib_is_named_from_nccls_ras(self):
+        # Over InfiniBand nothing fails on the peers: a queue pair with nothing posted to the dead
+        # process never errs (NCCL_IB_TIMEOUT 20: 34 s for one that has). NCCL's RAS, asked by the
+        # collector of node-0's lowest rank before it stops anything, lists rank 2 missing.
+        v, said, seconds, out = self.killed_alone_over_ib(collect="1")
         self.assertIn("asked by the collector of rank(s) 0", said)
         self.assertFalse(any("ncclRemoteError" in e for e in v["evidence"]), v["evidence"])
         dump = json.loads((self.root / report_jobs.JOB_ID / "ranks" / "r00000.forensics.json").read_text())
@@ -139,17 +146,7 @@ class RankGone(unittest.TestCase):
     def test_a_rank_killed_alone_on_its_node_over_ib_is_named_from_nccls_ras_with_the_collector_off(self):
         # HANGWATCH_COLLECT=0: nothing attaches, so node-0's lowest rank asks RAS itself through
         # `forensics ras` (its answer in ranks/r00000.ras.json) before it marks its dumps done.
-        rep, seconds, out = self.run_job(["--exit-rank", "2", "--exit-at-step", "4", "--exit-how", "kill"],
-                                         srun_like(3, kill_on_bad_exit=False), nranks=3,
-                                         env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20",
-                                                    "HANGWATCH_COLLECT": "0"},
-                                         report_once_done=[0, 1])
-        v = rep["verdict"]
-        self.assertEqual(v["culprit_ranks"], [2], json.dumps(v, indent=1))
-        self.assertTrue(v["confident"], json.dumps(v, indent=1))
-        self.assertIn("rank 2 does not answer", v["headline"])
-        said = next((e for e in v["evidence"] if "NCCL's RAS" in e), None)
-        self.assertIsNotNone(said, v["evidence"])
+        _, said, seconds, out = self.killed_alone_over_ib(collect="0")
         self.assertIn("from the node of rank(s) 0 with nothing stopped", said)
         ranks = self.root / report_jobs.JOB_ID / "ranks"
         self.assertEqual(sorted(p.name for p in ranks.glob("*.forensics.json")), [])

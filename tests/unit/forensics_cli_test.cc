@@ -101,6 +101,7 @@ TEST_CASE("RasParsesItsArgumentsAndNamesItsFileByRank") {
   CHECK(error({"--pid", "1", "--bound", "0"}).find("--bound") != std::string::npos);
   CHECK(error({"--pid", "1", "--node", "0"}).find("unknown argument '--node'") != std::string::npos);
   CHECK(error({"--pid", "1", "--rank"}).find("--rank needs a value") != std::string::npos);
+  CHECK(error({"--pid", "1", "--rank", "2", "--out="}).find("--out needs a directory") != std::string::npos);
 }
 
 TEST_CASE("RasWritesWhyNothingWasAskedOfAProcessWithoutNccl") {

@@ -457,6 +457,29 @@ TEST_CASE("ThePlannedResponseMarksTheRankCollectingUntilTheCollectorsBoundAndAsk
   CHECK_FALSE(unranked.collect);
 }
 
+namespace {
+
+// An executable /bin/sh script at `path` running `body`; returns the path.
+std::string shellScript(const std::string& path, const std::string& body) {
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  fs::permissions(path, fs::perms::owner_all);
+  return path;
+}
+
+// Rank 1's response in wait mode, its state "collecting" (with the collector, or not).
+HangResponse rankOneDumping(const std::string& job, bool collect) {
+  HangResponse r;
+  r.on_hang = OnHang::kWait;
+  r.collect = collect;
+  r.state.rank = 1;
+  r.state.phase = DumpPhase::kCollecting;
+  r.state.forensics = collect ? "pending" : "off";
+  r.state_path = rankStatePath(job, 1);
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("WithTheCollectorOffTheNodesLowestRankAsksNcclsRasBeforeItIsDone") {
   WatchdogConfig config;
   config.job_dir = "/d/job";
@@ -495,18 +518,10 @@ TEST_CASE("TheRasQuestionRunsAsForensicsRasAndTheRankIsMarkedDoneAfterIt") {
   TempDir dir;
   const std::string job = dir.path + "/job";
   fs::create_directories(job + "/ranks");
-  const std::string fake = dir.path + "/forensics";
   // Records its arguments, then takes a while, as RAS does for a member that does not answer.
-  std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << dir.path << "/args\nsleep 0.3\ndate +%s.%N > " << dir.path
-                      << "/ended\n";
-  fs::permissions(fake, fs::perms::owner_all);
-  HangResponse r;
-  r.on_hang = OnHang::kWait;
-  r.collect = false;
-  r.state.rank = 1;
-  r.state.phase = DumpPhase::kCollecting;
-  r.state.forensics = "off";
-  r.state_path = rankStatePath(job, 1);
+  const std::string fake = shellScript(dir.path + "/forensics", "echo \"$@\" > " + dir.path + "/args\nsleep 0.3\n" +
+                                                                     "date +%s.%N > " + dir.path + "/ended");
+  HangResponse r = rankOneDumping(job, false);
   r.ras = RasRequest{fake, ::getpid(), 1, job, job + "/ranks/r00001.collect.log", 20, {}};
   HangResponder responder(nullptr, nullptr, TermHandling{});
   responder.respondHere(r);
@@ -623,16 +638,8 @@ TEST_CASE("ASigtermHeldToItsBoundWhileTheCollectorRunsIsWrittenIntoTheRanksState
   TempDir dir;
   const std::string job = dir.path + "/job";
   fs::create_directories(job + "/ranks");
-  const std::string slow = dir.path + "/slow-collector";
-  std::ofstream(slow) << "#!/bin/sh\nexec sleep 30\n";
-  fs::permissions(slow, fs::perms::owner_all);
-  HangResponse r;
-  r.on_hang = OnHang::kWait;
-  r.collect = true;
-  r.state.rank = 1;
-  r.state.phase = DumpPhase::kCollecting;
-  r.state.forensics = "pending";
-  r.state_path = rankStatePath(job, 1);
+  const std::string slow = shellScript(dir.path + "/slow-collector", "exec sleep 30");
+  HangResponse r = rankOneDumping(job, true);
   r.collector.binary = slow;
   r.collector.pid = ::getpid();
   r.collector.job_dir = job;
