@@ -322,6 +322,10 @@ void takeRasAnswers(JobData& job, const std::set<int>& ras_answers, std::vector<
           fmt::format("{} asked for pid {}, not rank {}'s pid {}: not used", path, answer->pid, s.rank, s.pid));
       continue;
     }
+    if (!answer->ras.error.empty())
+      job.problems.push_back(fmt::format("NCCL's RAS, asked from the node of rank {} (the collector was off), gave no "
+                                         "answer: {}",
+                                         s.rank, answer->ras.error));
     s.ras = std::move(answer->ras);
   }
 }

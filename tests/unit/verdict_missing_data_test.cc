@@ -371,7 +371,7 @@ struct RasCase {
   int64_t answer_pid = 0;
 };
 
-Verdict rasVerdict(const RasCase& rc) {
+Verdict rasVerdict(const RasCase& rc, std::vector<std::string>* problems = nullptr) {
   Scenario sc = deadRank(6, 3);
   verdict_test::TempDir dir;
   for (FakeRank& r : sc.ranks) {
@@ -405,6 +405,7 @@ Verdict rasVerdict(const RasCase& rc) {
   verdict_test::writeTrigger(dir.path, 0, kSeq);
   Expected<JobData> job = JobLoader(1).load(dir.path);
   REQUIRE(job.ok());
+  if (problems) *problems = job->problems;
   return ReportBuilder::build(std::move(*job)).verdict;
 }
 
@@ -436,6 +437,15 @@ TEST_CASE("WithTheCollectorOffTheAnswerForensicsRasWroteNamesTheRankRasListsMiss
   RasCase foreign = rc;
   foreign.answer_pid = 999;
   CHECK_FALSE(rasVerdict(foreign).confident);
+  // No answer (RAS off in the job): a hedge, and the report says why RAS could not decide.
+  RasCase off = rc;
+  off.error = "NCCL's RAS is off in the process (NCCL_RAS_ENABLE=0)";
+  std::vector<std::string> problems;
+  CHECK_FALSE(rasVerdict(off, &problems).confident);
+  CHECK(std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
+    return p.find("NCCL's RAS, asked from the node of rank 0 (the collector was off), gave no answer: NCCL's RAS is off") !=
+           std::string::npos;
+  }));
 }
 
 TEST_CASE("RasIsMatchedBySizeAndPidsWhereNoSnapshotKnowsNcclsCommHash") {
