@@ -74,7 +74,8 @@ void askNodesRas(RasRequest request, const TermHandling& term) {
   else if (!outcome->finished)
     log.info(fmt::format("NCCL's RAS still being asked; not waiting any longer (log: {})", request.log_path));
   else if (outcome->exit_code == 0)
-    log.info(fmt::format("NCCL's RAS asked for this node (collector off): {}", rasAnswerPath(request.job_dir, request.rank)));
+    log.info(fmt::format("NCCL's RAS asked for this node (collector off): {}",
+                         rasAnswerPath(request.job_dir, request.rank)));
   else
     log.info(fmt::format("NCCL's RAS gave no answer for this node (log: {})", request.log_path));
 }

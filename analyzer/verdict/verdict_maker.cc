@@ -475,10 +475,11 @@ std::vector<const RasComm*> VerdictMaker::rasCommsOf(const RankSummary& s, const
 // The one member with no file at all, which NCCL's RAS lists missing on the focus
 // communicator: RAS (a thread in every NCCL process, networked with keepalives beside NCCL's
 // transport) got no answer from its process, asked from another node by a collector before it
-// stopped anything, or by `forensics ras` where no collector ran. A live process answers RAS and dumps; one that does neither ended, is
-// stopped, or lost its node or network. Where NCCL's transport reports nothing (an IB queue pair
-// with nothing posted to the dead peer never fails), RAS still tells. Not decided: an answer
-// that lists the member as answering, or a pid other than the one its own files name.
+// stopped anything, or by `forensics ras` where no collector ran. A live process answers RAS
+// and dumps; one that does neither ended, is stopped, or lost its node or network. Where NCCL's
+// transport reports nothing (an IB queue pair with nothing posted to the dead peer never fails),
+// RAS still tells. Not decided: an answer that lists the member as answering, or a pid other
+// than the one its own files name.
 void VerdictMaker::blameUnansweredRas(Verdict& v, const HangFocus& f, const CommPositions& p) const {
   if (p.members_missing.size() != 1) return;
   const int lost = p.members_missing.front();

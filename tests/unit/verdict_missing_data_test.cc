@@ -443,8 +443,8 @@ TEST_CASE("WithTheCollectorOffTheAnswerForensicsRasWroteNamesTheRankRasListsMiss
   std::vector<std::string> problems;
   CHECK_FALSE(rasVerdict(off, &problems).confident);
   CHECK(std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
-    return p.find("NCCL's RAS, asked from the node of rank 0 (the collector was off), gave no answer: NCCL's RAS is off") !=
-           std::string::npos;
+    return p.find("NCCL's RAS, asked from the node of rank 0 (the collector was off), gave no answer: "
+                  "NCCL's RAS is off") != std::string::npos;
   }));
 }
 
