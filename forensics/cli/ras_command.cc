@@ -75,7 +75,8 @@ int RasCommand::run(const std::vector<std::string>& args) {
   const RasAnswer answer = askRasForProcess(o->pid, o->rank, o->bound_s);
   const std::string text = toJson(answer).dump(1) + "\n";
   const bool answered = answer.ras.error.empty();
-  std::ostream& said = answered ? std::cout : std::cerr;
+  // Printed, stdout holds the JSON alone (for jq and the like): what happened goes to stderr then.
+  std::ostream& said = answered && !o->out_dir.empty() ? std::cout : std::cerr;
   if (answered)
     said << fmt::format("forensics ras: {} answered in {:.1f} s: {} communicator(s)\n", answer.ras.address,
                         answer.ras.seconds, answer.ras.communicators.size());
