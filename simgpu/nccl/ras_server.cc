@@ -7,11 +7,14 @@
 #include <pthread.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,12 +22,15 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/scoped_fd.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/profiler_hooks.h"
 #include "hangwatch/simgpu/nccl/shared_segment.h"
@@ -40,7 +46,7 @@ constexpr int kRasLegTimeoutSec = 5;                         // RAS_COLLECTIVE_L
 constexpr int kRasPeerDeadSec = 60;                          // RAS_PEER_DEAD_TIMEOUT
 constexpr size_t kRasMaxLine = 1024;  // NCCL's recvBuffer: a longer line ends the connection
 constexpr auto kRasKeepalive = std::chrono::seconds(1);  // RAS_KEEPALIVE_INTERVAL
-constexpr auto kRasRecheck = std::chrono::milliseconds(100);
+constexpr auto kRasKeepaliveWarn = std::chrono::seconds(5);  // RAS_KEEPALIVE_TIMEOUT_WARN
 
 long rasEnvLong(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -113,14 +119,6 @@ std::string rasTimestamp() {
   return buf;
 }
 
-int rasUnanswering(const std::vector<RasComm>& comms) {
-  std::set<std::pair<std::string, int>> peers;
-  for (const RasComm& c : comms)
-    for (const RasMember& m : c.members)
-      if (!m.answers) peers.emplace(m.host, m.pid);
-  return static_cast<int>(peers.size());
-}
-
 // NCCL's json writers (client_support.cc jsonWriteHeader .. jsonWriteFooter), line for line.
 void rasJsonRank(std::string& out, const RasMember& m, bool first) {
   if (!first) out += ",\n";
@@ -156,12 +154,12 @@ void rasJsonMissingRank(std::string& out, const RasMember& m, bool first) {
                  "            \"considered_dead\": {}\n"
                  "          }}\n"
                  "        }}",
-                 m.rank, m.host, m.pid, m.cuda_dev, m.cuda_dev, !m.answers, m.considered_dead);
+                 m.rank, m.host, m.pid, m.cuda_dev, m.cuda_dev, m.unresponsive, m.considered_dead);
 }
 
 void rasJsonCommunicator(std::string& out, const RasComm& c, bool first) {
   const auto answering =
-      std::count_if(c.members.begin(), c.members.end(), [](const RasMember& m) { return m.answers; });
+      std::count_if(c.members.begin(), c.members.end(), [](const RasMember& m) { return m.reported; });
   if (!first) out += ",\n";
   fmt::format_to(std::back_inserter(out),
                  "    {{\n"
@@ -174,12 +172,132 @@ void rasJsonCommunicator(std::string& out, const RasComm& c, bool first) {
                  c.hash, c.host_hash, c.pid_hash, c.size, answering, c.members.size() - static_cast<size_t>(answering));
   bool first_rank = true;
   for (const RasMember& m : c.members)
-    if (m.answers) rasJsonRank(out, m, std::exchange(first_rank, false));
+    if (m.reported) rasJsonRank(out, m, std::exchange(first_rank, false));
   out += "\n      ],\n      \"missing_ranks\": [\n";
   bool first_missing = true;
   for (const RasMember& m : c.members)
-    if (!m.answers) rasJsonMissingRank(out, m, std::exchange(first_missing, false));
+    if (!m.reported) rasJsonMissingRank(out, m, std::exchange(first_missing, false));
   out += "\n      ]\n    }";
+}
+
+// The wire between RAS threads: what one process reports of its communicators, one line per
+// communicator and per member, as NCCL's RAS_COLL_COMMS response carries it (collectives.cc
+// rasCollCommsInit): every member's place from the communicator's table, and for the ranks
+// the process holds itself, their status.
+constexpr const char* kRasPeerAsk = "COLLECT\n";
+
+std::string rasCommsText(const std::vector<RasComm>& comms) {
+  std::string out;
+  for (const RasComm& c : comms) {
+    fmt::format_to(std::back_inserter(out), "C {} {} {} {} {}\n", c.hash, c.host_hash, c.pid_hash, c.size,
+                   c.members.size());
+    for (const RasMember& m : c.members)
+      fmt::format_to(std::back_inserter(out), "M {} {} {} {} {} {} {}\n", m.rank, m.pid, m.cuda_dev, int{m.reported},
+                     m.async_error, int{m.abort_flag}, m.host.empty() ? "-" : m.host);
+  }
+  return out + "E\n";
+}
+
+// Nothing when the text is cut short or malformed: that process's answer did not come.
+std::optional<std::vector<RasComm>> rasCommsParse(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<RasComm> comms;
+  std::string tag;
+  while (in >> tag) {
+    if (tag == "E") return comms;
+    size_t members = 0;
+    RasComm c;
+    if (tag != "C" || !(in >> c.hash >> c.host_hash >> c.pid_hash >> c.size >> members)) return std::nullopt;
+    for (size_t i = 0; i < members; ++i) {
+      RasMember m;
+      int reported = 0;
+      int abort_flag = 0;
+      if (!(in >> tag >> m.rank >> m.pid >> m.cuda_dev >> reported >> m.async_error >> abort_flag >> m.host) ||
+          tag != "M")
+        return std::nullopt;
+      m.reported = reported != 0;
+      m.abort_flag = abort_flag != 0;
+      if (m.host == "-") m.host.clear();
+      c.members.push_back(std::move(m));
+    }
+    comms.push_back(std::move(c));
+  }
+  return std::nullopt;
+}
+
+// NCCL's rasCollCommsMerge: communicators by id; a rank any process reported is reported.
+void rasMerge(std::map<uint64_t, RasComm>& into, std::vector<RasComm> comms) {
+  for (RasComm& c : comms) {
+    auto [it, fresh] = into.try_emplace(c.hash, c);
+    if (fresh) continue;
+    for (const RasMember& m : c.members)
+      if (m.reported && static_cast<size_t>(m.rank) < it->second.members.size())
+        it->second.members[static_cast<size_t>(m.rank)] = m;
+  }
+}
+
+sockaddr_un rasPeerAddress(int pid, socklen_t* len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = fmt::format("simnccl-ras-peer.{}", pid);  // abstract: a leading NUL
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return a;
+}
+
+int rasPeerListeningSocket() {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t len = 0;
+  const sockaddr_un a = rasPeerAddress(static_cast<int>(::getpid()), &len);
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) == 0 && ::listen(fd, 256) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// One round of the flood: asks every process of `pids` at once. Those that answer by
+// `deadline` are in the map; a gone one refuses at once; `timed_out` counts the others
+// (NCCL's nLegTimeouts, "timeouts_count").
+std::map<int, std::vector<RasComm>> rasAskPeers(const std::vector<int>& pids, Clock::time_point deadline,
+                                                int& timed_out) {
+  struct Ask {
+    int pid;
+    hangwatch::ScopedFd fd;
+    std::string got;
+  };
+  std::vector<Ask> asks;
+  for (int pid : pids) {
+    hangwatch::ScopedFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    socklen_t len = 0;
+    const sockaddr_un a = rasPeerAddress(pid, &len);
+    if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+      if (errno == EAGAIN) ++timed_out;  // its backlog is full: it is not taking questions
+      continue;
+    }
+    if (rasSendAll(fd.get(), kRasPeerAsk)) asks.push_back(Ask{pid, std::move(fd), {}});
+  }
+  std::map<int, std::vector<RasComm>> answers;
+  size_t open = asks.size();
+  while (open > 0 && Clock::now() < deadline) {
+    std::vector<pollfd> pfds;
+    for (const Ask& a : asks) pfds.push_back(pollfd{a.fd.valid() ? a.fd.get() : -1, POLLIN, 0});
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(wait.count(), 0))) <= 0) continue;
+    for (size_t i = 0; i < asks.size(); ++i) {
+      if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(asks[i].fd.get(), buf, sizeof(buf), 0);
+      if (n > 0) {
+        asks[i].got.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (auto comms = rasCommsParse(asks[i].got)) answers[asks[i].pid] = std::move(*comms);
+      asks[i].fd.close();
+      --open;
+    }
+  }
+  timed_out += static_cast<int>(open);
+  return answers;
 }
 
 // One client connection: its settings (client_support.cc struct rasClient).
@@ -189,14 +307,15 @@ struct RasClientSession {
   bool finished = false;  // STATUS answered: the connection ends
 };
 
-// The process's server: one listening thread, one thread per client. Leaked on purpose:
-// nothing of it is destroyed at exit while a thread may still use it.
+// The process's server: one listening thread, one thread per client or asking peer. Leaked
+// on purpose: nothing of it is destroyed at exit while a thread may still use it.
 class RasService {
  public:
-  explicit RasService(int fd);
+  RasService(int fd, int peer_fd);
   void add(const Communicator* comm, SharedSegment* segment, uint64_t hash);
   void remove(const Communicator* comm);
   int fd() const { return fd_; }
+  int peerFd() const { return peer_fd_; }
 
  private:
   struct Registered {
@@ -205,13 +324,15 @@ class RasService {
   };
   void listenLoop();
   void keepaliveLook(Clock::time_point now);
-  std::vector<RasComm> collect();
-  void markAnswers(std::vector<RasComm>& comms) const;
+  std::vector<RasComm> localComms();
+  void servePeer(int fd);
   void serveClient(int fd);
   std::string answer(RasClientSession& session, const std::string& cmd);
+  RasStatus gather(Clock::duration timeout);
   std::string status(Clock::duration timeout);
 
   const int fd_;
+  const int peer_fd_;
   const int factor_ = rasTimeoutFactor();
   int cuda_runtime_ = 0;
   int cuda_driver_ = 0;
@@ -220,7 +341,7 @@ class RasService {
   RasPeerLiveness liveness_{std::chrono::seconds(kRasPeerDeadSec) * factor_};
 };
 
-RasService::RasService(int fd) : fd_(fd) {
+RasService::RasService(int fd, int peer_fd) : fd_(fd), peer_fd_(peer_fd) {
   cudaRuntimeGetVersion(&cuda_runtime_);
   cudaDriverGetVersion(&cuda_driver_);
   std::thread([this] { listenLoop(); }).detach();
@@ -246,41 +367,46 @@ void RasService::listenLoop() {
       next_look = now + kRasKeepalive * factor_;
     }
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_look - Clock::now());
-    pollfd pfd{fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(wait.count(), 0))) <= 0) continue;
-    const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client >= 0) std::thread([this, client] { serveClient(client); }).detach();
+    pollfd pfds[2] = {{fd_, POLLIN, 0}, {peer_fd_, POLLIN, 0}};
+    if (::poll(pfds, 2, static_cast<int>(std::max<int64_t>(wait.count(), 0))) <= 0) continue;
+    if (pfds[0].revents != 0)
+      if (const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC); client >= 0)
+        std::thread([this, client] { serveClient(client); }).detach();
+    if (pfds[1].revents != 0)
+      if (const int peer = ::accept4(peer_fd_, nullptr, nullptr, SOCK_CLOEXEC); peer >= 0)
+        std::thread([this, peer] { servePeer(peer); }).detach();
   }
 }
 
-// The RAS thread's keepalive, as far as liveness goes: a look at every member's process.
+// The RAS thread's keepalive, as far as liveness goes: whether each member process of this
+// process's communicators runs to answer (gone or stopped: it sends no keepalive).
 void RasService::keepaliveLook(Clock::time_point now) {
-  std::vector<RasComm> comms = collect();
-  markAnswers(comms);
+  const std::vector<RasComm> comms = localComms();
   std::lock_guard<std::mutex> lock(mutex_);
   for (const RasComm& c : comms)
-    for (const RasMember& m : c.members) liveness_.look({m.host, m.pid}, m.answers, now);
+    for (const RasMember& m : c.members)
+      liveness_.look({m.host, m.pid}, m.pid == ::getpid() || rasProcessAnswers(m.pid), now);
 }
 
-// Copies what a report needs while no registered communicator can go; this process's own
-// ranks publish their async error to the segment for the other members' servers.
-std::vector<RasComm> RasService::collect() {
+// What this process reports of its communicators while none of them can go: every member's
+// place from the shared table, the status of the ranks it holds.
+std::vector<RasComm> RasService::localComms() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::map<uint64_t, RasComm> by_hash;
   for (const auto& [comm, reg] : comms_) {
-    RankRecord& own = reg.segment->rank(comm->rank());
-    own.async_error.store(static_cast<int32_t>(comm->async_error.load()), std::memory_order_relaxed);
     RasComm& out = by_hash[reg.hash];
     if (out.members.empty()) {
       const RankRecord& first = reg.segment->rank(0);
       out = RasComm{reg.hash, communicatorId(first.host), static_cast<uint64_t>(first.pid), comm->nranks(), {}};
       for (int r = 0; r < comm->nranks(); ++r) {
         const RankRecord& rec = reg.segment->rank(r);
-        out.members.push_back(
-            RasMember{r, rec.host, rec.pid, rec.device, rec.async_error.load(std::memory_order_relaxed), false});
+        RasMember m{r, rec.host, rec.pid, rec.device};
+        m.reported = false;
+        out.members.push_back(std::move(m));
       }
     }
     RasMember& me = out.members[static_cast<size_t>(comm->rank())];
+    me.reported = true;
     me.async_error = static_cast<int>(comm->async_error.load());
     me.abort_flag = comm->aborted();
   }
@@ -289,32 +415,63 @@ std::vector<RasComm> RasService::collect() {
   return comms;
 }
 
-void RasService::markAnswers(std::vector<RasComm>& comms) const {
-  for (RasComm& c : comms)
-    for (RasMember& m : c.members) m.answers = m.pid == ::getpid() || rasProcessAnswers(m.pid);
+// Another process's RAS thread asking, as NCCL's collective request arrives over a link.
+void RasService::servePeer(int fd) {
+  pthread_setname_np(pthread_self(), "simnccl-raspeer");
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string ask;
+  char c = 0;
+  while (ask.size() < kRasMaxLine && ::recv(fd, &c, 1, 0) == 1 && c != '\n') ask += c;
+  if (ask + "\n" == kRasPeerAsk) rasSendAll(fd, rasCommsText(localComms()));
+  ::close(fd);
 }
 
-// NCCL's collective waits out its leg timeout for processes that do not respond; one that
-// answers meanwhile is reported with the others.
-std::string RasService::status(Clock::duration timeout) {
-  const auto start = Clock::now();
-  RasStatus st{cuda_runtime_, cuda_driver_, "", collect(), 0, 0};
-  markAnswers(st.comms);
-  while (rasUnanswering(st.comms) > 0 && Clock::now() < start + timeout) {
-    std::this_thread::sleep_for(std::min<Clock::duration>(kRasRecheck, start + timeout - Clock::now()));
-    st.comms = collect();
-    markAnswers(st.comms);
+// NCCL's RAS_COLL_COMMS collective from this process: its own communicators, then every
+// process they name, and every process those name, each asked once; the merge of what came
+// back by the timeout.
+RasStatus RasService::gather(Clock::duration timeout) {
+  const auto now = Clock::now();
+  const auto deadline = now + timeout;
+  const int self = static_cast<int>(::getpid());
+  std::map<uint64_t, RasComm> merged;
+  rasMerge(merged, localComms());
+  std::set<int> asked{self};
+  std::set<int> answered{self};
+  int timed_out = 0;
+  for (;;) {
+    std::vector<int> round;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [hash, c] : merged)
+        for (const RasMember& m : c.members) {
+          if (m.pid <= 0 || !asked.insert(m.pid).second) continue;
+          // Silent for longer than RAS_KEEPALIVE_TIMEOUT_WARN: its link is "experiencing
+          // delays" and the collective is not sent there (collectives.cc).
+          if (liveness_.silentFor({m.host, m.pid}) < kRasKeepaliveWarn * factor_) round.push_back(m.pid);
+        }
+    }
+    if (round.empty()) break;
+    for (auto& [pid, comms] : rasAskPeers(round, deadline, timed_out)) {
+      answered.insert(pid);
+      rasMerge(merged, std::move(comms));
+    }
   }
-  st.timeouts_count = rasUnanswering(st.comms);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (RasComm& c : st.comms)
-      for (RasMember& m : c.members) m.considered_dead = !m.answers && liveness_.consideredDead({m.host, m.pid});
+  RasStatus st{cuda_runtime_, cuda_driver_, rasTimestamp(), {}, 0, timed_out};
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [hash, c] : merged) {
+    for (RasMember& m : c.members) {
+      if (m.reported) continue;
+      m.unresponsive = answered.count(m.pid) == 0;
+      m.considered_dead = m.unresponsive && liveness_.consideredDead({m.host, m.pid});
+    }
+    st.comms.push_back(std::move(c));
   }
-  st.timestamp = rasTimestamp();
-  st.collection_time_sec = std::chrono::duration<double>(Clock::now() - start).count();
-  return rasStatusJson(st);
+  st.collection_time_sec = std::chrono::duration<double>(Clock::now() - now).count();
+  return st;
 }
+
+std::string RasService::status(Clock::duration timeout) { return rasStatusJson(gather(timeout)); }
 
 // One command line (client_support.cc rasClientProcessInput).
 std::string RasService::answer(RasClientSession& session, const std::string& cmd) {
@@ -372,8 +529,11 @@ bool g_ras_tried = false;  // NCCL initializes RAS once per process: a failed bi
 void rasAtforkPrepare() { g_ras_mutex.lock(); }
 void rasAtforkParent() { g_ras_mutex.unlock(); }
 void rasAtforkChild() {
-  if (g_ras != nullptr) ::close(g_ras->fd());  // the parent's; the object stays leaked
-  if (g_ras != nullptr) g_ras_of_parent = g_ras;
+  if (g_ras != nullptr) {  // the parent's; the object stays leaked
+    ::close(g_ras->fd());
+    ::close(g_ras->peerFd());
+    g_ras_of_parent = g_ras;
+  }
   g_ras = nullptr;
   g_ras_tried = false;
   g_ras_mutex.unlock();
@@ -395,7 +555,12 @@ RasService* rasServiceStarted() {
     return nullptr;
   }
   if (rasInfoPrinted()) std::fprintf(stderr, "simnccl: NCCL INFO RAS client listening socket at %s\n", addr.c_str());
-  g_ras = new RasService(fd);
+  const int peer_fd = rasPeerListeningSocket();
+  if (peer_fd < 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  g_ras = new RasService(fd, peer_fd);
   return g_ras;
 }
 
@@ -434,6 +599,11 @@ void RasPeerLiveness::look(const Peer& peer, bool answers, Clock::time_point now
   }
   auto [it, fresh] = unanswering_.try_emplace(peer, Unanswering{now, now});
   if (!fresh) it->second.last = now;
+}
+
+RasPeerLiveness::Clock::duration RasPeerLiveness::silentFor(const Peer& peer) const {
+  auto it = unanswering_.find(peer);
+  return it == unanswering_.end() ? Clock::duration::zero() : it->second.last - it->second.first;
 }
 
 bool RasPeerLiveness::consideredDead(const Peer& peer) const {

@@ -3,9 +3,15 @@
 // thread listening on NCCL_RAS_ADDR ("localhost:28028", SO_REUSEADDR and SO_REUSEPORT,
 // client_support.cc rasClientInitSocket) that speaks NCCL's line protocol (client
 // protocol 2, TIMEOUT, SET FORMAT, STATUS) and answers STATUS in NCCL's JSON layout.
-// Real RAS gathers every process of the job over its own network; simnccl answers for the
-// answering process's communicators only, reading each member from the communicator's
-// shared segment and asking /proc whether its process could answer (gone or stopped: no).
+// Real RAS floods STATUS over its own network of every process of the job and merges what
+// each process reports of its own ranks (collectives.cc rasNetSendCollReq, rasCollCommsMerge).
+// simnccl's stand-in for that network: each process's RAS thread also answers the others on
+// an abstract unix socket named for its pid, and the asker asks every member process of the
+// communicators it learns of, round after round, as NCCL's flood reaches them. A process that
+// is gone refuses at once (NCCL: its link socket closed, the leg purged, rasnet.cc); one that
+// stopped answering keepalives RAS_KEEPALIVE_TIMEOUT_WARN ago is not asked (its connection
+// "experiencing delays", collectives.cc); any other that does not answer is waited for up to
+// the client's timeout.
 // Started with the first registered communicator unless NCCL_RAS_ENABLE=0; never stopped
 // (the object is leaked on purpose, its threads end with the process).
 #include <chrono>
@@ -31,7 +37,8 @@ struct RasMember {
   int cuda_dev = 0;
   int async_error = 0;
   bool abort_flag = false;
-  bool answers = true;          // its process could answer (not gone, not stopped)
+  bool reported = true;          // a process that answered holds it ("ranks"); else "missing_ranks"
+  bool unresponsive = false;     // missing: its process did not answer
   bool considered_dead = false;  // unanswering for RAS_PEER_DEAD_TIMEOUT, as the keepalive looks saw
 };
 
@@ -69,6 +76,8 @@ class RasPeerLiveness {
   explicit RasPeerLiveness(Clock::duration dead_after) : dead_after_(dead_after) {}
   void look(const Peer& peer, bool answers, Clock::time_point now);
   bool consideredDead(const Peer& peer) const;
+  // How long the looks have seen it unanswering without a break (zero: it answered last).
+  Clock::duration silentFor(const Peer& peer) const;
 
  private:
   struct Unanswering {

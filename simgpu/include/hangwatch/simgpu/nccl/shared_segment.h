@@ -40,7 +40,6 @@ struct RankRecord {
   char node_key[kNodeKeyBytes];  // node_topology.h: equal keys, one node
   StepCounter net_doorbell;      // bumped by senders on connections between nodes (net_proxy_thread.h)
   char nic[24];                  // the NIC its connections between nodes use (net_devices.h)
-  std::atomic<int32_t> async_error;  // its ncclResult_t, published by its process's RAS thread (ras_server.h)
 };
 
 struct SegmentHeader {
