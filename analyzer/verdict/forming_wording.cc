@@ -196,11 +196,11 @@ void VerdictWording::unansweredRas(Verdict& v, const HangFocus& f, int lost,
   v.evidence.insert(
       v.evidence.begin(),
       {fmt::format("NCCL's RAS, asked {} rank(s) {} {}, lists rank {} of "
-                   "communicator {} missing: its process (pid {} on {}, GPU {}) did not answer{}. RAS runs in every "
+                   "communicator {}{} missing: its process (pid {} on {}, GPU {}) did not answer{}. RAS runs in every "
                    "NCCL process beside NCCL's transport; a process that is alive and running answers it.",
                    collector_off ? "from the node of" : "by the collector of", ranksText(askers),
                    collector_off ? "with nothing stopped (the collector was off)" : "before it stopped anything",
-                   m.rank, f.comm, m.pid, m.host.empty() ? "an unknown host" : m.host, m.cuda_dev,
+                   m.rank, f.comm, m.rank == lost ? "" : fmt::format(" (rank {} of the job)", lost), m.pid, m.host.empty() ? "an unknown host" : m.host, m.cuda_dev,
                    dead ? " (RAS considers it dead: unreachable for 60 s)" : ""),
        fmt::format("Rank {} ({}) left no file at all, the only member of {} that did not; {} can never complete "
                    "without it.",

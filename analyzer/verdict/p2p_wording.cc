@@ -124,6 +124,36 @@ void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const Proxy
                                   e.from, e.to, both_ways ? " and back" : ""));
 }
 
+void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::vector<int>& silent) const {
+  const bool send = e.at.op == "ncclSend";
+  const std::string peer = e.rank >= 0 ? fmt::format("rank {}", e.rank)
+                                       : fmt::format("rank {} of communicator {}", e.peer_in_comm, e.at.comm);
+  std::string who = e.rank >= 0 ? fmt::format("rank {}", e.rank) : fmt::format("that member");
+  if (e.rank >= 0) {
+    const std::string placed = deviceText(job_, e.rank);
+    if (placed.find("unknown") == std::string::npos) who += " (" + placed + ")";
+  }
+  const std::string which =
+      e.rank >= 0 ? ""
+                  : fmt::format("; no file names that member, so it is one of {}, which left no snapshot",
+                                ranksPhrase(silent));
+  v.evidence.push_back(fmt::format("Rank {}'s {} {} {} on communicator {} waits; {} left no file at all{}.", e.waiter,
+                                   e.at.op, send ? "to" : "from", e.rank >= 0 ? peer : fmt::format("its rank {}", e.peer_in_comm),
+                                   e.at.comm, who, which));
+  v.reason = fmt::format(
+      "rank {}'s {} {} {} waits, and {} left no file at all{}: its process may have ended or be stopped, its node "
+      "or network may be gone, or its dumps were lost on the way to storage; nothing in the files says which",
+      e.waiter, e.at.op, send ? "to" : "from", e.rank >= 0 ? fmt::format("{} on communicator {}", peer, e.at.comm) : peer,
+      e.rank >= 0 ? peer : "that member", which);
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = fmt::format("the own dump of {}, or word of its process from its node or NCCL's RAS",
+                            e.rank >= 0 ? peer : ranksPhrase(silent));
+  v.next_steps.insert(v.next_steps.begin(),
+                      fmt::format("Find what happened to {}: whether the process is still there, the job's log of "
+                                  "that rank, dmesg on its host; then whether its dumps reached the job folder.",
+                                  ranksPhrase(silent)));
+}
+
 void VerdictWording::transfersDisagree(Verdict& v, const std::vector<std::string>& counts,
                                        std::optional<uint64_t> usual) const {
   if (v.confident) {

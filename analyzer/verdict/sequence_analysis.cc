@@ -38,6 +38,21 @@ SequenceAnalysis::SequenceAnalysis(const JobData& job) : job_(job) {
       if (c.rank >= 0 && c.state != "destroyed" && ++held[c.hash] > 1) shared_.insert(c.hash);
     }
   }
+  // A communicator split off the world has ranks of its own; no snapshot names the global rank
+  // of a member that left none. Every snapshot lists every communicator its process holds, so
+  // when the job has one rank without a snapshot and a communicator one member nobody names,
+  // that rank is the member. A GPU job's files say the same; with more of either, none is placed.
+  if (!job.world_size_known || !job.gpu_ranks.empty()) return;
+  std::vector<int> without_snapshot;
+  for (int r = 0; r < job.world_size; ++r)
+    if (const RankSummary* s = job.find(r); s == nullptr || !s->has_snapshot) without_snapshot.push_back(r);
+  if (without_snapshot.size() != 1) return;
+  for (const auto& [comm, size] : sizes_) {
+    const std::map<int, int>& known = members_[comm];
+    if (shared_.count(comm) || static_cast<int>(known.size()) != size - 1) continue;
+    for (int cr = 0; cr < size; ++cr)
+      if (!known.count(cr)) inferred_[comm][cr] = without_snapshot.front();
+  }
 }
 
 const SnapshotComm* SequenceAnalysis::commEntry(const std::string& comm, int comm_rank, const RankSummary** owner) const {
@@ -60,7 +75,18 @@ int SequenceAnalysis::globalRank(const std::string& comm, int comm_rank) const {
     auto r = c->second.find(comm_rank);
     if (r != c->second.end()) return r->second;
   }
+  if (auto i = inferred_.find(comm); i != inferred_.end() && i->second.count(comm_rank)) return i->second.at(comm_rank);
   return comm_rank;
+}
+
+bool SequenceAnalysis::knowsGlobalRank(const std::string& comm, int comm_rank) const {
+  // On a world-sized communicator comm rank and global rank agree (as positions() takes them).
+  if (shared_.count(comm) || commSize(comm) == job_.world_size) return true;
+  const auto named = [&](const std::map<std::string, std::map<int, int>>& by_comm) {
+    auto c = by_comm.find(comm);
+    return c != by_comm.end() && c->second.count(comm_rank) > 0;
+  };
+  return named(members_) || named(inferred_);
 }
 
 std::optional<HangFocus> SequenceAnalysis::focus() const {
@@ -135,8 +161,9 @@ CommPositions SequenceAnalysis::positions(const HangFocus& focus) const {
   auto m = members_.find(focus.comm);
   for (int cr = 0; cr < p.comm_size; ++cr) {
     if (m != members_.end() && m->second.count(cr)) continue;
-    // No snapshot names this member; on a world-sized communicator comm rank and global rank agree.
-    p.members_missing.push_back(cr);
+    // No snapshot names this member: its global rank where it was placed by elimination; else, as
+    // on a world-sized communicator, where comm rank and global rank agree, its comm rank.
+    p.members_missing.push_back(globalRank(focus.comm, cr));
   }
   return p;
 }

@@ -14,6 +14,7 @@
 #include "hangwatch/verdict/proxy_progress_analysis.h"
 #include "hangwatch/verdict/ring_progress_analysis.h"
 #include "hangwatch/verdict/verdict_wording.h"
+#include "wording_text.h"
 
 namespace hangwatch::verdict {
 namespace {
@@ -104,6 +105,7 @@ Verdict VerdictMaker::byRule() const {
       ChainEnd e = WaitChain(job_, sequences_).fromCollective(*f);
       if (e.kind == ChainEnd::Kind::kHostCode && e.waiter >= 0) return peerNeverPosted(e);
       if (e.kind == ChainEnd::Kind::kP2pLink) return p2pPair(e);
+      if (e.kind == ChainEnd::Kind::kPeerLeftNothing) return peerLeftNothing(e);
       if (e.kind == ChainEnd::Kind::kHostCode || e.kind == ChainEnd::Kind::kCollective) {
         f = std::move(e.at);
         p = sequences_.positions(*f);
@@ -140,6 +142,7 @@ Verdict VerdictMaker::byRule() const {
   const ChainEnd e = WaitChain(job_, sequences_).fromTransfers();
   if (e.kind == ChainEnd::Kind::kHostCode && e.waiter >= 0) return peerNeverPosted(e);
   if (e.kind == ChainEnd::Kind::kP2pLink) return p2pPair(e);
+  if (e.kind == ChainEnd::Kind::kPeerLeftNothing) return peerLeftNothing(e);
   if (std::string comm = stuckP2pComm(); !comm.empty()) return fromP2p(comm);
   return outsideCollectives();
 }
@@ -258,6 +261,39 @@ Verdict VerdictMaker::peerNeverPosted(const ChainEnd& e) const {
   for (const WaitChain::Owed& o : owed) culprits.insert(o.peer);
   v.culprit_ranks.assign(culprits.begin(), culprits.end());
   wording_.peerNeverPosted(v, e, owed);
+  v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
+  return v;
+}
+
+// The waits end at a transfer whose peer left no file at all: nothing says where it stands, and
+// the transfer cannot end without it. Named as a collective's missing member is, from what
+// says why it is silent: its node found its process gone or stopped, NCCL failed the
+// communicator with ncclRemoteError, or NCCL's RAS lists it missing. Else it is the suspect,
+// and the hedge says so: a live process whose dumps were lost looks the same.
+Verdict VerdictMaker::peerLeftNothing(const ChainEnd& e) const {
+  Verdict v;
+  v.kind = VerdictKind::kInconclusive;
+  v.confident = false;
+  v.communicator = e.at.comm;
+  v.op = OpRef{e.at.op, std::nullopt};
+  if (e.rank < 0) {
+    // No file names the peer: it is one of the ranks that left no snapshot, which is not known.
+    std::vector<int> silent;
+    for (int r = 0; r < job_.world_size; ++r)
+      if (const RankSummary* s = job_.find(r); s == nullptr || !s->has_snapshot) silent.push_back(r);
+    for (int r : silent) v.suspects.push_back(rankSuspect(r));
+    wording_.peerLeftNothing(v, e, silent);
+    v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
+    return v;
+  }
+  v.suspects = {rankSuspect(e.rank)};
+  wording_.peerLeftNothing(v, e, {e.rank});
+  CommPositions p;
+  p.members_missing = {e.rank};
+  p.comm_size = sequences_.commSize(e.at.comm);
+  blameExited(v, e.at, p);
+  if (!v.confident) blameLostByNetwork(v, e.at, p);
+  if (!v.confident) blameUnansweredRas(v, e.at, p);
   v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
   return v;
 }
@@ -418,7 +454,7 @@ void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositio
 void VerdictMaker::nameMissingMembers(Verdict& v, const HangFocus& f, const std::vector<int>& ranks) const {
   v.kind = VerdictKind::kCommunicationHang;
   v.communicator = f.comm;
-  v.op = OpRef{f.op, f.seq};
+  v.op = OpRef{f.op, wording::isTransferOp(f.op) ? std::nullopt : std::optional<uint64_t>(f.seq)};
   v.culprit_ranks = ranks;
   v.culprit_link.reset();
   v.suspects.clear();

@@ -168,13 +168,24 @@ ChainEnd WaitChain::throughCollective(Walk& w, int rank, const SnapshotPendingOp
   return ended(ChainEnd::Kind::kCollective, here);
 }
 
+// A transfer's peer of which no file says anything: where the waits end (kPeerLeftNothing).
+ChainEnd WaitChain::peerLeftNothing(const HangFocus& at, const SnapshotPendingOp& op, int waiter) const {
+  ChainEnd e = ended(ChainEnd::Kind::kPeerLeftNothing, at, -1, waiter);
+  e.peer_in_comm = *op.peer;
+  if (seq_.knowsGlobalRank(op.comm, *op.peer)) e.rank = seq_.globalRank(op.comm, *op.peer);
+  return e;
+}
+
 ChainEnd WaitChain::throughTransfer(Walk& w, int rank, const SnapshotPendingOp& op) const {
   const int peer = seq_.globalRank(op.comm, *op.peer);
   const RankSummary* mine = job_.find(rank);
   const SnapshotComm* my_entry = mine ? entryOf(*mine, op.comm) : nullptr;
   const RankSummary* theirs = job_.find(peer);
-  if (theirs == nullptr || my_entry == nullptr) return stopped(fmt::format("rank {} left no snapshot", peer));
   const HangFocus here{op.comm, 0, op.op, w.origin.source, w.origin.moved};
+  if (my_entry == nullptr) return stopped(fmt::format("rank {} has no entry for communicator {}", rank, op.comm));
+  // Nothing of the peer's: where it stands is unknown, and it is what this transfer waits on.
+  if (!seq_.knowsGlobalRank(op.comm, *op.peer) || theirs == nullptr || !theirs->answered())
+    return peerLeftNothing(here, op, rank);
   const SnapshotPendingOp* h = head(peer);
   if (h == nullptr && inNcclCall(*theirs)) return stopped(fmt::format("rank {} is inside an NCCL call", peer));
   if (h == nullptr) {
@@ -244,7 +255,9 @@ ChainEnd WaitChain::throughRestOfGroup(Walk& w, int rank, const SnapshotPendingO
     if (i == at || peerDidItsHalf(rank, peer, op, n)) continue;
     const RankSummary* theirs = job_.find(peer);
     const HangFocus here{op.comm, 0, op.op, w.origin.source, w.origin.moved};
-    if (theirs != nullptr && head(peer) == nullptr && !inNcclCall(*theirs))
+    if (!seq_.knowsGlobalRank(op.comm, *op.peer) || theirs == nullptr || !theirs->answered())
+      return peerLeftNothing(here, op, rank);
+    if (head(peer) == nullptr && !inNcclCall(*theirs))
       return ended(ChainEnd::Kind::kHostCode, here, peer, rank);
     return follow(w, peer,
                   fmt::format("rank {}'s group waits for its {} rank {}, which rank {} has not done", rank,

@@ -48,7 +48,10 @@ std::string ranksText(const std::vector<int>& ranks) {
 std::string seconds(double s) { return fmt::format("{:.1f} s", s); }
 
 // "AllReduce seq 7 on communicator 0x..".
+bool isTransferOp(const std::string& op) { return op == "ncclSend" || op == "ncclRecv" || op == "ncclSendRecv"; }
+
 std::string opText(const HangFocus& f) {
+  if (isTransferOp(f.op)) return fmt::format("{} on communicator {}", f.op, f.comm);
   return fmt::format("{} seq {} on communicator {}", f.op.empty() ? std::string("collective") : f.op, f.seq, f.comm);
 }
 

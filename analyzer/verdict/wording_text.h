@@ -18,6 +18,8 @@ std::string ranksText(const std::vector<int>& ranks);
 std::string seconds(double s);
 // "AllReduce seq 7 on communicator 0x..".
 std::string opText(const HangFocus& f);
+// A send or receive: no sequence number of its communicator's (a HangFocus of one has seq 0).
+bool isTransferOp(const std::string& op);
 // "GPU 2 on host h"; "" when unknown.
 std::string deviceText(const JobData& job, int rank);
 // "rank(s) 2 (host b, GPU 6, pid 7, from its metrics)": missing ranks, each placed where the

@@ -25,7 +25,7 @@ class RankGone(unittest.TestCase):
         self.root = Path(tempfile.mkdtemp(prefix="hangwatch-gone-"))
         self.addCleanup(shutil.rmtree, self.root, True)
 
-    def run_job(self, args, launcher, nranks=NRANKS, env_extra=None, report_once_done=None):
+    def run_job(self, args, launcher, nranks=NRANKS, env_extra=None, report_once_done=None, per_node=2):
         """Abort mode, reported once the job ended; or, with `report_once_done` (ranks), wait
         mode, reported as soon as those ranks' dumps are done (the job is then killed): what the
         report says, without the 30 s a job waits for a rank nobody wrote a state for."""
@@ -33,7 +33,8 @@ class RankGone(unittest.TestCase):
         env.update({"HANGWATCH_ON_HANG": "wait" if report_once_done else "abort", "HANGWATCH_COLLECT": "1",
                     "NCCL_ALGO": "Ring", **(env_extra or {})})
         env["HANGWATCH_E2E_PRELOAD"] = env.pop("LD_PRELOAD")
-        argv = [sys.executable, str(report_jobs.AS_NODE), "2", "--", *report_jobs.job_argv("ring_train", args, 40)]
+        argv = [sys.executable, str(report_jobs.AS_NODE), str(per_node), "--",
+                *report_jobs.job_argv("ring_train", args, 40)]
         start = time.monotonic()
         ranks = self.root / report_jobs.JOB_ID / "ranks"
 
@@ -159,6 +160,30 @@ class RankGone(unittest.TestCase):
         state = json.loads((ranks / "r00000.state.json").read_text())
         self.assertGreaterEqual(state["time_unix_s"], answer["ras"]["time_unix_s"] + answer["ras"]["seconds"])
         self.assertLess(seconds, 90, out[-3000:])
+
+    def test_a_pipeline_rank_killed_alone_over_ib_is_named_from_ras_asked_outside_its_groups(self):
+        # A pipeline job (pp=2, dp=2: stage groups {0,1} and {2,3}, pipeline groups {0,2} and
+        # {1,3}) on nodes {0,1,2} and {3}, collector off. Rank 3 is killed alone on node-1; the
+        # collectives that hang are on {2,3} and {1,3}. Only rank 0 asks RAS, a member of neither:
+        # NCCL's STATUS merges every process's communicators, so the answer still has them.
+        rep, _, out = self.run_job(["--pp", "2", "--exit-rank", "3", "--exit-at-step", "4", "--exit-how", "kill"],
+                                   srun_like(4, kill_on_bad_exit=False), nranks=4,
+                                   env_extra={"NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20", "HANGWATCH_COLLECT": "0"},
+                                   report_once_done=[0, 1, 2], per_node=3)
+        v = rep["verdict"]
+        self.assertEqual(v["culprit_ranks"], [3], json.dumps(v, indent=1))
+        self.assertTrue(v["confident"], json.dumps(v, indent=1))
+        said = next((e for e in v["evidence"] if "NCCL's RAS" in e), None)
+        self.assertIsNotNone(said, v["evidence"])
+        self.assertIn("from the node of rank(s) 0 with nothing stopped", said)
+        self.assertIn("(rank 3 of the job) missing", said)
+        # The chain that led there: rank 1's collective queued behind its send to rank 3.
+        self.assertTrue(any("queued behind work its GPU runs" in e and "ncclSend to rank 3" in e for e in v["evidence"]),
+                        v["evidence"])
+        ranks = self.root / report_jobs.JOB_ID / "ranks"
+        self.assertEqual(sorted(p.name for p in ranks.glob("*.ras.json")), ["r00000.ras.json"], out[-3000:])
+        answer = json.loads((ranks / "r00000.ras.json").read_text())
+        self.assertEqual(len(answer["ras"]["communicators"]), 5)  # world, 2 stage and 2 pipeline groups
 
     def test_a_rank_that_never_calls_init_is_named_with_where_it_is(self):
         rep, _, _ = self.run_job(["--stall-rank", str(CULPRIT), "--stall-at-step", "init", "--stall-kind", "sleep"],

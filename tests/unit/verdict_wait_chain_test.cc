@@ -509,3 +509,76 @@ TEST_CASE("DataLostInTransitIsTheLinkWhenCudaGdbSawTheReceivingGpusSendRecvBlock
   CHECK(*v.culprit_link == Link{2, 0});
   CHECK(saysSomewhere(v, "rank 0's GPU waits for that data"));
 }
+
+namespace {
+
+// Rank 3 left no file at all (its process ended; nobody on its node to say so). Rank 1's send
+// to it on {1, 3} runs, with its TP collective 8 queued behind; rank 0 waits in that collective,
+// rank 2 in TP collective 6 with rank 3. `without`: further ranks that left nothing.
+std::vector<FakeRank> stagePeerLeftNothing(const std::vector<int>& without = {}) {
+  std::vector<FakeRank> ranks;
+  for (int r = 0; r < 3; ++r)
+    if (!std::count(without.begin(), without.end(), r)) ranks.push_back(pipeRank(r, r < 2 ? 7 : 5));
+  for (FakeRank& r : ranks) {
+    const int rank = *r.snap.identity.rank;
+    if (rank == 0) queue(r, "ncclAllReduce", kTp0, 8, std::nullopt, true);
+    if (rank == 1) queue(r, "ncclSend", kPp1, std::nullopt, 1, true);
+    if (rank == 1) queue(r, "ncclAllReduce", kTp0, 8, std::nullopt, false);
+    if (rank == 2) queue(r, "ncclAllReduce", kTp1, 6, std::nullopt, true);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("ATransferWhosePeerLeftNoFileMakesThePeerTheSuspectNotTheRanksThatWaitOnIt") {
+  // No snapshot names {1, 3}'s rank 1; rank 3 is the one rank of the job without one, so it is
+  // that member. Nothing says why it is silent: a hedge with rank 3 its one suspect.
+  const Verdict v = verdictOf(stagePeerLeftNothing(), 0, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  CHECK(v.communicator == kPp1);
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{3});
+  CHECK(saysSomewhere(v, "rank 1's ncclSend to rank 3 on communicator " + kPp1 + " waits, and rank 3 left no file"));
+  CHECK(saysSomewhere(v, "queued behind work its GPU runs"));
+}
+
+TEST_CASE("ATransferWhosePeerLeftNoFileIsNamedWhenNcclsRasListsThePeerMissing") {
+  // Rank 0's collector asked RAS, whose answer has every process's communicators: {1, 3}, of
+  // which rank 0 is no member, with its rank 1 (pid 103) unanswering.
+  std::vector<FakeRank> ranks = stagePeerLeftNothing();
+  for (SnapshotComm& c : ranks[1].snap.comms)
+    if (c.hash == kPp1) c.nccl_id = "00000000000b1313";
+  RasStatus ras;
+  ras.address = "localhost:28028";
+  ras.asked_by = "collector";
+  RasComm pp{"0xb1313", 2, {}, {}};
+  pp.ranks.push_back(RasMember{0, "node0", 101, 1, false, false});
+  pp.missing.push_back(RasMember{1, "node1", 103, 3, true, false});
+  ras.communicators = {pp};
+  ranks[0].dump.ras = ras;
+
+  const Verdict v = verdictOf(ranks, 0, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kCommunicationHang);
+  CHECK(v.confident);
+  CHECK(v.culprit_ranks == std::vector<int>{3});
+  CHECK(v.communicator == kPp1);
+  REQUIRE(v.op);
+  CHECK_FALSE(v.op->seq.has_value());
+  CHECK(saysSomewhere(v, "rank 3 does not answer"));
+  CHECK(saysSomewhere(v, "lists rank 1 of communicator " + kPp1 + " (rank 3 of the job) missing"));
+}
+
+TEST_CASE("APeerWhoseGlobalRankTwoSilentRanksCouldBeIsNotNamed") {
+  // Ranks 2 and 3 both left nothing: {1, 3}'s rank 1 is one of them, and which is not known.
+  // Not taken for rank 1 (its comm rank), and no rank is named.
+  const Verdict v = verdictOf(stagePeerLeftNothing({2}), 0, "ncclAllReduce", kTp0, 8);
+  INFO(v.headline);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  for (const Suspect& s : v.suspects) CHECK(s.ranks != std::vector<int>{1});
+}

@@ -69,6 +69,10 @@ class SequenceAnalysis {
   // communicator one process holds several ranks of (one process driving several devices):
   // there the verdict speaks in communicator ranks (sharedByProcess).
   int globalRank(const std::string& comm, int comm_rank) const;
+  // Whether a snapshot names that member, elimination placed it, or the communicator is
+  // world-sized; a member no snapshot names is a rank that left no snapshot (every snapshot
+  // lists every communicator it holds).
+  bool knowsGlobalRank(const std::string& comm, int comm_rank) const;
   // The process holding `comm_rank` of such a communicator, and the device of that rank.
   bool sharedByProcess(const std::string& comm) const { return shared_.count(comm) > 0; }
   int commSize(const std::string& comm) const {
@@ -91,6 +95,8 @@ class SequenceAnalysis {
  private:
   const JobData& job_;
   std::map<std::string, std::map<int, int>> members_;  // comm hash -> comm rank -> global rank
+  // Members no snapshot names, placed by elimination (the constructor): comm rank -> global rank.
+  std::map<std::string, std::map<int, int>> inferred_;
   std::map<std::string, int> sizes_;
   std::set<std::string> shared_;  // communicators a process holds several ranks of
 };

@@ -80,6 +80,7 @@ class VerdictMaker {
   Verdict fromP2p(const std::string& comm, const ChainEnd* pair = nullptr) const;
   // Where the waits across communicators and transfers end (wait_chain.h).
   Verdict peerNeverPosted(const ChainEnd& e) const;
+  Verdict peerLeftNothing(const ChainEnd& e) const;
   void placeInPipeline(Verdict& v) const;
   bool pendingTransfer(const std::string& comm, int rank, int peer, bool send) const;
   Verdict p2pPair(const ChainEnd& e) const;

@@ -23,13 +23,16 @@
 namespace hangwatch::verdict {
 
 struct ChainEnd {
-  enum class Kind { kStayed, kHostCode, kCollective, kP2pLink, kStopped };
+  enum class Kind { kStayed, kHostCode, kCollective, kP2pLink, kPeerLeftNothing, kStopped };
   Kind kind = Kind::kStayed;
   // kHostCode: the rank in host code. It never reached what `at` waits in: the collective
   // (`at.seq` set) it did not call, or the transfer on `at.comm` it did not post.
+  // kPeerLeftNothing: the peer of the transfer `at` that left no snapshot at all; -1 when no
+  // file names its global rank (`peer_in_comm`: its rank in `at.comm`).
   int rank = -1;
-  int waiter = -1;  // kHostCode through a transfer: the rank whose send or receive waits on it
-  HangFocus at;     // kHostCode, kCollective: where; kP2pLink: the communicator
+  int peer_in_comm = -1;
+  int waiter = -1;  // kHostCode, kPeerLeftNothing through a transfer: the rank whose send or receive waits
+  HangFocus at;     // kHostCode, kCollective, kPeerLeftNothing: where; kP2pLink: the communicator
   int from = -1;    // kP2pLink: the sender and receiver (global ranks)
   int to = -1;
   std::string why;  // kStopped: what stopped the walk
@@ -74,6 +77,7 @@ class WaitChain {
   ChainEnd follow(Walk& w, int rank, std::string how) const;
   ChainEnd throughCollective(Walk& w, int rank, const SnapshotPendingOp& op) const;
   ChainEnd throughTransfer(Walk& w, int rank, const SnapshotPendingOp& op) const;
+  ChainEnd peerLeftNothing(const HangFocus& at, const SnapshotPendingOp& op, int waiter) const;
   bool peerDidItsHalf(int rank, int peer, const SnapshotPendingOp& op, uint64_t nth) const;
   ChainEnd throughRestOfGroup(Walk& w, int rank, const SnapshotPendingOp& first) const;
   std::vector<int> members(const std::string& comm) const;
