@@ -228,6 +228,20 @@ Expected<std::string> rasReadLine(int fd, std::string& buffer, RasClock::time_po
   }
 }
 
+constexpr int kRasAskAgain = 3;  // a STATUS answer cut short: asked again at most this often
+
+// No JSON and no ERROR line: the answering process went before it answered.
+bool rasAnswerCutShort(const std::string& reply) {
+  if (reply.find('{') != std::string::npos) return false;
+  for (size_t at = 0; at < reply.size();) {
+    if (reply.compare(at, 5, "ERROR") == 0) return false;
+    const size_t end = reply.find('\n', at);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return true;
+}
+
 // A connection whose RAS thread answers the protocol line at once. Every process of a node
 // listens on the same port (SO_REUSEPORT) and the kernel picks one per connection: one whose
 // threads are stopped (a debugger holds it, or SIGSTOP) would hold the question until it
@@ -263,18 +277,25 @@ RasStatus askRas(const std::string& address, double bound_s, const std::function
     if (!told && asked) asked();
     return s;
   };
-  std::string rest;
-  auto fd = rasConnectAnswering(address, deadline, rest);
-  if (!fd) return finish(fd.error());
-  if (std::string why = rasSendLine(fd->get(), "SET FORMAT json\nSTATUS\n"); !why.empty()) return finish(why);
-  if (asked) asked();
-  told = true;
-  auto reply = rasReadToClose(fd->get(), deadline);
-  if (!reply) return finish(reply.error());
-  auto comms = parseRasReply(rest + *reply);
-  if (!comms) return finish(comms.error());
-  s.communicators = std::move(*comms);
-  return finish("");
+  // NCCL's server answers STATUS with its JSON or an ERROR line. A connection closed with
+  // neither was taken by a process that ended meanwhile (a launcher ending every rank once one
+  // died): the node's other processes listen on the same port, so it is asked again.
+  for (int attempt = 0;; ++attempt) {
+    std::string rest;
+    auto fd = rasConnectAnswering(address, deadline, rest);
+    if (!fd) return finish(fd.error());
+    if (std::string why = rasSendLine(fd->get(), "SET FORMAT json\nSTATUS\n"); !why.empty()) return finish(why);
+    if (asked && !told) asked();
+    told = true;
+    auto reply = rasReadToClose(fd->get(), deadline);
+    if (!reply) return finish(reply.error());
+    const std::string text = rest + *reply;
+    if (attempt < kRasAskAgain && rasAnswerCutShort(text) && RasClock::now() < deadline) continue;
+    auto comms = parseRasReply(text);
+    if (!comms) return finish(comms.error());
+    s.communicators = std::move(*comms);
+    return finish("");
+  }
 }
 
 RasAnswer askRasForProcess(pid_t pid, std::optional<int> rank, double bound_s) {

@@ -59,13 +59,16 @@ const char* const kNcclJson = R"({
 )";
 
 // A server on a port of its own that answers one connection with `reply` after the protocol
-// line (or says nothing at all when `silent`), then closes.
+// line (or says nothing at all when `silent`), then closes; with several replies, one
+// connection after another, each with the next.
 struct OneShotServer {
   ScopedFd listener;
   std::string address;
   std::thread thread;
 
-  OneShotServer(std::string reply, bool silent = false) {
+  explicit OneShotServer(std::string reply, bool silent = false)
+      : OneShotServer(std::vector<std::string>{std::move(reply)}, silent) {}
+  explicit OneShotServer(std::vector<std::string> replies, bool silent = false) {
     listener = ScopedFd(::socket(AF_INET, SOCK_STREAM, 0));
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -75,7 +78,12 @@ struct OneShotServer {
     socklen_t len = sizeof a;
     ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len);
     address = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
-    thread = std::thread([this, reply, silent] {
+    thread = std::thread([this, replies, silent] {
+      for (const std::string& reply : replies) serve(reply, silent);
+    });
+  }
+  void serve(const std::string& reply, bool silent) {
+    {
       ScopedFd c(::accept(listener.get(), nullptr, nullptr));
       if (!c.valid()) return;
       std::string got;
@@ -96,7 +104,7 @@ struct OneShotServer {
       const std::string hello = "SERVER PROTOCOL 2\n";
       ::send(c.get(), hello.data(), hello.size(), MSG_NOSIGNAL);
       if (readUntil("STATUS\n")) ::send(c.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
-    });
+    }
   }
   ~OneShotServer() {
     ::shutdown(listener.get(), SHUT_RDWR);
@@ -162,6 +170,19 @@ TEST_CASE("AskingRasSpeaksTheProtocolAndReadsTheAnswer") {
   REQUIRE(s.communicators.size() == 1);
   CHECK(s.communicators[0].missing.size() == 1);
   CHECK(s.time_unix_s > 0);
+}
+
+TEST_CASE("RasAnswerCutShortByItsProcessEndingIsAskedAgainOnANewConnection") {
+  // The first process the kernel hands the connection to ends after the protocol lines (its
+  // launcher's SIGTERM); the next one answers.
+  OneShotServer server(std::vector<std::string>{"OK\n", std::string("OK\n") + kNcclJson});
+  RasStatus s = askRas(server.address, 10);
+  INFO(s.error);
+  CHECK(s.error.empty());
+  REQUIRE(s.communicators.size() == 1);
+  // An ERROR line is RAS's answer: not asked again.
+  OneShotServer old(std::vector<std::string>{"ERROR: Unknown command SET FORMAT json\n"});
+  CHECK(askRas(old.address, 10).error.find("Unknown command") != std::string::npos);
 }
 
 TEST_CASE("RasThatDoesNotAnswerOrIsNotThereIsAnErrorWithinTheBound") {
