@@ -27,8 +27,10 @@ namespace hangwatch::watchdog {
 namespace {
 
 constexpr uint32_t kMagic = 0x68774e53;  // "hwNS"
-constexpr uint32_t kVersion = 6;
+constexpr uint32_t kVersion = 7;  // 7: member_left 2, left on a SIGTERM
 constexpr int kMaxMembers = 256;
+constexpr uint8_t kLeftAtExit = 1;
+constexpr uint8_t kLeftOnTerm = 2;
 
 static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "the board is shared between processes: its atomics must not hide a lock");
@@ -43,7 +45,7 @@ struct NodeShare::Layout {
   uint64_t member_starts[kMaxMembers];  // their start times (clock ticks since boot): pids are reused
   int32_t member_ranks[kMaxMembers];    // their launcher ranks, -1 unknown
   uint64_t member_pidns[kMaxMembers];   // their pid namespaces (inode), 0 unknown
-  uint8_t member_left[kMaxMembers];     // 1: left at exit (nothing pending); kept to be named
+  uint8_t member_left[kMaxMembers];     // 1: left at exit (nothing pending), 2: on a SIGTERM; kept to be named
   int32_t member_devices[kMaxMembers];  // their CUDA devices, -1 unknown
   std::atomic<int64_t> next_lookup_ns[2];
   std::atomic<uint32_t> triggered;
@@ -420,7 +422,8 @@ std::vector<NodeShare::GoneMember> NodeShare::goneMembers() const {
   if (!fd_.valid()) return gone;
   forEachJudgeableMember(layout_, [&](int i, pid_t pid) {
     if (layout_->member_starts[i] != 0 && !alive(pid, layout_->member_starts[i]))
-      gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] != 0, layout_->member_devices[i]});
+      gone.push_back({layout_->member_ranks[i], pid, layout_->member_left[i] == kLeftAtExit, layout_->member_devices[i],
+                      layout_->member_left[i] == kLeftOnTerm});
   });
   return gone;
 }
@@ -457,14 +460,18 @@ std::vector<int> NodeShare::memberRanks() const {
   return ranks;
 }
 
-void NodeShare::leave() {
+void NodeShare::leave() { leaveAs(kLeftAtExit); }
+
+void NodeShare::leaveOnTerm() { leaveAs(kLeftOnTerm); }
+
+void NodeShare::leaveAs(uint8_t how) {
   if (left_ || !fd_.valid()) return;
   left_ = true;
   const pid_t self = ::getpid();
   MembersLock lock(layout_);
   // Marked, not removed: a rank that ends while the others still need it is named by them.
   for (int i = 0; i < kMaxMembers; ++i)
-    if (layout_->members[i] == self) layout_->member_left[i] = 1;
+    if (layout_->members[i] == self) layout_->member_left[i] = how;
   if (liveMembers(layout_) > 0) return;
   // Last one out removes the file, unless it was already replaced by a newer board.
   if (stillInPlace(fd_.get(), path_)) ::unlink(path_.c_str());

@@ -89,6 +89,15 @@ double TermDeferral::pendingForSeconds() {
   return t == 0 ? 0 : static_cast<double>(monotonicNs() - t) * 1e-9;
 }
 
+bool TermDeferral::releaseEndsProcess() {
+  std::lock_guard<std::mutex> lock(arm_mutex);
+  if (!armed || !pending()) return false;
+  struct sigaction now {};
+  const bool held_by_us =
+      sigaction(SIGTERM, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == &holdTerm;
+  return held_by_us && !(job_action.sa_flags & SA_SIGINFO) && job_action.sa_handler == SIG_DFL;
+}
+
 void TermDeferral::release() {
   std::lock_guard<std::mutex> lock(arm_mutex);
   if (!armed) return;

@@ -676,6 +676,8 @@ void Watchdog::answerTerm(PollState& p, int64_t now_ns) {
       return;
     p.log.info(fmt::format("SIGTERM with no GPU communication pending for {} s or more: passing it on",
                            kDeclaredMinAgeNs / 1'000'000'000));
+    // Its node peers, should they dump, say it ended on the launcher's signal: no cause of a hang.
+    if (node_ && TermDeferral::releaseEndsProcess()) node_->leaveOnTerm();
     TermDeferral::release();
     return;
   }
@@ -862,14 +864,20 @@ void Watchdog::recordGoneMembers(PollState& p, int self, const std::string& host
   for (const NodeShare::GoneMember& g : node_->goneMembers()) {
     RankState s;
     s.snapshot = "none: the process had exited";
-    s.note = g.left ? fmt::format("process {} had ended, with no GPU work pending, when rank {} of this node dumped",
-                                  g.pid, self)
-                    : fmt::format("process {} was gone (killed, crashed, or exited with GPU work in flight) when rank "
-                                  "{} of this node dumped",
-                                  g.pid, self);
+    s.note = g.left      ? fmt::format("process {} had ended, with no GPU work pending, when rank {} of this node dumped",
+                                       g.pid, self)
+             : g.on_term ? fmt::format("process {} had ended on a SIGTERM (the launcher ending the job) it passed on "
+                                       "with no GPU communication pending, when rank {} of this node dumped",
+                                       g.pid, self)
+                         : fmt::format("process {} was gone (killed, crashed, or exited with GPU work in flight) when "
+                                       "rank {} of this node dumped",
+                                       g.pid, self);
     s.exited_seen_by = self;
+    s.exited_on_term = g.on_term;
     record(g.rank, g.pid, g.device, std::move(s),
-           fmt::format("has exited ({})", g.left ? "nothing was pending" : "killed, crashed or mid-collective"));
+           fmt::format("has exited ({})", g.left      ? "nothing was pending"
+                                          : g.on_term ? "on the launcher's SIGTERM, nothing pending"
+                                                      : "killed, crashed or mid-collective"));
   }
   for (const NodeShare::StoppedMember& m : node_->stoppedMembers()) {
     RankState s;

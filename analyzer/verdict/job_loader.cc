@@ -401,9 +401,12 @@ void admitRanks(JobData& job, std::vector<RankSummary>& read) {
       const RankState& st = *s.state;
       const bool stopped = !st.exited_seen_by.has_value();
       const int seen_by = stopped ? *st.stopped_seen_by : *st.exited_seen_by;
-      job.ranks_exited.push_back({s.rank, st.pid, st.host, st.device, seen_by, stopped, st.note});
+      job.ranks_exited.push_back({s.rank, st.pid, st.host, st.device, seen_by, stopped, st.note, st.exited_on_term});
       job.problems.push_back(fmt::format("rank {}: no dump, its process (pid {} on {}) {} when rank {} of its node dumped",
-                                         s.rank, st.pid, st.host, stopped ? "was stopped (frozen)" : "had exited",
+                                         s.rank, st.pid, st.host,
+                                         stopped              ? "was stopped (frozen)"
+                                         : st.exited_on_term ? "had ended on the launcher's SIGTERM (nothing pending)"
+                                                              : "had exited",
                                          seen_by));
     } else if (!s.collecting) {
       job.problems.push_back(fmt::format("rank {}: no usable file (watchdog snapshot: {}; forensics dump: {})", s.rank,

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "hangwatch/verdict/pipeline_layout.h"
 #include "hangwatch/verdict/report.h"
 #include "wording_text.h"
@@ -124,30 +126,64 @@ void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const Proxy
                                   e.from, e.to, both_ways ? " and back" : ""));
 }
 
-void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::vector<int>& silent) const {
-  const bool send = e.at.op == "ncclSend";
+void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::vector<int>& candidates,
+                                     const std::vector<int>& silent) const {
+  const char* dir = e.at.op == "ncclSend" ? "to" : "from";
+  const ExitedRank* torn = e.rank >= 0 ? job_.exited(e.rank) : nullptr;
+  if (torn != nullptr && !torn->on_term) torn = nullptr;
+  const std::string silent_text =
+      silent.empty()       ? std::string("no other rank is silent, so nothing says which rank failed first")
+      : silent.size() == 1 ? fmt::format("{} left no file at all and nobody said why: it is likely the rank that "
+                                         "failed",
+                                         ranksPhrase(silent))
+                           : fmt::format("{} left no file at all and nobody said why: the rank that failed is likely "
+                                         "among them",
+                                         ranksPhrase(silent));
+  if (torn != nullptr) {
+    v.evidence.push_back(fmt::format("Rank {}'s {} {} rank {} on communicator {} waits; rank {} ({}) ended on a SIGTERM "
+                                     "it passed on with no GPU communication pending, as rank {} of its node saw.",
+                                     e.waiter, e.at.op, dir, e.rank, e.at.comm, e.rank, deviceText(job_, e.rank),
+                                     torn->seen_by));
+    v.reason = fmt::format(
+        "rank {}'s {} {} rank {} waits, and rank {} ended on the launcher's SIGTERM with nothing pending: the launcher "
+        "was ending the job, as it does once a rank failed, so rank {} is not why it hung; {}",
+        e.waiter, e.at.op, dir, e.rank, e.rank, e.rank, silent_text);
+    v.headline = "Inconclusive: " + v.reason + ".";
+    v.hinges_on = "which rank failed first (the launcher's log says: torchrun's 'Root Cause', srun's first exit)";
+    v.next_steps.insert(v.next_steps.begin(),
+                        fmt::format("Read the launcher's log for the rank that failed first{}.",
+                                    silent.empty() ? "" : fmt::format(" (likely {})", ranksPhrase(silent))));
+    return;
+  }
   const std::string peer = e.rank >= 0 ? fmt::format("rank {}", e.rank)
                                        : fmt::format("rank {} of communicator {}", e.peer_in_comm, e.at.comm);
-  std::string who = e.rank >= 0 ? fmt::format("rank {}", e.rank) : fmt::format("that member");
+  std::string who = e.rank >= 0 ? peer : std::string("that member");
   if (e.rank >= 0) {
     const std::string placed = deviceText(job_, e.rank);
     if (placed.find("unknown") == std::string::npos) who += " (" + placed + ")";
   }
+  std::vector<int> on_term;
+  for (int r : candidates)
+    if (!std::count(silent.begin(), silent.end(), r)) on_term.push_back(r);
   const std::string which =
       e.rank >= 0 ? ""
-                  : fmt::format("; no file names that member, so it is one of {}, which left no snapshot",
-                                ranksPhrase(silent));
+                  : fmt::format("; no file names that member, so it is one of {}, which left no snapshot{}",
+                                ranksPhrase(candidates),
+                                on_term.empty() ? ""
+                                                : fmt::format(" ({} ended on the launcher's SIGTERM with nothing "
+                                                              "pending: no cause)",
+                                                              ranksPhrase(on_term)));
   v.evidence.push_back(fmt::format("Rank {}'s {} {} {} on communicator {} waits; {} left no file at all{}.", e.waiter,
-                                   e.at.op, send ? "to" : "from", e.rank >= 0 ? peer : fmt::format("its rank {}", e.peer_in_comm),
+                                   e.at.op, dir, e.rank >= 0 ? peer : fmt::format("its rank {}", e.peer_in_comm),
                                    e.at.comm, who, which));
   v.reason = fmt::format(
       "rank {}'s {} {} {} waits, and {} left no file at all{}: its process may have ended or be stopped, its node "
       "or network may be gone, or its dumps were lost on the way to storage; nothing in the files says which",
-      e.waiter, e.at.op, send ? "to" : "from", e.rank >= 0 ? fmt::format("{} on communicator {}", peer, e.at.comm) : peer,
+      e.waiter, e.at.op, dir, e.rank >= 0 ? fmt::format("{} on communicator {}", peer, e.at.comm) : peer,
       e.rank >= 0 ? peer : "that member", which);
   v.headline = "Inconclusive: " + v.reason + ".";
   v.hinges_on = fmt::format("the own dump of {}, or word of its process from its node or NCCL's RAS",
-                            e.rank >= 0 ? peer : ranksPhrase(silent));
+                            e.rank >= 0 ? peer : ranksPhrase(candidates));
   v.next_steps.insert(v.next_steps.begin(),
                       fmt::format("Find what happened to {}: whether the process is still there, the job's log of "
                                   "that rank, dmesg on its host; then whether its dumps reached the job folder.",

@@ -276,18 +276,24 @@ Verdict VerdictMaker::peerLeftNothing(const ChainEnd& e) const {
   v.confident = false;
   v.communicator = e.at.comm;
   v.op = OpRef{e.at.op, std::nullopt};
-  if (e.rank < 0) {
-    // No file names the peer: it is one of the ranks that left no snapshot, which is not known.
-    std::vector<int> silent;
-    for (int r = 0; r < job_.world_size; ++r)
-      if (const RankSummary* s = job_.find(r); s == nullptr || !s->has_snapshot) silent.push_back(r);
+  // No file names the peer (it is one of the ranks without a snapshot), or the peer ended on
+  // the launcher's SIGTERM (it went because another failed): the silent others are the suspects.
+  const bool torn_down = e.rank >= 0 && endedOnTerm(e.rank);
+  if (e.rank < 0 || torn_down) {
+    std::vector<int> no_snapshot, silent;
+    for (int r = 0; r < job_.world_size; ++r) {
+      const RankSummary* s = job_.find(r);
+      if (s != nullptr && s->has_snapshot) continue;
+      no_snapshot.push_back(r);
+      if (!endedOnTerm(r)) silent.push_back(r);
+    }
     for (int r : silent) v.suspects.push_back(rankSuspect(r));
-    wording_.peerLeftNothing(v, e, silent);
+    wording_.peerLeftNothing(v, e, no_snapshot, silent);
     v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
     return v;
   }
   v.suspects = {rankSuspect(e.rank)};
-  wording_.peerLeftNothing(v, e, {e.rank});
+  wording_.peerLeftNothing(v, e, {e.rank}, {e.rank});
   CommPositions p;
   p.members_missing = {e.rank};
   p.comm_size = sequences_.commSize(e.at.comm);
@@ -296,6 +302,11 @@ Verdict VerdictMaker::peerLeftNothing(const ChainEnd& e) const {
   if (!v.confident) blameUnansweredRas(v, e.at, p);
   v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
   return v;
+}
+
+bool VerdictMaker::endedOnTerm(int rank) const {
+  const ExitedRank* e = job_.exited(rank);
+  return e != nullptr && e->on_term;
 }
 
 // The waits end at a send and its receive, both running: the link between them, or a GPU at
@@ -437,11 +448,13 @@ Verdict VerdictMaker::outsideCollectives() const {
 // as sure a cause: its host threads, NCCL's proxy among them, run nothing, so on a GPU job its
 // kernels may finish what was launched but nothing more is launched or moved over the network.
 // A rank alone on its node, or one whose node died whole, has nobody to say so: it stays a
-// rank without a snapshot.
+// rank without a snapshot. One that ended on a SIGTERM it passed on with nothing pending is not
+// named: that is the launcher ending every rank once one failed (torchrun, srun
+// --kill-on-bad-exit), and the one that failed is elsewhere.
 void VerdictMaker::blameExited(Verdict& v, const HangFocus& f, const CommPositions& p) const {
   std::vector<ExitedRank> exited;
   for (const ExitedRank& e : job_.ranks_exited)
-    if (std::count(p.members_missing.begin(), p.members_missing.end(), e.rank)) exited.push_back(e);
+    if (!e.on_term && std::count(p.members_missing.begin(), p.members_missing.end(), e.rank)) exited.push_back(e);
   if (exited.empty()) return;
   std::vector<int> ranks;
   for (const ExitedRank& e : exited) ranks.push_back(e.rank);
@@ -475,6 +488,7 @@ void VerdictMaker::nameMissingMembers(Verdict& v, const HangFocus& f, const std:
 void VerdictMaker::blameLostByNetwork(Verdict& v, const HangFocus& f, const CommPositions& p) const {
   if (p.members_missing.size() != 1) return;
   const int lost = p.members_missing.front();
+  if (endedOnTerm(lost)) return;  // NCCL lost it when the launcher ended it: no cause
   if (std::count(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), lost)) return;
   if (const RankSummary* s = job_.find(lost); s && s->answered()) return;
   std::vector<int> seen_by;
@@ -519,6 +533,7 @@ std::vector<const RasComm*> VerdictMaker::rasCommsOf(const RankSummary& s, const
 void VerdictMaker::blameUnansweredRas(Verdict& v, const HangFocus& f, const CommPositions& p) const {
   if (p.members_missing.size() != 1) return;
   const int lost = p.members_missing.front();
+  if (endedOnTerm(lost)) return;  // RAS misses it because the launcher ended it: no cause
   if (std::count(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), lost)) return;
   const RankSummary* lost_files = job_.find(lost);
   if (lost_files && lost_files->answered()) return;
@@ -598,8 +613,9 @@ std::optional<Verdict> VerdictMaker::notFormed() const {
     if (inside.count(r)) continue;
     const RankSummary* s = job_.find(r);
     // A rank whose process a node peer found gone is outside it as surely as one whose snapshot says so.
+    // One that ended on the launcher's SIGTERM with nothing pending is no cause: said as silent.
     const bool exited = std::any_of(job_.ranks_exited.begin(), job_.ranks_exited.end(),
-                                    [&](const ExitedRank& e) { return e.rank == r; });
+                                    [&](const ExitedRank& e) { return e.rank == r && !e.on_term; });
     (s && s->has_snapshot ? c.outside : exited ? c.exited : c.silent).push_back(r);
   }
   c.whole_job = job_.world_size > 0 && c.size == job_.world_size;

@@ -41,7 +41,17 @@ TEST_CASE("RankStateRoundTripsEveryField") {
   back = rankStateFromText(toJson(s).dump());
   REQUIRE(back.ok());
   CHECK(back->exited_seen_by == std::optional<int>(3));
+  CHECK_FALSE(back->exited_on_term);
+  CHECK_FALSE(rankStateFromText(R"({"state": "done", "exited_seen_by": 1})")->exited_on_term);  // an older file
   CHECK_FALSE(rankStateFromText(R"({"state": "done", "exited_seen_by": "three"})").ok());
+  // One that ended on the launcher's SIGTERM with nothing pending.
+  s.exited_on_term = true;
+  back = rankStateFromText(toJson(s).dump());
+  REQUIRE(back.ok());
+  CHECK(back->exited_on_term);
+  CHECK(toJson(*back) == toJson(s));
+  CHECK_FALSE(rankStateFromText(R"({"state": "done", "exited_seen_by": 1, "exited_on_term": "yes"})").ok());
+  s.exited_on_term = false;
   // One found frozen, with the device its node's board knows.
   s.exited_seen_by.reset();
   s.stopped_seen_by = 2;

@@ -830,6 +830,24 @@ TEST_CASE("AMemberWhoseProcessDiedInsideTheCollectiveIsItsCulprit") {
   CHECK_FALSE(unsure.verdict.confident);
 }
 
+TEST_CASE("AMemberThatEndedOnTheLaunchersSigtermWithNothingPendingIsNotNamed") {
+  // torchrun and srun --kill-on-bad-exit end every rank once one failed: one that passed the
+  // SIGTERM on with no GPU communication pending went because of the failure. Not confident.
+  verdict_test::TempDir dir;
+  writeAllButRankTwoWithoutRingProgress(dir.path);
+  RankState gone = peerWrittenState(2);
+  gone.exited_seen_by = 1;
+  gone.exited_on_term = true;
+  writeState(dir.path, gone);
+  Report r = reportOfDir(dir.path);
+  INFO(r.verdict.headline);
+  CHECK_FALSE(r.verdict.confident);
+  CHECK(r.verdict.culprit_ranks.empty());
+  CHECK(std::any_of(r.job.problems.begin(), r.job.problems.end(), [](const std::string& p) {
+    return p.find("had ended on the launcher's SIGTERM (nothing pending)") != std::string::npos;
+  }));
+}
+
 TEST_CASE("AMemberFrozenInsideTheCollectiveIsItsCulpritWithItsGpuAndHowToContinueIt") {
   // Its node peer found it stopped (state T) and wrote its state with the device the board knew.
   verdict_test::TempDir dir;

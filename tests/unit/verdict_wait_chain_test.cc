@@ -9,6 +9,7 @@
 
 #include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/rank_state.h"
 #include "hangwatch/verdict/job_loader.h"
 #include "hangwatch/verdict/report_builder.h"
 #include "verdict_test_fixture.h"
@@ -581,4 +582,57 @@ TEST_CASE("APeerWhoseGlobalRankTwoSilentRanksCouldBeIsNotNamed") {
   CHECK_FALSE(v.confident);
   CHECK(v.culprit_ranks.empty());
   for (const Suspect& s : v.suspects) CHECK(s.ranks != std::vector<int>{1});
+}
+
+namespace {
+
+// Ranks 0 and 2 of a data-parallel job (the world communicator, its transfers on it as
+// PyTorch's batched sends run): rank 0's send to rank 1 runs with the world collective 9 queued
+// behind it; rank 2 waits in 9. Rank 1's process is gone, as rank 0 of its node saw (`on_term`:
+// it ended on a SIGTERM it passed on with nothing pending); rank 3 left nothing.
+Verdict tornDownJob(bool on_term) {
+  verdict_test::TempDir dir;
+  std::vector<FakeRank> ranks{FakeRank(0, 4, 9), FakeRank(2, 4, 9)};
+  ranks[0].snap.streams[0].pending.clear();
+  queue(ranks[0], "ncclSend", verdict_test::kComm, std::nullopt, 1, true);
+  queue(ranks[0], "ncclAllReduce", verdict_test::kComm, 9, std::nullopt, false);
+  for (const FakeRank& r : ranks) r.write(dir.path);
+  RankState gone;
+  gone.rank = 1;
+  gone.phase = DumpPhase::kDone;
+  gone.pid = 101;
+  gone.host = "node0";
+  gone.exited_seen_by = 0;
+  gone.exited_on_term = on_term;
+  gone.note = "process 101 had ended";
+  (void)writeFileAtomically(rankStatePath(dir.path, 1), toJson(gone).dump());
+  writeTrigger(dir.path, 2, "ncclAllReduce", verdict_test::kComm, 9, std::nullopt);
+  Expected<JobData> job = JobLoader(2).load(dir.path);
+  REQUIRE(job.ok());
+  return ReportBuilder::build(std::move(*job)).verdict;
+}
+
+}  // namespace
+
+TEST_CASE("ARankKilledWhileATransferWaitsOnItIsNamedFromItsNodesWord") {
+  const Verdict v = tornDownJob(false);
+  INFO(v.headline);
+  CHECK(v.confident);
+  CHECK(v.culprit_ranks == std::vector<int>{1});
+  CHECK(saysSomewhere(v, "rank(s) 1 exited"));
+}
+
+TEST_CASE("ARankThatEndedOnTheLaunchersSigtermIsNoCulpritAndTheSilentRankIsTheSuspect") {
+  // torchrun or srun --kill-on-bad-exit ends every rank once one failed: a rank that passed the
+  // SIGTERM on with nothing pending went because of the failure, not as it. Rank 3, of which
+  // nothing is known, is the one suspect; nobody is named.
+  const Verdict v = tornDownJob(true);
+  INFO(v.headline);
+  CHECK(v.kind == VerdictKind::kInconclusive);
+  CHECK_FALSE(v.confident);
+  CHECK(v.culprit_ranks.empty());
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].ranks == std::vector<int>{3});
+  CHECK(saysSomewhere(v, "rank 1 ended on the launcher's SIGTERM with nothing pending"));
+  CHECK(saysSomewhere(v, "rank 3 left no file at all and nobody said why: it is likely the rank that failed"));
 }

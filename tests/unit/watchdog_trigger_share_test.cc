@@ -674,9 +674,11 @@ TEST_CASE("SigtermWhileDumpingIsHeldThenDeliveredToTheJobsOwnHandler") {
   sigemptyset(&job.sa_mask);
   REQUIRE(sigaction(SIGTERM, &job, nullptr) == 0);
   TermDeferral::arm();
+  CHECK_FALSE(TermDeferral::releaseEndsProcess());  // nothing held
   ::raise(SIGTERM);
   CHECK(TermDeferral::pending());
   CHECK(job_handler_calls.load() == 0);
+  CHECK_FALSE(TermDeferral::releaseEndsProcess());  // the job's own handler takes it
   TermDeferral::release();
   CHECK(job_handler_calls.load() == 1);
   CHECK_FALSE(TermDeferral::pending());
@@ -781,9 +783,10 @@ TEST_CASE("AForkedChildOfAnArmedProcessGetsSigtermAsTheJobMeantIt") {
   REQUIRE(::waitpid(child, &status, 0) == child);
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGTERM);
-  // The parent still holds one.
+  // The parent still holds one, and passing it on would end it: the default action.
   ::raise(SIGTERM);
   CHECK(TermDeferral::pending());
+  CHECK(TermDeferral::releaseEndsProcess());
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
@@ -792,19 +795,21 @@ TEST_CASE("AForkedChildOfAnArmedProcessGetsSigtermAsTheJobMeantIt") {
   CHECK_FALSE(TermDeferral::pending());
 }
 
-TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
+TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndHowItEnded") {
   TempDir dir;
   std::string job = dir.path + "/job";
   auto me = NodeShare::attach(job, dir.path, "", 0);
   REQUIRE(me.ok());
-  auto member = [&](int rank, bool leaves) {
+  enum class Ends { kKilled, kLeaves, kOnTerm };
+  auto member = [&](int rank, Ends how) {
     pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
       auto b = NodeShare::attach(job, dir.path, "", rank);
       if (!b.ok()) ::_exit(1);
-      if (leaves) (*b)->leave();
-      else ::raise(SIGKILL);  // the OOM killer: no exit handler runs
+      if (how == Ends::kLeaves) (*b)->leave();
+      if (how == Ends::kOnTerm) (*b)->leaveOnTerm();
+      ::raise(how == Ends::kOnTerm ? SIGTERM : SIGKILL);  // no exit handler runs
       ::_exit(0);
     }
     int status = 0;
@@ -812,18 +817,26 @@ TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
     return child;
   };
   CHECK((*me)->goneMembers().empty());
-  pid_t killed = member(5, false);
-  pid_t left = member(6, true);
+  pid_t killed = member(5, Ends::kKilled);
+  pid_t left = member(6, Ends::kLeaves);
+  pid_t termed = member(7, Ends::kOnTerm);
   auto gone = (*me)->goneMembers();
   std::sort(gone.begin(), gone.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
-  REQUIRE(gone.size() == 2);
+  REQUIRE(gone.size() == 3);
   CHECK(gone[0].rank == 5);
   CHECK(gone[0].pid == killed);
   CHECK_FALSE(gone[0].left);
+  CHECK_FALSE(gone[0].on_term);
   // A rank that ended normally while the others still need it is named too, as one that left.
   CHECK(gone[1].rank == 6);
   CHECK(gone[1].pid == left);
   CHECK(gone[1].left);
+  CHECK_FALSE(gone[1].on_term);
+  // One that passed on the launcher's SIGTERM with nothing pending, as such.
+  CHECK(gone[2].rank == 7);
+  CHECK(gone[2].pid == termed);
+  CHECK(gone[2].on_term);
+  CHECK_FALSE(gone[2].left);
   // A member without a known rank cannot be named.
   pid_t anonymous = ::fork();
   REQUIRE(anonymous >= 0);
@@ -833,14 +846,14 @@ TEST_CASE("AMemberWhoseProcessEndedIsNamedByItsRankAndWhetherItLeft") {
     ::_exit(0);
   }
   REQUIRE(::waitpid(anonymous, nullptr, 0) == anonymous);
-  CHECK((*me)->goneMembers().size() == 2);
+  CHECK((*me)->goneMembers().size() == 3);
   // The node's ranks for its summary: every member that joined with a rank, live or gone.
-  CHECK((*me)->memberRanks() == std::vector<int>{0, 5, 6});
+  CHECK((*me)->memberRanks() == std::vector<int>{0, 5, 6, 7});
   // Another job of this user starting on the node sweeps boards whose members all exited: this
   // one has a live member, and keeps its dead ones.
   auto other = NodeShare::attach(dir.path + "/other-job", dir.path, "", 0);
   REQUIRE(other.ok());
-  CHECK((*me)->goneMembers().size() == 2);
+  CHECK((*me)->goneMembers().size() == 3);
 }
 
 TEST_CASE("AMemberStoppedBySigstopIsNamedWithItsDeviceAndOneTracedIsNot") {

@@ -36,6 +36,9 @@ struct RankState {
   // Written by another rank of the node, which found this rank's process ended (killed, crashed,
   // or exited; `note` says which) when it dumped: that rank's number.
   std::optional<int> exited_seen_by;
+  // With exited_seen_by: the process marked itself, before it ended, as ending on a SIGTERM it
+  // passed on with no GPU communication pending (the launcher ending the job): no cause of a hang.
+  bool exited_on_term = false;
   // Written by another rank of the node, which found this rank's process alive but stopped
   // (SIGSTOP or a job-control stop: frozen, it answers nothing): that rank's number.
   std::optional<int> stopped_seen_by;
@@ -79,6 +82,7 @@ struct Schema<RankState> {
       field("forensics", &RankState::forensics, "forensics"),
       field("note", &RankState::note, "note"),
       field("exited_seen_by", &RankState::exited_seen_by, "exited_seen_by"),
+      field("exited_on_term", &RankState::exited_on_term, "exited_on_term"),
       field("stopped_seen_by", &RankState::stopped_seen_by, "stopped_seen_by"),
   };
 };

@@ -62,12 +62,14 @@ class NodeShare {
 
   // Members whose process has ended, in this process's pid namespace (a pid from another one
   // names some other process), with a known rank. `left`: it left at exit (its exit handler ran
-  // with nothing pending); otherwise it was killed, crashed or exited with GPU work in flight.
+  // with nothing pending); `on_term`: it passed on a SIGTERM with no GPU communication pending
+  // (endingOnTerm); otherwise it was killed, crashed or exited with GPU work in flight.
   struct GoneMember {
     int rank = -1;
     pid_t pid = 0;
     bool left = false;
     int device = -1;  // its CUDA device, -1 unknown
+    bool on_term = false;
   };
   std::vector<GoneMember> goneMembers() const;
   // Members alive but stopped: /proc state T (SIGSTOP, SIGTSTP, a job-control stop), not a
@@ -88,6 +90,9 @@ class NodeShare {
   // Marks this process as left (it stays listed, to be named if the others still need it); the
   // last live member to leave removes the board's file.
   void leave();
+  // As leave(), just before a SIGTERM this process held ends it: the others then say it ended
+  // on the launcher's signal, not that it was killed or crashed.
+  void leaveOnTerm();
   const std::string& path() const { return path_; }
   bool shared() const { return fd_.valid(); }
 
@@ -96,6 +101,8 @@ class NodeShare {
  private:
   NodeShare(Layout* layout, ScopedFd fd, std::string path)
       : layout_(layout), fd_(std::move(fd)), path_(std::move(path)) {}
+
+  void leaveAs(uint8_t how);
 
   Layout* layout_;
   ScopedFd fd_;  // none for an unshared board

@@ -28,6 +28,9 @@ class TermDeferral {
   static double pendingForSeconds();
   // Restores the job's action and re-sends a held-back SIGTERM to this process.
   static void release();
+  // Whether release() would end the process: a SIGTERM is held and the job's own action for it
+  // is the default one (no handler of the job's, before or since).
+  static bool releaseEndsProcess();
 };
 
 }  // namespace hangwatch::watchdog

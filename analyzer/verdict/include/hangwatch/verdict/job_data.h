@@ -51,6 +51,9 @@ struct ExitedRank {
   int seen_by = -1;
   bool stopped = false;  // frozen, not gone
   std::string note;  // how the peer found it: killed or crashed, or ended with nothing pending
+  // Ended on a SIGTERM it passed on with no GPU communication pending (RankState::exited_on_term):
+  // the launcher ending the job, which it does once another rank failed; no cause of the hang.
+  bool on_term = false;
 };
 
 // A member NCCL's RAS listed missing (unresponsive), in the answer asked for one rank's node:

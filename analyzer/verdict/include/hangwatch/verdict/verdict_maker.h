@@ -81,6 +81,8 @@ class VerdictMaker {
   // Where the waits across communicators and transfers end (wait_chain.h).
   Verdict peerNeverPosted(const ChainEnd& e) const;
   Verdict peerLeftNothing(const ChainEnd& e) const;
+  // A rank whose node peer found it ended on a SIGTERM it passed on with nothing pending.
+  bool endedOnTerm(int rank) const;
   void placeInPipeline(Verdict& v) const;
   bool pendingTransfer(const std::string& comm, int rank, int peer, bool send) const;
   Verdict p2pPair(const ChainEnd& e) const;
