@@ -19,9 +19,12 @@ Faults a real job has:
   --slow-rank R --slow-from-step S [--slow-matmuls N]
                                         from step S on, rank R's stage runs N (default 4) more
                                         hidden x hidden matmuls in every forward: a heavier stage
+  --exit-rank R --exit-at-step S        rank R's process is killed (SIGKILL, as the OOM killer
+                                        does) at the start of step S; the others run on and wait
 """
 import argparse
 import os
+import signal
 import sys
 import time
 from datetime import timedelta
@@ -55,6 +58,8 @@ def parse_args(argv):
     p.add_argument("--slow-rank", type=int)
     p.add_argument("--slow-from-step", type=int, default=0)
     p.add_argument("--slow-matmuls", type=int, default=4)
+    p.add_argument("--exit-rank", type=int)
+    p.add_argument("--exit-at-step", type=int, default=0)
     args = p.parse_args(argv)
     if args.batch % args.microbatches:
         p.error(f"--microbatches {args.microbatches} does not divide --batch {args.batch}")
@@ -120,6 +125,9 @@ def train(args, rank, world, device, module, schedule):
         started = time.monotonic()
         if args.stall_rank == rank and args.stall_at_step == step:
             stuck_in_host_loop()
+        if args.exit_rank == rank and args.exit_at_step == step:
+            log(f"{PROGRAM} rank={rank} killed at step {step}")
+            os.kill(os.getpid(), signal.SIGKILL)
         if args.slow_rank == rank and step >= args.slow_from_step:
             module.slow_matmuls = args.slow_matmuls
         inputs, targets = batch_for(step, args, device)
@@ -146,7 +154,7 @@ def main(argv):
     rank, world, local_rank = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     if world < 2:
         sys.exit(f"{PROGRAM}: a pipeline needs 2 or more ranks (one stage each), not {world}")
-    for flag in ("stall", "slow"):
+    for flag in ("stall", "slow", "exit"):
         value = getattr(args, f"{flag}_rank")
         if value is not None and not 0 <= value < world:
             sys.exit(f"{PROGRAM}: --{flag}-rank {value} is not a rank of this {world}-rank job")

@@ -396,3 +396,30 @@ class TorchPipeline(TorchCase):
         before = [e for e in verdict["evidence"] if e.startswith("Before the hang the job slowed down")]
         self.assertEqual(len(before), 1, context)
         self.assertIn("rank 3 of pipeline stage 3", before[0], context)
+
+    def test_the_last_stage_killed_alone_on_its_node_is_never_taken_for_a_stage_torchrun_ended(self):
+        # Nodes {0,1,2} and {3}, IB, collector off. Stage 3 is SIGKILLed (the OOM killer) at step 6,
+        # alone on its node: nobody there says so. torchrun then SIGTERMs the others; one with
+        # nothing pending passes it on and ends (its node peers say it ended on the launcher's
+        # signal), the others dump. Either rank 3 is named (NCCL's RAS, asked from node 0, lists
+        # it missing on the communicator the stages' sends run on) or it is the one suspect.
+        if not can_run_as_nodes():
+            self.skipTest("jobs on several nodes need a UTS namespace per rank (root)")
+        args = ["--steps", "40", "--exit-rank", "3", "--exit-at-step", "6"]
+        env = {"HANGWATCH_COLLECT": "0", "NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"}
+        with torchrun_job(4, args, self.dumps, extra_env=env, per_node=3, script=PIPELINE_TRAIN) as job:
+            deadline = time.monotonic() + 150
+            while time.monotonic() < deadline and any(states(self.job_dir, 4)[r] != "done" for r in (0, 1, 2)):
+                time.sleep(0.5)
+            out = job.output()
+        self.assertIn("rank=3 killed at step 6", out)
+        self.assertTrue(all(states(self.job_dir, 4)[r] == "done" for r in (0, 1, 2)), out[-4000:])
+        verdict = self.report()["verdict"]
+        context = json.dumps(verdict, indent=1)
+        if verdict["confident"]:
+            self.assertEqual(verdict["culprit_ranks"], [3], context)
+            self.assertTrue(any("NCCL's RAS" in e for e in verdict["evidence"]), context)
+        else:
+            self.assertEqual(verdict["culprit_ranks"], [], context)
+            self.assertEqual([s["ranks"] for s in verdict["suspects"]], [[3]], context)
+        print(f"stage 3 killed: {'named' if verdict['confident'] else 'the one suspect'}")
