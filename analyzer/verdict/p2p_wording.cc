@@ -173,21 +173,25 @@ void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::v
                                                 : fmt::format(" ({} ended on the launcher's SIGTERM with nothing "
                                                               "pending: no cause)",
                                                               ranksPhrase(on_term)));
-  v.evidence.push_back(fmt::format("Rank {}'s {} {} {} on communicator {} waits; {} left no file at all{}.", e.waiter,
-                                   e.at.op, dir, e.rank >= 0 ? peer : fmt::format("its rank {}", e.peer_in_comm),
-                                   e.at.comm, who, which));
+  const bool collecting = e.rank >= 0 && std::count(job_.ranks_collecting.begin(), job_.ranks_collecting.end(), e.rank);
+  const char* none = collecting ? "has no dump yet" : "left no file at all";
+  v.evidence.push_back(fmt::format("Rank {}'s {} {} {} on communicator {} waits; {} {}{}.", e.waiter, e.at.op, dir,
+                                   e.rank >= 0 ? peer : fmt::format("its rank {}", e.peer_in_comm), e.at.comm, who,
+                                   none, which));
   v.reason = fmt::format(
-      "rank {}'s {} {} {} waits, and {} left no file at all{}: its process may have ended or be stopped, its node "
-      "or network may be gone, or its dumps were lost on the way to storage; nothing in the files says which",
-      e.waiter, e.at.op, dir, e.rank >= 0 ? fmt::format("{} on communicator {}", peer, e.at.comm) : peer,
-      e.rank >= 0 ? peer : "that member", which);
+      "rank {}'s {} {} {} waits, and {} {}{}: {}", e.waiter, e.at.op, dir,
+      e.rank >= 0 ? fmt::format("{} on communicator {}", peer, e.at.comm) : peer, e.rank >= 0 ? peer : "that member",
+      none, which,
+      collecting ? "its collector was still at work when the report was made; report again once it is done"
+                 : "its process may have ended or be stopped, its node or network may be gone, or its dumps were "
+                   "lost on the way to storage; nothing in the files says which");
   v.headline = "Inconclusive: " + v.reason + ".";
   v.hinges_on = fmt::format("the own dump of {}, or word of its process from its node or NCCL's RAS",
                             e.rank >= 0 ? peer : ranksPhrase(candidates));
   v.next_steps.insert(v.next_steps.begin(),
                       fmt::format("Find what happened to {}: whether the process is still there, the job's log of "
                                   "that rank, dmesg on its host; then whether its dumps reached the job folder.",
-                                  ranksPhrase(silent)));
+                                  ranksPhrase(silent.empty() ? candidates : silent)));
 }
 
 void VerdictWording::transfersDisagree(Verdict& v, const std::vector<std::string>& counts,
