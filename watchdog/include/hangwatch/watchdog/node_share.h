@@ -63,7 +63,7 @@ class NodeShare {
   // Members whose process has ended, in this process's pid namespace (a pid from another one
   // names some other process), with a known rank. `left`: it left at exit (its exit handler ran
   // with nothing pending); `on_term`: it passed on a SIGTERM with no GPU communication pending
-  // (endingOnTerm); otherwise it was killed, crashed or exited with GPU work in flight.
+  // (leaveOnTerm); otherwise it was killed, crashed or exited with GPU work in flight.
   struct GoneMember {
     int rank = -1;
     pid_t pid = 0;
