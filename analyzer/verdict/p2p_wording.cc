@@ -126,11 +126,9 @@ void VerdictWording::p2pPairUndecided(Verdict& v, const ChainEnd& e, const Proxy
                                   e.from, e.to, both_ways ? " and back" : ""));
 }
 
-void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::vector<int>& candidates,
-                                     const std::vector<int>& silent) const {
+void VerdictWording::peerEndedOnTerm(Verdict& v, const ChainEnd& e, const std::vector<int>& silent) const {
   const char* dir = e.at.op == "ncclSend" ? "to" : "from";
-  const ExitedRank* torn = e.rank >= 0 ? job_.exited(e.rank) : nullptr;
-  if (torn != nullptr && !torn->on_term) torn = nullptr;
+  const ExitedRank* torn = job_.exited(e.rank);
   const std::string silent_text =
       silent.empty()       ? std::string("no other rank is silent, so nothing says which rank failed first")
       : silent.size() == 1 ? fmt::format("{} left no file at all and nobody said why: it is likely the rank that "
@@ -139,22 +137,24 @@ void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::v
                            : fmt::format("{} left no file at all and nobody said why: the rank that failed is likely "
                                          "among them",
                                          ranksPhrase(silent));
-  if (torn != nullptr) {
-    v.evidence.push_back(fmt::format("Rank {}'s {} {} rank {} on communicator {} waits; rank {} ({}) ended on a SIGTERM "
-                                     "it passed on with no GPU communication pending, as rank {} of its node saw.",
-                                     e.waiter, e.at.op, dir, e.rank, e.at.comm, e.rank, deviceText(job_, e.rank),
-                                     torn->seen_by));
-    v.reason = fmt::format(
-        "rank {}'s {} {} rank {} waits, and rank {} ended on the launcher's SIGTERM with nothing pending: the launcher "
-        "was ending the job, as it does once a rank failed, so rank {} is not why it hung; {}",
-        e.waiter, e.at.op, dir, e.rank, e.rank, e.rank, silent_text);
-    v.headline = "Inconclusive: " + v.reason + ".";
-    v.hinges_on = "which rank failed first (the launcher's log says: torchrun's 'Root Cause', srun's first exit)";
-    v.next_steps.insert(v.next_steps.begin(),
-                        fmt::format("Read the launcher's log for the rank that failed first{}.",
-                                    silent.empty() ? "" : fmt::format(" (likely {})", ranksPhrase(silent))));
-    return;
-  }
+  v.evidence.push_back(fmt::format("Rank {}'s {} {} rank {} on communicator {} waits; rank {} ({}) ended on a SIGTERM "
+                                   "it passed on with no GPU communication pending, as rank {} of its node saw.",
+                                   e.waiter, e.at.op, dir, e.rank, e.at.comm, e.rank, deviceText(job_, e.rank),
+                                   torn != nullptr ? torn->seen_by : -1));
+  v.reason = fmt::format(
+      "rank {}'s {} {} rank {} waits, and rank {} ended on the launcher's SIGTERM with nothing pending: the launcher "
+      "was ending the job, as it does once a rank failed, so rank {} is not why it hung; {}",
+      e.waiter, e.at.op, dir, e.rank, e.rank, e.rank, silent_text);
+  v.headline = "Inconclusive: " + v.reason + ".";
+  v.hinges_on = "which rank failed first (the launcher's log says: torchrun's 'Root Cause', srun's first exit)";
+  v.next_steps.insert(v.next_steps.begin(),
+                      fmt::format("Read the launcher's log for the rank that failed first{}.",
+                                  silent.empty() ? "" : fmt::format(" (likely {})", ranksPhrase(silent))));
+}
+
+void VerdictWording::peerLeftNothing(Verdict& v, const ChainEnd& e, const std::vector<int>& candidates,
+                                     const std::vector<int>& silent) const {
+  const char* dir = e.at.op == "ncclSend" ? "to" : "from";
   const std::string peer = e.rank >= 0 ? fmt::format("rank {}", e.rank)
                                        : fmt::format("rank {} of communicator {}", e.peer_in_comm, e.at.comm);
   std::string who = e.rank >= 0 ? peer : std::string("that member");

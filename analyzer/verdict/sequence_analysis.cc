@@ -42,16 +42,14 @@ SequenceAnalysis::SequenceAnalysis(const JobData& job) : job_(job) {
   // of a member that left none. Every snapshot lists every communicator its process holds, so
   // when the job has one rank without a snapshot and a communicator one member nobody names,
   // that rank is the member. A GPU job's files say the same; with more of either, none is placed.
-  if (!job.world_size_known || !job.gpu_ranks.empty()) return;
-  std::vector<int> without_snapshot;
   for (int r = 0; r < job.world_size; ++r)
-    if (const RankSummary* s = job.find(r); s == nullptr || !s->has_snapshot) without_snapshot.push_back(r);
-  if (without_snapshot.size() != 1) return;
+    if (const RankSummary* s = job.find(r); s == nullptr || !s->has_snapshot) without_snapshot_.push_back(r);
+  if (!job.world_size_known || !job.gpu_ranks.empty() || without_snapshot_.size() != 1) return;
   for (const auto& [comm, size] : sizes_) {
     const std::map<int, int>& known = members_[comm];
     if (shared_.count(comm) || static_cast<int>(known.size()) != size - 1) continue;
     for (int cr = 0; cr < size; ++cr)
-      if (!known.count(cr)) inferred_[comm][cr] = without_snapshot.front();
+      if (!known.count(cr)) inferred_[comm][cr] = without_snapshot_.front();
   }
 }
 

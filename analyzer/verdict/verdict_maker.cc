@@ -4,6 +4,7 @@
 #include "hangwatch/verdict/wait_chain.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -280,15 +281,13 @@ Verdict VerdictMaker::peerLeftNothing(const ChainEnd& e) const {
   // the launcher's SIGTERM (it went because another failed): the silent others are the suspects.
   const bool torn_down = e.rank >= 0 && endedOnTerm(e.rank);
   if (e.rank < 0 || torn_down) {
-    std::vector<int> no_snapshot, silent;
-    for (int r = 0; r < job_.world_size; ++r) {
-      const RankSummary* s = job_.find(r);
-      if (s != nullptr && s->has_snapshot) continue;
-      no_snapshot.push_back(r);
-      if (!endedOnTerm(r)) silent.push_back(r);
-    }
+    const std::vector<int>& no_snapshot = sequences_.ranksWithoutSnapshot();
+    std::vector<int> silent;
+    std::copy_if(no_snapshot.begin(), no_snapshot.end(), std::back_inserter(silent),
+                 [&](int r) { return !endedOnTerm(r); });
     for (int r : silent) v.suspects.push_back(rankSuspect(r));
-    wording_.peerLeftNothing(v, e, no_snapshot, silent);
+    if (torn_down) wording_.peerEndedOnTerm(v, e, silent);
+    else wording_.peerLeftNothing(v, e, no_snapshot, silent);
     v.evidence.insert(v.evidence.begin(), e.at.moved.begin(), e.at.moved.end());
     return v;
   }

@@ -73,6 +73,8 @@ class SequenceAnalysis {
   // world-sized; a member no snapshot names is a rank that left no snapshot (every snapshot
   // lists every communicator it holds).
   bool knowsGlobalRank(const std::string& comm, int comm_rank) const;
+  // Ranks of [0, world size) with no snapshot (no file, or files without one), ascending.
+  const std::vector<int>& ranksWithoutSnapshot() const { return without_snapshot_; }
   // The process holding `comm_rank` of such a communicator, and the device of that rank.
   bool sharedByProcess(const std::string& comm) const { return shared_.count(comm) > 0; }
   int commSize(const std::string& comm) const {
@@ -97,6 +99,7 @@ class SequenceAnalysis {
   std::map<std::string, std::map<int, int>> members_;  // comm hash -> comm rank -> global rank
   // Members no snapshot names, placed by elimination (the constructor): comm rank -> global rank.
   std::map<std::string, std::map<int, int>> inferred_;
+  std::vector<int> without_snapshot_;
   std::map<std::string, int> sizes_;
   std::set<std::string> shared_;  // communicators a process holds several ranks of
 };

@@ -162,11 +162,13 @@ class VerdictWording {
   // send and its receive both running with nothing to tell the link from either GPU.
   void peerNeverPosted(Verdict& v, const ChainEnd& e, const std::vector<WaitChain::Owed>& owed) const;
   void p2pPairUndecided(Verdict& v, const ChainEnd& e, const ProxyFinding& pf, bool both_ways) const;
-  // A transfer waits on a peer that left no file at all, and nothing says why, or on one that
-  // ended on the launcher's SIGTERM. `candidates`: the ranks the peer may be (e.rank alone when
-  // known); `silent`: the ranks without a snapshot that did not end on a SIGTERM (the suspects).
+  // A transfer waits on a peer that left no file at all, and nothing says why. `candidates`: the
+  // ranks the peer may be (e.rank alone when known); `silent`: the ranks without a snapshot that
+  // did not end on a SIGTERM (the suspects).
   void peerLeftNothing(Verdict& v, const ChainEnd& e, const std::vector<int>& candidates,
                        const std::vector<int>& silent) const;
+  // A transfer waits on a peer that ended on the launcher's SIGTERM (ExitedRank::on_term).
+  void peerEndedOnTerm(Verdict& v, const ChainEnd& e, const std::vector<int>& silent) const;
   // The two ends of the waiting transfer issued different numbers of transfers to each other.
   void transfersDisagree(Verdict& v, const std::vector<std::string>& counts, std::optional<uint64_t> usual) const;
   // The data of a transfer left its sender and never arrived (wait_chain.h LostTransfer): said
