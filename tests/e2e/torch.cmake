@@ -29,14 +29,18 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
   # PyTorch's own pipeline schedules (issue 45): a stage stuck in Python after a slower stage.
   hangwatch_e2e_test(torch.pipeline
                      test_torch.TorchPipeline.test_a_stage_stuck_in_python_after_a_slower_stage_is_named_with_both 240)
-  # test_torch.TorchPipeline.test_the_last_stage_killed_alone_on_its_node_is_never_taken_for_a_stage_torchrun_ended
-  # is not run here: torchrun may SIGTERM the survivors before any has GPU communication pending
-  # for 1 s, and then nothing hangs and nothing dumps (seen in CI); run it by hand.
+  # A rank killed alone on its node, one torchrun agent per node (the agent of another node never
+  # ends its workers, so they hang as on a cluster), collector off: named from NCCL's RAS.
+  hangwatch_e2e_test(torch.pipeline_stage_killed
+                     test_torch.TorchPipeline.test_the_last_stage_killed_alone_on_its_node_is_named 240)
+  hangwatch_e2e_test(torch.rank_killed_alone
+                     test_torch.HungJob.test_a_rank_killed_alone_on_its_node_is_named_from_nccls_ras 240)
   hangwatch_e2e_test(torch.vs_flight_recorder
                      test_vs_flight_recorder.SideBySide.test_hangwatch_is_never_wrong_and_right_wherever_flight_recorder_is 900)
   set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes e2e.torch.python_stall
                e2e.torch.gpu_stops ${pytorch_timeout_tests} e2e.torch.restarts.clean_second_attempt
                e2e.torch.restarts.stale_unique_id e2e.torch.vs_flight_recorder e2e.torch.pipeline
+               e2e.torch.pipeline_stage_killed e2e.torch.rank_killed_alone
                APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics> SIMGPU_DROPIN_DIR=${SIMGPU_DROPIN_DIR}
                HANGWATCH_TORCH_VENV=${HANGWATCH_TORCH_VENV})
 endif()
