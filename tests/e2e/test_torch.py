@@ -43,13 +43,17 @@ def forensics():
     return os.environ.get("FORENSICS", str(build_dir() / "forensics" / "forensics"))
 
 
+def job_env(dump_root, timeout_s, faults, extra_env):
+    """The watchdog preloaded into every process of a torchrun job, dumping under `dump_root`."""
+    return {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dump_root),
+            "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_FORENSICS": forensics(),
+            "SIMGPU_FAULTS": faults, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", **(extra_env or {})}
+
+
 def torchrun_job(nranks, args, dump_root, faults="", extra_env=None, timeout_s=5, per_node=None, script=None):
     """`simgpu-run torchrun --standalone --nproc-per-node N train.py ARGS` under the watchdog;
     with `per_node`, each rank runs under as_node.py as a host of its own node (root only)."""
-    env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dump_root),
-           "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_FORENSICS": forensics(),
-           "SIMGPU_FAULTS": faults, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    env.update(extra_env or {})
+    env = job_env(dump_root, timeout_s, faults, extra_env)
     launcher = [str(simgpu_run()), str(torch_venv() / "bin" / "torchrun"), "--standalone", "--nproc-per-node",
                 str(nranks)]
     argv = [str(script or TRAIN), *args]
@@ -67,9 +71,7 @@ def torchrun_nodes_job(per_agent, args, dump_root, extra_env=None, timeout_s=5, 
     agents' workers are left waiting on the dead one, as on a real cluster."""
     # as_node.py places rank r on node-(r // N): every agent but the last has N workers.
     assert all(count == per_agent[0] for count in per_agent[:-1]), per_agent
-    env = {"LD_PRELOAD": str(build_dir() / "watchdog" / "libhangwatch.so"), "HANGWATCH_DUMP_DIR": str(dump_root),
-           "HANGWATCH_JOB_ID": JOB_ID, "HANGWATCH_TIMEOUT": str(timeout_s), "HANGWATCH_FORENSICS": forensics(),
-           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", **(extra_env or {})}
+    env = job_env(dump_root, timeout_s, "", extra_env)
     port = free_port()
     agents = []
     for node, count in enumerate(per_agent):
@@ -115,11 +117,13 @@ class TorchCase(E2ECase):
         self.dumps = Path(self.tmp.name) / "dumps"
         self.job_dir = self.dumps / JOB_ID
 
-    def wait_for_dumps(self, job, nranks, timeout=150):
-        """Every rank's dumps done, the job's ranks still alive (the default HANGWATCH_ON_HANG=wait)."""
+    def wait_for_dumps(self, job, nranks, timeout=150, ranks=None):
+        """Every rank's dumps done (or those of `ranks`: the survivors of a rank that died), the
+        job's ranks still alive (the default HANGWATCH_ON_HANG=wait)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(s == "done" for s in states(self.job_dir, nranks).values()):
+            now = states(self.job_dir, nranks)
+            if all(now[r] == "done" for r in (range(nranks) if ranks is None else ranks)):
                 return
             if job.proc.poll() is not None:
                 self.fail(f"the job ended before its dumps were done:\n{job.output()[-4000:]}")
@@ -250,19 +254,12 @@ class HungJob(TorchCase):
         args = ["--steps", "100", "--exit-rank", "2", "--exit-at-step", "8", "--exit-how", "kill"]
         env = {"HANGWATCH_COLLECT": "0", "NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"}
         with torchrun_nodes_job([1, 1, 1], args, self.dumps, extra_env=env) as job:
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline and any(states(self.job_dir, 3)[r] != "done" for r in (0, 1)):
-                if job.proc.poll() is not None:
-                    self.fail(f"the job ended before its dumps were done:\n{job.output()[-4000:]}")
-                time.sleep(0.5)
-            out = job.output()
-        self.assertTrue(all(states(self.job_dir, 3)[r] == "done" for r in (0, 1)), out[-4000:])
+            self.wait_for_dumps(job, 3, ranks=(0, 1))
         verdict = self.report()["verdict"]
         context = json.dumps(verdict, indent=1)
         self.assertTrue(verdict["confident"], context)
         self.assertEqual(verdict["culprit_ranks"], [2], context)
         self.assertTrue(any("NCCL's RAS" in e for e in verdict["evidence"]), context)
-
 
 
 class RealTorchrunRestarts(TorchCase):
@@ -457,12 +454,9 @@ class TorchPipeline(TorchCase):
         args = ["--steps", "40", "--exit-rank", "3", "--exit-at-step", "6"]
         env = {"HANGWATCH_COLLECT": "0", "NCCL_NET": "IB", "NCCL_IB_TIMEOUT": "20"}
         with torchrun_nodes_job([3, 1], args, self.dumps, extra_env=env, script=PIPELINE_TRAIN) as job:
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline and any(states(self.job_dir, 4)[r] != "done" for r in (0, 1, 2)):
-                time.sleep(0.5)
+            self.wait_for_dumps(job, 4, ranks=(0, 1, 2))
             out = job.output()
         self.assertIn("rank=3 killed at step 6", out)
-        self.assertTrue(all(states(self.job_dir, 4)[r] == "done" for r in (0, 1, 2)), out[-4000:])
         verdict = self.report()["verdict"]
         context = json.dumps(verdict, indent=1)
         self.assertTrue(verdict["confident"], context)
