@@ -27,6 +27,46 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The storage thread's file system: `inner`'s, telling `moved` after each operation that
+// returned and, inside a whole-file write, after each of its system calls. A call made of
+// several operations (TRIGGER.json and then its beacon line) is stalled when one of them makes
+// no progress for the deadline, never because together they take longer: a slow mount that
+// moves is not a stalled one.
+class ProgressDumpFs final : public DumpFs {
+ public:
+  ProgressDumpFs(DumpFs& inner, std::function<void()> moved) : inner_(inner), moved_(std::move(moved)) {}
+
+  Expected<Written> writeAtomically(const std::string& path, std::string_view contents, mode_t mode,
+                                    const std::function<void()>& progress) override {
+    return told(inner_.writeAtomically(path, contents, mode, [&] {
+      if (progress) progress();
+      moved_();
+    }));
+  }
+  Expected<bool> createExclusively(const std::string& path, std::string_view contents, mode_t mode) override {
+    return told(inner_.createExclusively(path, contents, mode));
+  }
+  Expected<std::string> read(const std::string& path, size_t limit, bool create, mode_t mode) override {
+    return told(inner_.read(path, limit, create, mode));
+  }
+  std::optional<FileStat> stat(const std::string& path) override { return told(inner_.stat(path)); }
+  Expected<bool> makeDirs(const std::string& dir, mode_t mode) override { return told(inner_.makeDirs(dir, mode)); }
+  Expected<bool> append(const std::string& path, std::string_view text, mode_t mode, bool keep_open,
+                        bool sync) override {
+    return told(inner_.append(path, text, mode, keep_open, sync));
+  }
+
+ private:
+  template <typename R>
+  R told(R answer) {
+    moved_();
+    return answer;
+  }
+
+  DumpFs& inner_;
+  std::function<void()> moved_;
+};
+
 }  // namespace
 
 std::string fallbackRootFromEnv(const EnvLookup& env_in) {
@@ -111,8 +151,9 @@ struct DumpStorage::Shared {
     running_since = Clock::now();
   }
 
+  // On the storage thread, whose file system tells touch() of each step (ProgressDumpFs).
   Expected<Written> writeWhole(const std::string& path, const std::string& text, mode_t mode) {
-    return writeFileAtomically(path, text, mode, [this] { touch(); });
+    return writeFileAtomically(path, text, mode);
   }
 
   void checkStalled() {
@@ -169,18 +210,20 @@ struct DumpStorage::Shared {
   static void serve(const std::shared_ptr<Shared>& self) {
     // Declared in this order: the thread's file system is put back before the helper goes.
     std::unique_ptr<IoHelper> helper;
-    std::optional<ThreadDumpFs> through_helper;
+    std::optional<ProgressDumpFs> counted;
+    std::optional<ThreadDumpFs> this_threads_fs;
     if (!self->config.io_helper.empty()) {
       auto tell = [](const std::string& message) { WatchdogLog::instance().failureOnce("io-helper", message); };
       if (auto started = IoHelper::start(self->config.io_helper, tell)) {
         helper = std::move(*started);
-        through_helper.emplace(helper.get());
         self->io_helper_pid.store(helper->pid(), std::memory_order_release);
       } else {
         tell("the storage thread does the dump folder's file operations itself (a mount that stalls forever "
              "would then keep this rank from exiting): " + started.error());
       }
     }
+    counted.emplace(helper ? static_cast<DumpFs&>(*helper) : localDumpFs(), [raw = self.get()] { raw->touch(); });
+    this_threads_fs.emplace(&*counted);
     for (;;) {
       std::shared_ptr<Task> task;
       {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hangwatch/common/dump_fs.h"
 #include "hangwatch/watchdog/dump_storage.h"
 #include "test_env.h"
 
@@ -137,6 +138,27 @@ TEST_CASE("ACallPastTheDeadlineReturnsThenAndTheRanksFilesGoToTheFallback") {
   CHECK(storage.place(f.primary + "/ranks") == f.fallback + "/ranks");
   CHECK(storage.place("/elsewhere/x") == "/elsewhere/x");
   CHECK(told.size() == 1);
+}
+
+TEST_CASE("ACallOfSeveralSlowOperationsEachWithinTheDeadlineIsNotStalled") {
+  // TRIGGER.json and then its beacon line on a mount that takes 5 s per write against a
+  // deadline of 10 s: together past the deadline, each within it.
+  Folders f;
+  DumpStorage storage(f.config(1.0));
+  const std::string beacon = f.primary + "/TRIGGER.beacon";
+  const auto start = dump_storage_test::Clock::now();
+  Expected<bool> r = storage.call<bool>("writing TRIGGER.json", [beacon] {
+    for (int i = 0; i < 4; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      if (!hangwatch::dumpFs().append(beacon, "line\n", 0644, false, false)) return Expected<bool>(false);
+    }
+    return Expected<bool>(true);
+  });
+  CHECK(secondsSince(start) >= 1.5);
+  REQUIRE(r);
+  CHECK(*r);
+  CHECK_FALSE(storage.fellBack());
+  CHECK(dump_storage_test::slurp(beacon) == "line\nline\nline\nline\n");
 }
 
 TEST_CASE("AnAppendStalledOnTheMountNeverBlocksTheCallerAndTheLinesAfterItGoToTheFallback") {

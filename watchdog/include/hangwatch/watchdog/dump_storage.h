@@ -51,8 +51,9 @@ class DumpStorage {
   // Runs `op` (which must own what it uses: it may outlive this call) on the storage thread
   // and waits for it while that thread makes progress. Once the folder is given up, an error
   // at once, `op` not run. When the thread's current operation made no progress for the
-  // deadline, the folder is given up (stalled) and the answer is an error. `op` itself counts
-  // as one step: bound what it does (a few look-ups).
+  // deadline, the folder is given up (stalled) and the answer is an error. Each dump-folder
+  // operation `op` does through dumpFs() is a step (a slow mount that moves is not stalled);
+  // what it does between them counts against the deadline.
   // An error `op` returns is only passed on: a file that is not there is no storage failure.
   template <typename T>
   Expected<T> call(const std::string& what, std::function<Expected<T>()> op) {
