@@ -22,7 +22,7 @@ if(TARGET forensics)
     read_only_at_start test_storage.ReadOnlyAtStart 90
     full_mid_dump test_storage.FullMidDump 90
     removed_before_the_hang test_storage.RemovedBeforeTheHang 90
-    slow_writes test_storage.SlowWrites 150)
+    slow_writes test_storage.SlowWrites 300)
   while(storage_cases)
     list(POP_FRONT storage_cases name id timeout)
     hangwatch_e2e_test(storage.${name} ${id} ${timeout})
