@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "hangwatch/common/atomic_file.h"
 #include "hangwatch/common/dump_fs.h"
 #include "hangwatch/common/dump_mode.h"
 #include "hangwatch/watchdog/io_helper.h"
@@ -149,11 +150,6 @@ struct DumpStorage::Shared {
   void touch() {
     std::lock_guard lock(mutex);
     running_since = Clock::now();
-  }
-
-  // On the storage thread, whose file system tells touch() of each step (ProgressDumpFs).
-  Expected<Written> writeWhole(const std::string& path, const std::string& text, mode_t mode) {
-    return writeFileAtomically(path, text, mode);
   }
 
   void checkStalled() {
@@ -336,9 +332,9 @@ Expected<Written> DumpStorage::write(const std::string& path, std::string conten
   // Elsewhere (the fallback itself, when the folder was given up at start): node-local, here.
   if (!shared_->underPrimary(path)) return shared_->writeLocal(path, *text, mode);
   if (!fellBack()) {
-    Expected<Written> w = call<Written>("writing " + path, [sp = shared_, path, text, mode] {
-      return sp->writeWhole(path, *text, mode);
-    });
+    // On the storage thread, whose file system resets the deadline at each step (ProgressDumpFs).
+    Expected<Written> w =
+        call<Written>("writing " + path, [path, text, mode] { return writeFileAtomically(path, *text, mode); });
     if (w) return w;
     if (closing()) return Error{Shared::closedError(path)};
     fallBack(w.error());
@@ -355,7 +351,7 @@ void DumpStorage::writeLater(const std::string& path, std::string contents) {
   task->replaces = path;
   task->text = text;
   task->run = [sp, path, text] {
-    if (Expected<Written> w = sp->writeWhole(path, *text, dumpFileMode()); !w) {
+    if (Expected<Written> w = writeFileAtomically(path, *text); !w) {
       sp->fallBack(w.error());
       (void)sp->writeFallback(path, *text, dumpFileMode());
     }
