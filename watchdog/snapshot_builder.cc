@@ -199,6 +199,7 @@ WatchdogSnapshot buildSnapshot(const SnapshotInputs& in) {
   for (uint64_t made : in.host_calls->idsMade()) s.unique_ids_made.push_back(CommTable::hashHex(made));
   if (in.progress != nullptr && in.nccl_ids != nullptr && in.nccl_ids->initsSeen() > 0)
     s.progress = buildProgress(*in.progress, in.nccl_ids->initsSeen(), in.now_ns);
+  s.nccl_log = in.nccl_log;
   return s;
 }
 

@@ -25,6 +25,7 @@
 #include "hangwatch/watchdog/device_scope.h"
 #include "hangwatch/watchdog/job_completion.h"
 #include "hangwatch/watchdog/last_error_guard.h"
+#include "hangwatch/watchdog/nccl_info_log.h"
 #include "hangwatch/watchdog/monotonic_clock.h"
 #include "hangwatch/watchdog/launch_claim.h"
 #include "hangwatch/watchdog/node_share.h"
@@ -779,6 +780,7 @@ WatchdogSnapshot Watchdog::takeSnapshot(PollState& p, bool detected_here, int64_
   if (trigger) in.trigger = *trigger;
   in.progress = &proxyProgress();
   in.nccl_ids = &ncclCommIds();
+  in.nccl_log = ncclInfoLogForSnapshot();
   return buildSnapshot(in);
 }
 

@@ -12,6 +12,7 @@
 
 #include "hangwatch/dumpio/forensics_dump_fast_reader.h"
 #include "hangwatch/common/job_layout.h"
+#include "hangwatch/common/nccl_info_lines.h"
 #include "hangwatch/dumpio/watchdog_snapshot_fast_reader.h"
 #include "hangwatch/verdict/dump_file_text.h"
 
@@ -91,6 +92,11 @@ void takeSnapshot(RankSummary& s, WatchdogSnapshot&& snap) {
   s.unique_ids_made = std::move(snap.unique_ids_made);
   if (snap.progress) takeProgress(s, *snap.progress);
   s.suspect = snap.suspect;
+  if (snap.nccl_log) {
+    s.nccl_net = parseNcclInfoLines(snap.nccl_log->lines);
+    s.nccl_net->unread = std::move(snap.nccl_log->unread);
+    s.nccl_net->lines_dropped = snap.nccl_log->lines_dropped + (snap.nccl_log->truncated ? 1 : 0);
+  }
 }
 
 }  // namespace

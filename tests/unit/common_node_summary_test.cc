@@ -170,6 +170,13 @@ NodeSummary fullSummary() {
   st.device = 6;
   r.state = st;
   r.suspect = SuspectState{2, 14.5};
+  NcclNetInfo net;
+  net.net = "IB";
+  net.devices = {{3, "mlx5_3", 1}, {8, "mlx5_0+mlx5_1", std::nullopt}};
+  net.connections = {{2, 8, 9, true, 3}, {2, 7, 8, false, 8}};
+  net.unread = "part";
+  net.lines_dropped = 4;
+  r.nccl_net = net;
   s.ranks.push_back(r);
   RankRecord bare;  // a rank whose files said nothing usable: every field at its default
   bare.rank = 9;
@@ -202,6 +209,11 @@ TEST_CASE("NodeSummaryRoundTripsEveryField") {
   CHECK(r.state->stopped_seen_by == 10);
   CHECK(r.state->device == 6);
   CHECK(r.suspect->resumed_after_s == 14.5);
+  REQUIRE(r.nccl_net);
+  CHECK(r.nccl_net->connections.at(1).net_dev == 8);
+  CHECK_FALSE(r.nccl_net->connections.at(1).send);
+  CHECK(r.nccl_net->device(3)->port == std::optional<int>(1));
+  CHECK_FALSE(back->ranks.at(1).nccl_net);
   REQUIRE(r.ras);
   CHECK(r.ras->communicators.at(0).missing.at(0).considered_dead);
   CHECK_FALSE(back->ranks.at(1).ras);

@@ -98,6 +98,28 @@ TEST_CASE("ASuspectSnapshotRoundTripsWithItsWarningAndWhenItResumed") {
   CHECK_FALSE(watchdogSnapshotFromJson(nlohmann::json{{"suspect", {{"episode", "one"}}}}).ok());
 }
 
+TEST_CASE("NcclsInfoLinesRoundTripAndADumpWithoutThemReadsAsNone") {
+  WatchdogSnapshot s = test::richSnapshot();
+  auto back = watchdogSnapshotFromJson(toJson(s));
+  REQUIRE(back.ok());
+  REQUIRE(back->nccl_log);
+  CHECK(back->nccl_log->file == s.nccl_log->file);
+  CHECK(back->nccl_log->lines == s.nccl_log->lines);
+  CHECK(back->nccl_log->lines_dropped == 1);
+  CHECK(back->nccl_log->truncated);
+  CHECK_FALSE(toJson(s)["nccl_log"].contains("unread"));  // read: no reason why not
+  // None read: the file is null and the reason says why.
+  s.nccl_log = SnapshotNcclLog{};
+  s.nccl_log->unread = "NCCL_DEBUG=WARN prints no INFO line";
+  CHECK(toJson(s)["nccl_log"]["file"].is_null());
+  CHECK(watchdogSnapshotFromJson(toJson(s))->nccl_log->unread == "NCCL_DEBUG=WARN prints no INFO line");
+  // A dump from before: no field, none.
+  s.nccl_log.reset();
+  CHECK_FALSE(toJson(s).contains("nccl_log"));
+  CHECK_FALSE(watchdogSnapshotFromJson(toJson(s))->nccl_log);
+  CHECK_FALSE(watchdogSnapshotFromJson(nlohmann::json{{"nccl_log", {{"lines", "one line"}}}}).ok());
+}
+
 TEST_CASE("WatchdogSnapshotReaderToleratesMissingFieldsAndRejectsWrongTypes") {
   auto sparse = watchdogSnapshotFromJson(nlohmann::json{{"identity", {{"rank", 5}}}});
   REQUIRE(sparse.ok());

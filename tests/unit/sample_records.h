@@ -203,6 +203,13 @@ inline WatchdogSnapshot richSnapshot() {
   p.dropped_connections = 1;
   p.dropped_comms = 2;
   s.progress = p;
+  SnapshotNcclLog log;
+  log.file = "/var/tmp/hangwatch-fallback/nccl-info/nccl.node\"01\".4242.log";
+  log.lines = {"node01:4242:4250 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.1<0>",
+               "node01:4242:4251 [3] NCCL INFO Channel 02/0 : 7[3] -> 8[0] [send] via NET/IB/3/GDRDMA"};
+  log.lines_dropped = 1;
+  log.truncated = true;
+  s.nccl_log = log;
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hangwatch/common/forensics_dump.h"
+#include "hangwatch/common/nccl_info_lines.h"
 #include "hangwatch/common/rank_state.h"
 #include "hangwatch/common/schema/field_list.h"
 #include "hangwatch/common/watchdog_snapshot.h"
@@ -83,6 +84,9 @@ struct RankRecord {
   std::vector<ProxyEnd> proxy_ends;
   std::vector<KernelChannelState> kernel_channels;
   std::vector<CollAlgorithmUse> algorithms;
+  // NCCL's INFO lines on this process's network connections and NICs (nccl_info_lines.h);
+  // none when the snapshot carried none (an older dump, HANGWATCH_NCCL_INFO=0).
+  std::optional<NcclNetInfo> nccl_net;
 
   std::vector<RankThread> threads;
   std::vector<RingProgress> ring_progress;
@@ -176,6 +180,7 @@ struct Schema<RankRecord> {
       field("proxy_ends", &RankRecord::proxy_ends, "proxy_ends", Empty::kOmit),
       field("kernel_channels", &RankRecord::kernel_channels, "kernel_channels", Empty::kOmit),
       field("algorithms", &RankRecord::algorithms, "algorithms", Empty::kOmit),
+      field("nccl_net", &RankRecord::nccl_net, "nccl_net", Empty::kOmit),
       field("threads", &RankRecord::threads, "threads", Empty::kOmit),
       field("ring_progress", &RankRecord::ring_progress, "ring_progress", Empty::kOmit),
       field("collector_errors", &RankRecord::collector_errors, "collector_errors", Empty::kOmit),

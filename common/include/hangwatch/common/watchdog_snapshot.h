@@ -184,6 +184,21 @@ struct SuspectState {
   std::optional<double> resumed_after_s;   // seconds from the warning until this rank's GPU work moved again
 };
 
+// NCCL's own INFO lines that say which NIC each network connection uses, from the file NCCL
+// writes them to (NCCL_DEBUG=INFO with NCCL_DEBUG_FILE; watchdog/nccl_info_log.h): the net's
+// devices ("NET/IB : Using [0]mlx5_0:1/IB ..."), each communicator's init ("... commId 0x... -
+// Init START") and each connection's net device ("Channel 02/0 : 3[3] -> 4[0] [send] via
+// NET/IB/3"), as NCCL printed them, this process's only. The report parses them
+// (analyzer/verdict/nccl_info_lines.h).
+struct SnapshotNcclLog {
+  static constexpr size_t kLinesKept = 4096;
+  std::string file;                // the file read; empty when none was
+  std::string unread;              // why no line could be read (NCCL_DEBUG=WARN, ...); empty when read
+  std::vector<std::string> lines;  // oldest first, at most kLinesKept
+  uint64_t lines_dropped = 0;      // matching lines beyond kLinesKept
+  bool truncated = false;          // the file was longer than the watchdog reads
+};
+
 struct WatchdogSnapshot {
   int schema_version = 1;
   double time_unix_s = 0;
@@ -201,6 +216,9 @@ struct WatchdogSnapshot {
   WatchdogHealth health;
   std::optional<SnapshotProgress> progress;  // none when the profiler plugin never ran here
   std::optional<SuspectState> suspect;       // only in a suspect snapshot
+  // None where the watchdog had no NCCL log to read (NCCL never ran, or HANGWATCH_NCCL_INFO=0);
+  // absent in dumps from before 2026-12-01.
+  std::optional<SnapshotNcclLog> nccl_log;
 };
 
 nlohmann::json toJson(const WatchdogSnapshot& s);
@@ -410,6 +428,18 @@ struct Schema<SuspectState> {
 };
 
 template <>
+struct Schema<SnapshotNcclLog> {
+  static constexpr const char* what = "nccl log";
+  static constexpr auto fields = std::tuple{
+      field("file", &SnapshotNcclLog::file, "nccl_log file", Empty::kNull),
+      field("unread", &SnapshotNcclLog::unread, "nccl_log unread", Empty::kOmit),
+      field("lines", &SnapshotNcclLog::lines, "nccl_log lines"),
+      field("lines_dropped", &SnapshotNcclLog::lines_dropped, "nccl_log lines_dropped"),
+      field("truncated", &SnapshotNcclLog::truncated, "nccl_log truncated"),
+  };
+};
+
+template <>
 struct Schema<WatchdogSnapshot> {
   static constexpr const char* what = "watchdog snapshot";
   static constexpr auto fields = std::tuple{
@@ -426,6 +456,7 @@ struct Schema<WatchdogSnapshot> {
       field("health", &WatchdogSnapshot::health, "health"),
       field("progress", &WatchdogSnapshot::progress, "progress"),
       field("suspect", &WatchdogSnapshot::suspect, "suspect", Empty::kOmit),
+      field("nccl_log", &WatchdogSnapshot::nccl_log, "nccl_log", Empty::kOmit),
   };
 };
 

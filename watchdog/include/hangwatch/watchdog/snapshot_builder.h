@@ -30,6 +30,8 @@ struct SnapshotInputs {
   // NCCL's profiler events (both may be null: no progress section).
   const ProxyProgress* progress = nullptr;
   NcclCommIds* nccl_ids = nullptr;
+  // NCCL's INFO lines naming each connection's NIC (nccl_info_log.h); none: nothing to say.
+  std::optional<SnapshotNcclLog> nccl_log;
 };
 
 WatchdogSnapshot buildSnapshot(const SnapshotInputs& in);
