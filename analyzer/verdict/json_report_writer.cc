@@ -19,7 +19,8 @@ nlohmann::json verdictJson(const Verdict& v) {
                     {"host", n.host},
                     {"index", n.index},
                     {"device", n.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.device)},
-                    {"port", n.port ? nlohmann::json(*n.port) : nlohmann::json(nullptr)}});
+                    {"port", n.port ? nlohmann::json(*n.port) : nlohmann::json(nullptr)},
+                    {"source", n.source}});
   j["culprit_link_nics"] = std::move(nics);
   j["communicator"] = v.communicator.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.communicator);
   j["op"] = v.op ? nlohmann::json{{"name", v.op->name}, {"seq", v.op->seq ? nlohmann::json(*v.op->seq) : nlohmann::json(nullptr)}}

@@ -103,21 +103,94 @@ std::string portCheck(const std::string& what) {
                      what);
 }
 
+// `rank`'s rank in communicator `comm` (its snapshot's entry); -1 when not known.
+int commRankOf(const RankSummary* s, const std::string& comm, const SnapshotComm** entry) {
+  if (s == nullptr) return -1;
+  for (const SnapshotComm& c : s->comms)
+    if (c.hash == comm) {
+      *entry = &c;
+      return c.rank;
+    }
+  return -1;
+}
+
+// The NIC at `end`'s side from NCCL's INFO lines at connection set-up (the watchdog keeps
+// them): its NET connections with the other end in the link's direction, on the channels its
+// profiler saw the communicator use to that peer. A line names ranks, not the communicator:
+// another communicator with the same two ranks could use another NIC, so the NIC is named only
+// when every such line says the same one; `devices` gets what they said.
+std::optional<LinkNic> linkNicFromNcclInfo(const JobData& job, const Verdict& v, const SequenceAnalysis& seq,
+                                           bool sends, std::set<int>* devices) {
+  const Link& link = *v.culprit_link;
+  const int self = sends ? link.from : link.to, peer = sends ? link.to : link.from;
+  const RankSummary* s = nullptr;
+  const SnapshotComm* comm = nullptr;
+  int self_cr = self, peer_cr = peer;
+  if (v.link_in_comm_ranks) {
+    comm = seq.commEntry(v.communicator, self, &s);
+  } else {
+    const SnapshotComm* peer_comm = nullptr;
+    s = job.find(self);
+    self_cr = commRankOf(s, v.communicator, &comm);
+    peer_cr = commRankOf(job.find(peer), v.communicator, &peer_comm);
+  }
+  if (s == nullptr || !s->nccl_net || comm == nullptr || self_cr < 0 || peer_cr < 0) return std::nullopt;
+  std::set<int> channels;
+  for (const ProxyEnd& e : s->proxy_ends)
+    if (e.nccl_comm == ncclIdValue(comm->nccl_id) && e.comm_rank == self_cr && e.peer == peer_cr && e.send == sends)
+      channels.insert(e.channel);
+  for (const NcclNetLine& l : s->nccl_net->connections) {
+    const bool ends = sends ? l.from == self_cr && l.to == peer_cr : l.to == self_cr && l.from == peer_cr;
+    if (l.send == sends && ends && (channels.empty() || channels.count(l.channel))) devices->insert(l.net_dev);
+  }
+  if (devices->size() != 1) return std::nullopt;
+  const int index = *devices->begin();
+  const NcclNetDeviceName* d = s->nccl_net->device(index);
+  return LinkNic{self, sends, s->host, index, d ? d->name : "", d ? d->port : std::nullopt, "nccl-info"};
+}
+
+std::string nicEvidence(const std::vector<LinkNic>& nics, const std::string& source) {
+  std::vector<std::string> ends;
+  for (const LinkNic& n : nics)
+    if (n.source == source)
+      ends.push_back(fmt::format("rank {} {} through {}", n.rank, n.sends ? "sends" : "receives", nicText(n)));
+  if (ends.empty()) return "";
+  if (source == "debugger")
+    return fmt::format("The link crosses nodes: {} (NCCL's net device of each end's connection, read by the debugger "
+                       "phase).",
+                       fmt::join(ends, "; "));
+  return fmt::format("The link crosses nodes: {} (NCCL's own INFO line at each connection's set-up, \"Channel ... "
+                     "via NET/<net>/<device>\", kept by the watchdog; every such line between the two ranks named "
+                     "that NIC).",
+                     fmt::join(ends, "; "));
+}
+
 // Where the culprit link crosses nodes, the NIC of each end, named in the evidence with what
-// to check on it.
+// to check on it: the debugger's reading of NCCL's host state, else NCCL's INFO lines.
 void nameLinkNics(Verdict& v, const JobData& job, const SequenceAnalysis& seq) {
   if (!v.culprit_link || v.culprit_link->to < 0 || v.communicator.empty()) return;
-  for (bool sends : {true, false})
-    if (auto nic = linkNic(job, v, seq, sends)) v.culprit_link_nics.push_back(*nic);
-  if (v.culprit_link_nics.empty()) return;
-  std::vector<std::string> ends, named;
-  for (const LinkNic& n : v.culprit_link_nics) {
-    ends.push_back(fmt::format("rank {} {} through {}", n.rank, n.sends ? "sends" : "receives", nicText(n)));
-    if (!n.device.empty()) named.push_back(nicText(n));
+  std::vector<std::string> unnamed;
+  for (bool sends : {true, false}) {
+    std::set<int> devices;
+    if (auto nic = linkNic(job, v, seq, sends)) {
+      v.culprit_link_nics.push_back(*nic);
+    } else if (auto logged = linkNicFromNcclInfo(job, v, seq, sends, &devices)) {
+      v.culprit_link_nics.push_back(*logged);
+    } else if (devices.size() > 1) {
+      unnamed.push_back(fmt::format("rank {}'s {} net devices {}", sends ? v.culprit_link->from : v.culprit_link->to,
+                                    sends ? "sending" : "receiving", fmt::join(devices, " and ")));
+    }
   }
-  v.evidence.push_back(fmt::format("The link crosses nodes: {} (NCCL's net device of each end's connection, read by "
-                                   "the debugger phase).",
-                                   fmt::join(ends, "; ")));
+  if (!unnamed.empty())
+    v.evidence.push_back(fmt::format("NCCL's INFO lines name more than one NIC for the link's connections ({}): they "
+                                     "name ranks, not the communicator, so the NIC is not named from them.",
+                                     fmt::join(unnamed, "; ")));
+  if (v.culprit_link_nics.empty()) return;
+  std::vector<std::string> named;
+  for (const LinkNic& n : v.culprit_link_nics)
+    if (!n.device.empty()) named.push_back(nicText(n));
+  for (const char* source : {"debugger", "nccl-info"})
+    if (std::string e = nicEvidence(v.culprit_link_nics, source); !e.empty()) v.evidence.push_back(std::move(e));
   if (named.empty()) return;
   // After testing the link, before draining its hosts.
   v.next_steps.insert(v.next_steps.begin() + std::min<size_t>(1, v.next_steps.size()),

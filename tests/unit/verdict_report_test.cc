@@ -141,6 +141,56 @@ TEST_CASE("ADeadLinkBetweenNodesNamesTheNicOfEachEndThatItsDebuggerRead") {
   CHECK_FALSE(mentions(w, "net device"));
 }
 
+TEST_CASE("WithoutTheDebuggersReadingTheNicsComeFromNcclsInfoLinesWhenTheyAgree") {
+  // The same dead link 3 -> 4 between node0 and node1, no NIC read by a debugger; the watchdog
+  // kept NCCL's INFO lines (src/transport/net.cc's "Channel ... via NET/IB/<dev>").
+  auto [d, c] = deadLink(3);
+  std::vector<FakeRank> ranks = verdict_test::ringJob(8, 10, 2, d, c);
+  const std::string using_line =
+      "node0:41:41 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB "
+      "eth0:10.0.0.1<0>";
+  SnapshotNcclLog sender;
+  sender.file = "/var/tmp/hangwatch-fallback/nccl-info/nccl.node0.41.log";
+  sender.lines = {using_line, "node0:41:42 [0] NCCL INFO Channel 00/0 : 3[3] -> 4[0] [send] via NET/IB/3/GDRDMA",
+                  "node0:41:42 [0] NCCL INFO Channel 01/0 : 3[3] -> 4[0] [send] via NET/IB/3/GDRDMA",
+                  "node0:41:42 [0] NCCL INFO Channel 00/0 : 2[2] -> 3[3] [receive] via NET/IB/1"};  // another link
+  SnapshotNcclLog receiver;
+  receiver.lines = {"node1:51:51 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.2<0>",
+                    "node1:51:52 [0] NCCL INFO Channel 00/0 : 3[3] -> 4[0] [receive] via NET/IB/0",
+                    "node1:51:52 [0] NCCL INFO Channel 01/0 : 3[3] -> 4[0] [receive] via NET/IB/0"};
+  ranks[3].snap.nccl_log = sender;
+  ranks[4].snap.nccl_log = receiver;
+  Verdict v = verdictOf(ranks, 6, 10);
+  REQUIRE(v.culprit_link);
+  CHECK(*v.culprit_link == Link{3, 4});
+  REQUIRE(v.culprit_link_nics.size() == 2);
+  CHECK(v.culprit_link_nics[0].device == "mlx5_3");
+  CHECK(v.culprit_link_nics[0].port == 1);
+  CHECK(v.culprit_link_nics[0].source == "nccl-info");
+  CHECK(v.culprit_link_nics[1].device == "mlx5_0");
+  CHECK(v.culprit_link_nics[1].host == "node1");
+  CHECK(mentions(v, "rank 3 sends through node0's mlx5_3 port 1; rank 4 receives through node1's mlx5_0 port 1 "
+                    "(NCCL's own INFO line"));
+  REQUIRE(v.next_steps.size() >= 2);
+  CHECK(v.next_steps[1].find("Check node0's mlx5_3 port 1 and node1's mlx5_0 port 1:") == 0);
+
+  // Another communicator with the same two ranks went through another NIC on the same channel:
+  // the lines do not say which is the hung one's, so that end's NIC is not named.
+  sender.lines.push_back("node0:41:43 [0] NCCL INFO Channel 00/0 : 3[3] -> 4[1] [send] via NET/IB/2");
+  ranks[3].snap.nccl_log = sender;
+  Verdict w = verdictOf(ranks, 6, 10);
+  REQUIRE(w.culprit_link_nics.size() == 1);
+  CHECK_FALSE(w.culprit_link_nics[0].sends);
+  CHECK(mentions(w, "NCCL's INFO lines name more than one NIC for the link's connections (rank 3's sending net "
+                    "devices 2 and 3)"));
+  // The debugger's reading, where there is one, comes first.
+  for (RingProgress& p : ranks[3].dump.ring_progress) p.send->nic = RingNic{3, "mlx5_3", 1};
+  Verdict both = verdictOf(ranks, 6, 10);
+  REQUIRE(both.culprit_link_nics.size() == 2);
+  CHECK(both.culprit_link_nics[0].source == "debugger");
+  CHECK(both.culprit_link_nics[1].source == "nccl-info");
+}
+
 TEST_CASE("FlightRecorderDumpsAddTheProcessGroupAndWhoNeverEnqueuedButChangeNoVerdict") {
   // Rank 0's dump is the one torch 2.15 wrote on a dead link (pending: DDP's 263168-byte
   // gradient all-reduce, #20 of the default group); rank 1's is the same cut before #20.

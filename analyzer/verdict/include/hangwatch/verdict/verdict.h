@@ -44,8 +44,9 @@ struct CulpritStack {
   std::vector<std::string> frames;
 };
 
-// The NIC at one end of a link between nodes, as that end's NCCL host state says (its NET
-// connection's net device, read by the debugger phase).
+// The NIC at one end of a link between nodes: its NET connection's net device, as that end's
+// NCCL host state says (read by the debugger phase), or as NCCL's INFO line at the
+// connection's set-up printed it (kept by the watchdog).
 struct LinkNic {
   int rank = -1;     // the end, as culprit_link names ranks
   bool sends = false;  // the link's sender (else its receiver)
@@ -53,6 +54,7 @@ struct LinkNic {
   int index = -1;       // NCCL's net device index
   std::string device;   // "mlx5_3"; empty when the reader could not name it
   std::optional<int> port;
+  std::string source = "debugger";  // or "nccl-info"
 };
 
 // Where a culprit (or an end of a culprit or suspect link) sits in a pipeline job
