@@ -98,6 +98,8 @@ ChoiceState& state() {
   return *s;
 }
 
+std::string ownFilePattern(const std::string& node_dir) { return node_dir + "/nccl.%h.%p.log"; }
+
 std::string hostForLog() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
@@ -119,7 +121,7 @@ NcclInfoLogChoice chooseNcclInfoLog(const EnvLookup& env, const std::vector<std:
       c.unread = "NCCL_DEBUG is unset and the watchdog's file could not be made (" + why + ")";
       return c;
     }
-    c.file_pattern = node_dir + "/nccl.%h.%p.log";
+    c.file_pattern = ownFilePattern(node_dir);
     c.owned = true;
     c.set_env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_DEBUG_FILE", c.file_pattern}};
     return c;
@@ -138,6 +140,8 @@ NcclInfoLogChoice chooseNcclInfoLog(const EnvLookup& env, const std::vector<std:
     return c;
   }
   c.file_pattern = file->front() == '/' || cwd.empty() ? *file : cwd + "/" + *file;
+  // A parent process's watchdog set it (a launcher, a shell that execs the rank): still ours.
+  c.owned = c.file_pattern == ownFilePattern(node_dir);
   return c;
 }
 

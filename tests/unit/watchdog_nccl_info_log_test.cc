@@ -53,6 +53,14 @@ TEST_CASE("AJobThatLeavesNcclDebugUnsetGetsInfoOnInitAndNetIntoANodeLocalFile") 
   CHECK(envSetting(c, "NCCL_DEBUG_SUBSYS") == "INIT,NET");
   CHECK(envSetting(c, "NCCL_DEBUG_FILE") == node.string() + "/nccl.%h.%p.log");
   CHECK(c.file_pattern == node.string() + "/nccl.%h.%p.log");
+  // A process its parent's watchdog set this for (a launcher, a shell that execs the rank)
+  // reads the same file, and it is still the watchdog's own.
+  NcclLogEnv child;
+  for (const auto& [name, value] : c.set_env) child.vars[name] = value;
+  NcclInfoLogChoice inherited = chooseNcclInfoLog(child.lookup(), {}, node.string(), "/work");
+  CHECK(inherited.set_env.empty());
+  CHECK(inherited.owned);
+  CHECK(inherited.file_pattern == c.file_pattern);
 }
 
 TEST_CASE("AJobsOwnNcclDebugIsKeptAndItsFileReadWhereItPrintsTheLines") {
