@@ -13,6 +13,7 @@
 
 #include "hangwatch/common/nccl_conf.h"
 #include "hangwatch/common/nccl_profiler_plugin.h"
+#include "hangwatch/simgpu/nccl/debug_log.h"
 
 namespace simnccl {
 namespace {
@@ -50,22 +51,13 @@ void loadNetPluginLibrary() {
   std::call_once(once, [] { (void)np::openNetPluginLibrary(kEnv, 0); });
 }
 
-// ncclDebugLog as the plugin's logger: NCCL_DEBUG=WARN/INFO/TRACE prints up to that level.
-void debugLog(int level, unsigned long, const char*, int, const char* format, ...) {
-  static const int threshold = [] {
-    const char* v = std::getenv("NCCL_DEBUG");
-    if (v == nullptr) return 0;
-    for (const auto& [name, n] : {std::pair{"VERSION", 1}, {"WARN", 2}, {"INFO", 3}, {"ABORT", 4}, {"TRACE", 5}})
-      if (strcasecmp(v, name) == 0) return n;
-    return 0;
-  }();
-  if (level <= 0 || level > threshold) return;
-  char text[1024];
+// ncclDebugLog is the logger NCCL hands the plugin (src/plugin/profiler.cc): its lines go
+// where NCCL's own go (debug_log.h).
+void pluginLogger(int level, unsigned long flags, const char* file, int line, const char* format, ...) {
   va_list ap;
   va_start(ap, format);
-  std::vsnprintf(text, sizeof(text), format, ap);
+  debugLogV(level, flags, file, line, format, ap);
   va_end(ap);
-  std::fprintf(stderr, "simnccl: NCCL %s %s\n", level == 2 ? "WARN" : "INFO", text);
 }
 
 // ncclProfilerPluginLoad under g_load_mutex: null when profiling is off or nothing loads.
@@ -122,7 +114,7 @@ std::unique_ptr<ProfilerHooks> ProfilerHooks::attach(uint64_t comm_id, const cha
   const np::ProfilerV5* plugin = loadPlugin();
   if (plugin == nullptr) return nullptr;
   void* context = nullptr;
-  if (plugin->init(&context, comm_id, &g_event_mask, comm_name, nnodes, nranks, rank, &debugLog) != ncclSuccess)
+  if (plugin->init(&context, comm_id, &g_event_mask, comm_name, nnodes, nranks, rank, &pluginLogger) != ncclSuccess)
     std::fprintf(stderr, "simnccl: profiler init failed, continuing without profiler\n");
   return std::unique_ptr<ProfilerHooks>(new ProfilerHooks(plugin, context, rank));
 }
