@@ -13,6 +13,10 @@
 
 #include "hangwatch/simgpu/nccl/api_profile.h"
 #include "hangwatch/simgpu/nccl/comm_handle.h"
+#include "hangwatch/simgpu/nccl/comm_init_log.h"
+#include "hangwatch/simgpu/nccl/debug_log.h"
+#include "hangwatch/simgpu/nccl/net_devices.h"
+#include "hangwatch/simgpu/nccl/profiler_hooks.h"
 #include "hangwatch/simgpu/config.h"
 #include "hangwatch/simgpu/faults.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
@@ -70,14 +74,20 @@ ncclResult_t connectToBootstrapRoot(const std::string& segment_name) {
                           *root, retries + 1));
 }
 
+// ncclCommInitRankFunc's lines: the net's devices at the process's first init (ncclNetInit in
+// commAlloc, src/init.cc:421), "Init START" before the bootstrap, "Init COMPLETE" after.
 ncclResult_t joinInto(ncclComm* handle, ncclUniqueId id, int nranks, int rank, int device, bool nonblocking,
-                      const CommName& name) {
+                      const CommName& name, const CommInitCaller& caller) {
   if (ncclResult_t r = connectToBootstrapRoot(*segmentNameFromId(id)); r != ncclSuccess) return r;
+  if (auto net = netFromEnvironment()) logNetDevices(*net, device);
+  const CommInitLine line{handle, rank, nranks, device, communicatorId(segmentNameFromId(id)->c_str())};
+  logCommInit(caller, line, false);
   auto joined = Communicator::join(id, nranks, rank, device, name.get());
   if (!joined) return fail(ncclInvalidArgument, "ncclCommInitRank: " + joined.error());
   (*joined)->nonblocking.store(nonblocking);
   handle->state = std::move(*joined);
   handle->segment_name = *segmentNameFromId(id);
+  logCommInit(caller, line, true);
   return ncclSuccess;
 }
 
@@ -87,7 +97,8 @@ bool blockingConfig(const ncclConfig_t* config) {
 
 // Non-blocking: ncclInProgress now, the init on simnccl's own thread (NCCL's async job).
 ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, int device, bool nonblocking = false,
-                      const CommName& name = {}) {
+                      const CommName& name = {}, const CommInitCaller& caller = {}) {
+  if (caller.parent == nullptr) showVersionOnce(rank);  // ncclCommInitRankDev, src/init.cc:1977
   if (out == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm argument is NULL");
   if (nranks < 1) return fail(ncclInvalidArgument, fmt::format("ncclCommInitRank: invalid nranks {}", nranks));
   if (rank < 0 || rank >= nranks)
@@ -96,17 +107,17 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, in
   auto* handle = new ncclComm();
   *out = handle;
   if (inGroup()) {
-    deferInit([=] { return joinInto(handle, id, nranks, rank, device, nonblocking, name); });
+    deferInit([=] { return joinInto(handle, id, nranks, rank, device, nonblocking, name, caller); });
     return ncclSuccess;
   }
   if (nonblocking) {
     handle->init->store(ncclInProgress);
-    std::thread([handle, init = handle->init, id, nranks, rank, device, name] {
-      init->store(joinInto(handle, id, nranks, rank, device, true, name), std::memory_order_release);
+    std::thread([handle, init = handle->init, id, nranks, rank, device, name, caller] {
+      init->store(joinInto(handle, id, nranks, rank, device, true, name, caller), std::memory_order_release);
     }).detach();
     return ncclInProgress;
   }
-  ncclResult_t r = joinInto(handle, id, nranks, rank, device, false, name);
+  ncclResult_t r = joinInto(handle, id, nranks, rank, device, false, name, caller);
   if (r != ncclSuccess) {
     delete handle;
     *out = nullptr;
@@ -248,7 +259,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
   if (ncclResult_t r = checkConfig(config, "ncclCommInitRankConfig"); r != ncclSuccess) return r;
-  return initRank(comm, nranks, id, rank, simgpu::currentDevice(), !blockingConfig(config), commNameOf(config));
+  return initRank(comm, nranks, id, rank, simgpu::currentDevice(), !blockingConfig(config), commNameOf(config),
+                  {"ncclCommInitRankConfig"});
 }
 
 // Several unique ids only speed NCCL's bootstrap up; every rank passes the same list.
@@ -258,7 +270,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
     return fail(ncclInvalidArgument, "ncclCommInitRankScalable: nId must be >= 1 and commIds not NULL");
   if (ncclResult_t r = checkConfig(config, "ncclCommInitRankScalable"); r != ncclSuccess) return r;
   return initRank(newcomm, nranks, commIds[0], myrank, simgpu::currentDevice(), !blockingConfig(config),
-                  commNameOf(config));
+                  commNameOf(config), {"ncclCommInitRankScalable"});
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -268,7 +280,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   groupStart();
   for (int i = 0; i < ndev; ++i) {
     int device = devlist ? devlist[i] : i;
-    if (ncclResult_t r = initRank(&comms[i], ndev, id, i, device); r != ncclSuccess) {
+    if (ncclResult_t r = initRank(&comms[i], ndev, id, i, device, false, {}, {"ncclCommInitAll"}); r != ncclSuccess) {
       groupEnd();
       return r;
     }
@@ -284,6 +296,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (!members) return fail(ncclSystemError, "ncclCommSplit: " + members.error());
   int generation = ++comm->split_count;
   if (color == NCCL_SPLIT_NOCOLOR) {
+    // ncclCommInitChildComm (src/init.cc:2574); NCCL counts this split too (:2621).
+    ++comm->nccl_split_count;
+    debugLogOnDevice(comm->state->device(), kLogInfo, subsys::kInit, "ncclCommInitChildComm", 2574,
+                     "Rank %d has color with NCCL_SPLIT_NOCOLOR, not creating a new communicator", comm->state->rank());
     *newcomm = nullptr;
     return ncclSuccess;
   }
@@ -295,7 +311,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   // A child inherits its parent's blocking mode unless its own config says otherwise.
   const bool nonblocking = config ? !blockingConfig(config) : comm->state->nonblocking.load();
   return initRank(newcomm, static_cast<int>(members->size()), id, newrank, comm->state->device(), nonblocking,
-                  commNameOf(config));
+                  commNameOf(config), {"ncclCommSplit", comm, ++comm->nccl_split_count, color, key});
 }
 
 // The ranks not excluded make the new communicator among themselves, in their old order;
@@ -328,7 +344,9 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   int generation = ++comm->split_count;
   ncclUniqueId id = derivedUniqueId(comm->segment_name, fmt::format(".k{}n{}", generation, remaining));
   const bool nonblocking = config ? !blockingConfig(config) : parent.nonblocking.load();
-  return initRank(newcomm, remaining, id, newrank, parent.device(), nonblocking, commNameOf(config));
+  // NCCL's shrink job: color 0, key the parent rank, no split count (src/init.cc:2655).
+  return initRank(newcomm, remaining, id, newrank, parent.device(), nonblocking, commNameOf(config),
+                  {"ncclCommShrink", comm, 0, 0, parent.rank()});
 }
 
 // Stops what is in flight and leaves the communicator only to destroy (NCCL 2.28 init.cc).
@@ -341,7 +359,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return ncclSuccess;
 }
 
-void ncclResetDebugInit() {}  // deprecated in nccl.h; NCCL re-reads NCCL_DEBUG*, simnccl has no debug state
+void ncclResetDebugInit() { simnccl::resetDebugLog(); }  // deprecated in nccl.h; NCCL_DEBUG* is read again
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {

@@ -11,6 +11,7 @@
 
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/simgpu/config.h"
+#include "hangwatch/simgpu/nccl/debug_log.h"
 #include "hangwatch/simgpu/nccl/net_devices.h"
 #include "hangwatch/simgpu/nccl/ras_server.h"
 #include "hangwatch/simgpu/nccl/reduction.h"
@@ -50,6 +51,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   const int net_dev = localNetDev(*net, device);
   *fmt::format_to_n(me.nic, sizeof(me.nic) - 1, "{}", netDevName(net_dev)).out = '\0';
   *fmt::format_to_n(me.node_key, sizeof(me.node_key) - 1, "{}", *node_key).out = '\0';
+  me.nvml_dev = gpuOnNode(device);
 
   // Like ncclCommInitRank, block until every rank arrived.
   StepCounter& arrivals = segment->header().arrivals;
@@ -79,6 +81,7 @@ hangwatch::Expected<std::shared_ptr<Communicator>> Communicator::join(const nccl
   if (auto hooks = ProfilerHooks::attach(communicatorId(name->c_str()), comm_name, comm->nodes_.nodes(), nranks, rank))
     comm->profiler_ =
         std::make_unique<CommProfiler>(std::move(hooks), *comm->segment_, comm->nodes_, rank, comm->aborted_);
+  comm->connection_log_ = std::make_unique<ConnectionLog>(comm->connectionLogView());
   comm->startChannels();
   RasServer::registerComm(comm.get(), comm->segment_.get(), communicatorId(name->c_str()));
   return comm;
@@ -192,13 +195,37 @@ const simgpu::DeadNicFault* Communicator::deadNicWith(int peer, uint64_t seq) co
   return nullptr;
 }
 
+int Communicator::netDevWith(int peer) const { return nodes_.crossesNodes(rank_, peer) ? net_dev_ : -1; }
+
+ConnectionLogView Communicator::connectionLogView() const {
+  ConnectionLogView v;
+  v.rank = rank_;
+  v.cuda_dev = device_;
+  v.nchannels = nchannels_;
+  v.nnodes = nodes_.nodes();
+  v.net = net_;
+  for (int r = 0; r < nranks_; ++r) {
+    v.nvml_dev.push_back(segment_->rank(r).nvml_dev);
+    v.net_dev.push_back(netDevWith(r));
+  }
+  return v;
+}
+
+void Communicator::logConnections(const Op& op) {
+  if (!debugEnabled(kLogInfo, subsys::kInit | subsys::kNet)) return;
+  if (!isCollective(op.kind)) connection_log_->connectP2p(op.peer, op.kind == OpKind::Send, 0);  // runPeerOps' channel
+  else if (op.algo == Algo::kTree) connection_log_->connectTree(trees_);
+  else if (op.algo == Algo::kPat) connection_log_->connectPat();
+  else connection_log_->connectRing();
+}
+
 void Communicator::placeOnNic(SendEnd& end) const {
-  if (end.net) end.net_dev = net_dev_;
+  if (end.net) end.net_dev = netDevWith(end.peer);
 }
 
 void Communicator::placeOnNic(RecvEnd& end, uint64_t seq) const {
   if (!nodes_.crossesNodes(rank_, end.peer)) return;
-  end.net_dev = net_dev_;
+  end.net_dev = netDevWith(end.peer);
   if (const simgpu::DeadNicFault* f = deadNicWith(end.peer, seq)) simgpu::FaultLedger::instance().fired(f->token);
 }
 

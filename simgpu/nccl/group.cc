@@ -168,6 +168,7 @@ ncclResult_t launch(std::vector<Op> ops, bool persistent = false);
 // of a captured collective is one op, for SIMGPU_FAULTS as for NCCL's own op count).
 ncclResult_t captureLaunch(std::vector<Op> ops) {
   const cudaStream_t capturing = ops.front().stream;
+  for (const Op& op : ops) op.comm->logConnections(op);  // NCCL connects while capturing
   for (auto it = ops.rbegin(); it != ops.rend(); ++it)
     if (isCollective(it->kind)) it->comm->returnCollectiveSeq();
   // A captured kernel's KernelLaunch event marks its recording into the graph, not its replays.
@@ -207,6 +208,8 @@ ncclResult_t launch(std::vector<Op> ops, bool persistent) {
   std::vector<UserStream> user_streams;
   std::vector<std::vector<std::shared_ptr<KernelJoin>>> joins_of;  // per user stream
   for (auto& [comm, kernel_ops] : per_comm) {
+    // ncclPrepareTasks' preconnect (src/group.cc:144): connections before the launch.
+    for (const Op& op : kernel_ops) comm->logConnections(op);
     auto join = std::make_shared<KernelJoin>();
     size_t streams = 0;
     for (const Op& op : kernel_ops) {

@@ -1,11 +1,18 @@
 #include "hangwatch/simgpu/nccl/net_devices.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "hangwatch/common/rank_identity.h"
 #include "hangwatch/simgpu/config.h"
+#include "hangwatch/simgpu/nccl/debug_log.h"
 
 extern "C" {
 __attribute__((visibility("default"))) simnccl_net_dev simnccl_net_devs[kSimncclMaxNetDevs];
@@ -29,7 +36,53 @@ void fillTable(NetKind net) {
   simnccl_nnet_devs = count;
 }
 
+// ncclSocketToString of the interface NCCL's ncclFindInterfaces picks (src/misc/socket.cc:89):
+// "<address><port>", the port 0. Without NCCL_SOCKET_IFNAME NCCL skips docker*, lo* and virbr*
+// while another interface has an address; simnccl calls every such interface eth0.
+std::string oobAddress() {
+  std::string found, loopback = "127.0.0.1";
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return loopback + "<0>";
+  for (const ifaddrs* i = list; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof(text));
+    const bool skipped = std::strncmp(i->ifa_name, "lo", 2) == 0 || std::strncmp(i->ifa_name, "docker", 6) == 0 ||
+                         std::strncmp(i->ifa_name, "virbr", 5) == 0;
+    if (!skipped) found = text;
+    else if (std::strncmp(i->ifa_name, "lo", 2) == 0) loopback = text;
+  }
+  freeifaddrs(list);
+  return (found.empty() ? loopback : found) + "<0>";
+}
+
 }  // namespace
+
+void logNetDevices(NetKind net, int cuda_dev) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (!debugEnabled(kLogInfo, subsys::kInit | subsys::kNet)) return;
+    fillTable(net);
+    std::string devices;
+    for (int d = 0; d < simnccl_nnet_devs; ++d) {
+      const simnccl_net_dev& dev = simnccl_net_devs[d];
+      devices += net == NetKind::kIB ? fmt::format(" [{}]{}:{}/IB", d, dev.devName, dev.portNum)
+                                     : fmt::format(" [{}]{}:{}", d, dev.devName, oobAddress());
+    }
+    if (net == NetKind::kSocket) {
+      debugLogOnDevice(cuda_dev, kLogInfo, subsys::kInit | subsys::kNet, "ncclNetSocketInit", 76, "NET/Socket : Using%s",
+                       devices.c_str());
+      return;
+    }
+    // ncclIbRelaxedOrderingCapable: NCCL_IB_PCI_RELAXED_ORDERING=2 (the default) turns it on
+    // where the verbs library has ibv_reg_mr_iova2, as on any current rdma-core.
+    const char* ro = std::getenv("NCCL_IB_PCI_RELAXED_ORDERING");
+    const bool relaxed = ro == nullptr || std::atoi(ro) != 0;
+    debugLogOnDevice(cuda_dev, kLogInfo, subsys::kInit | subsys::kNet, "ncclIbInitDevices", 839,
+                     "NET/IB : Using%s %s; OOB %s:%s", devices.c_str(), relaxed ? "[RO]" : "", "eth0",
+                     oobAddress().c_str());
+  });
+}
 
 int gpuOnNode(int device) {
   if (simgpu::simConfig().device_count > 1) return device;

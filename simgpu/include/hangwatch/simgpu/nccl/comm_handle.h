@@ -27,6 +27,7 @@ struct ncclComm {
   std::shared_ptr<std::atomic<ncclResult_t>> init = std::make_shared<std::atomic<ncclResult_t>>(ncclSuccess);
   std::string segment_name;
   int split_count = 0;  // splits and shrinks made from this handle, for the children's ids
+  int nccl_split_count = 0;  // NCCL's comm->splitCount: splits only, which a child's Init lines name
   bool revoked = false;
   simnccl::CustomRedOps redops;
   std::mutex registry_mutex;

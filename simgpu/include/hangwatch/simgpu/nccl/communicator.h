@@ -20,6 +20,7 @@
 #include "hangwatch/common/expected.h"
 #include "hangwatch/simgpu/nccl/algorithm.h"
 #include "hangwatch/simgpu/nccl/comm_profiler.h"
+#include "hangwatch/simgpu/nccl/net_connection_log.h"
 #include "hangwatch/simgpu/nccl/node_topology.h"
 #include "hangwatch/simgpu/nccl/op.h"
 #include "hangwatch/simgpu/nccl/ring_channel.h"
@@ -87,6 +88,9 @@ class Communicator {
   // communicator that has run no collective.
   bool runPeerOps(const std::vector<Op>& ops, uint64_t launch_index);
   uint64_t nextP2pLaunch() { return p2p_launches_++; }
+  // On the launching thread: NCCL's INFO lines for the NET connections `op` needs that were
+  // not made yet (net_connection_log.h); nothing when NCCL_DEBUG prints none of them.
+  void logConnections(const Op& op);
 
   std::atomic<ncclResult_t> async_error{ncclSuccess};
   // Non-blocking communicators (config.blocking = 0): calls return ncclInProgress and
@@ -141,6 +145,10 @@ class Communicator {
   // receiving end on a connection a dead NIC stops tells the ledger (its sender is elsewhere).
   void placeOnNic(SendEnd& end) const;
   void placeOnNic(RecvEnd& end, uint64_t seq) const;
+  // This rank's NIC on the connections with `peer` (an index into simnccl_net_devs), -1 for a
+  // peer on this rank's node: what placeOnNic gives each end and the INFO lines name.
+  int netDevWith(int peer) const;
+  ConnectionLogView connectionLogView() const;
   ChannelSteps stepsOn(const Op& op, int channel);
 
   int rank_;
@@ -166,6 +174,7 @@ class Communicator {
   std::vector<TreeLinks> trees_;  // per channel, this rank's
   std::unique_ptr<CommProfiler> profiler_;  // null without a profiler plugin
   std::unique_ptr<NetPeerWatch> peer_watch_;  // null when every member is on this rank's node
+  std::unique_ptr<ConnectionLog> connection_log_;
 
   friend class CollectiveRunner;
 };

@@ -36,4 +36,11 @@ int localNetDev(NetKind net, int device);
 // The device's name ("mlx5_3", "eth0"); empty for an index outside the table.
 std::string netDevName(int index);
 
+// The line NCCL's net prints once per process when its devices are found, at the first
+// communicator's ncclNetInit, before its "Init START" (INIT|NET), on `cuda_dev`:
+// IB  "NET/IB : Using [0]mlx5_0:1/IB ... [7]mlx5_7:1/IB [RO]; OOB eth0:<addr><0>" (net_ib.cc:839)
+// Socket "NET/Socket : Using [0]eth0:<addr><0>" (net_socket.cc:76)
+// <addr> is this machine's first IPv4 address off loopback (NCCL's ncclFindInterfaces).
+void logNetDevices(NetKind net, int cuda_dev);
+
 }  // namespace simnccl

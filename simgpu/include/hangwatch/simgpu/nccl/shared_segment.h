@@ -40,6 +40,7 @@ struct RankRecord {
   char node_key[kNodeKeyBytes];  // node_topology.h: equal keys, one node
   StepCounter net_doorbell;      // bumped by senders on connections between nodes (net_proxy_thread.h)
   char nic[24];                  // the NIC its connections between nodes use (net_devices.h)
+  int32_t nvml_dev;              // its GPU's index on its node (gpuOnNode): NCCL's peerInfo nvmlDev
 };
 
 struct SegmentHeader {
