@@ -23,7 +23,7 @@
 
 namespace {
 
-constexpr int kRanks = 3;
+constexpr int kPeerLossRanks = 3;
 constexpr int kGone = 2;  // ring: 1 sends to it, 0 receives from it
 constexpr int kRemote = 0, kNoError = 1, kOtherError = 2, kSetupFailed = 3;
 
@@ -42,7 +42,7 @@ void awaitGone(pid_t pid) {
 // being gone.
 testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::chrono::milliseconds within,
                                    bool gone_first = true) {
-  testing::MultiRankJob job(kRanks);
+  testing::MultiRankJob job(kPeerLossRanks);
   ncclUniqueId id = job.id();
   testing::RankBoard& board = job.board();
   if (!gone_first) env["SIMGPU_FAULTS"] = "dead-rank=" + std::to_string(kGone) + "@op=0";
@@ -50,7 +50,7 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
   job.start(
       [&](int rank) {
         ncclComm_t comm = nullptr;
-        if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return kSetupFailed;
+        if (ncclCommInitRank(&comm, kPeerLossRanks, id, rank) != ncclSuccess) return kSetupFailed;
         std::vector<float> buf(1 << 22, 1.0f);
         if (rank == kGone) board.progress[kPidSlot].store(static_cast<int>(getpid()));
         board.progress[rank].store(1);
@@ -62,7 +62,7 @@ testing::RankResults runWithoutOne(std::map<std::string, std::string> env, std::
           return kSetupFailed;
         board.progress[rank].store(2);
         if (rank == kGone) {  // once the others stand waiting for it
-          for (int r = 0; r < kRanks; ++r)
+          for (int r = 0; r < kPeerLossRanks; ++r)
             while (board.progress[r].load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
           _exit(0);
@@ -135,12 +135,12 @@ TEST_CASE("OnOneNodeNothingFailsWhenAPeerIsGone") {
 // holds a reference to the communicator (as an in-flight collective's stream work does until
 // it unwinds): a process that exits right after the abort leaves no thread of it behind.
 TEST_CASE("AbortReturnsWithThePeerWatchGoneWhileTheCommunicatorIsStillReferenced") {
-  testing::MultiRankJob job(kRanks);
+  testing::MultiRankJob job(kPeerLossRanks);
   ncclUniqueId id = job.id();
   job.start(
       [&](int rank) {
         ncclComm_t comm = nullptr;
-        if (ncclCommInitRank(&comm, kRanks, id, rank) != ncclSuccess) return 10;
+        if (ncclCommInitRank(&comm, kPeerLossRanks, id, rank) != ncclSuccess) return 10;
         if (watchThreads() != 1) return 11;  // named at its start (a name over 15 characters is refused)
         std::shared_ptr<simnccl::Communicator> still_held = comm->state;
         ncclCommAbort(comm);
