@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "hangwatch/simgpu/nccl/debug_log.h"
+
 namespace simnccl {
 namespace {
 
@@ -30,15 +32,6 @@ bool processGone(int pid) {
   if (!std::getline(stat, text)) return true;
   const size_t paren = text.rfind(')');
   return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] == 'Z' || text[paren + 2] == 'X';
-}
-
-// NCCL prints WARN lines under NCCL_DEBUG=WARN and above (src/debug.cc).
-bool warnsPrinted() {
-  const char* v = std::getenv("NCCL_DEBUG");
-  if (v == nullptr) return false;
-  for (const char* level : {"WARN", "INFO", "ABORT", "TRACE"})
-    if (strcasecmp(v, level) == 0) return true;
-  return false;
 }
 
 }  // namespace
@@ -120,9 +113,9 @@ void NetPeerWatch::fail(int peer, const char* how) {
   failed_ = true;
   ncclResult_t none = ncclSuccess;
   async_error_.compare_exchange_strong(none, ncclRemoteError);
-  if (warnsPrinted())
-    std::fprintf(stderr, "simnccl: NCCL WARN %s %s (comm rank %d; seen by comm rank %d)\n", how,
-                 segment_.rank(peer).node_key, peer, rank_);
+  // NCCL's WARN, to NCCL_DEBUG_FILE where there is one (src/debug.cc).
+  debugLog(kLogWarn, subsys::kNet, "transport/net.cc", __LINE__, "%s %s (comm rank %d; seen by comm rank %d)", how,
+           segment_.rank(peer).node_key, peer, rank_);
 }
 
 }  // namespace simnccl

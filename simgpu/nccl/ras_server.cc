@@ -1,5 +1,6 @@
 #include "hangwatch/simgpu/nccl/ras_server.h"
 
+
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <netdb.h>
@@ -34,6 +35,7 @@
 #include "hangwatch/simgpu/nccl/communicator.h"
 #include "hangwatch/simgpu/nccl/profiler_hooks.h"
 #include "hangwatch/simgpu/nccl/shared_segment.h"
+#include "hangwatch/simgpu/nccl/debug_log.h"
 
 namespace simnccl {
 namespace {
@@ -54,12 +56,6 @@ long rasEnvLong(const char* name, long fallback) {
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
   return end != v && *end == '\0' ? n : fallback;
-}
-
-// NCCL logs RAS setup at INFO (src/debug.cc: INFO and TRACE print it).
-bool rasInfoPrinted() {
-  const char* v = std::getenv("NCCL_DEBUG");
-  return v != nullptr && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
 }
 
 // The state letter of /proc/<pid>/stat, '\0' when there is no such process.
@@ -549,12 +545,12 @@ RasService* rasServiceStarted() {
   const std::string addr = env != nullptr && *env != '\0' ? env : kRasDefaultAddr;
   const int fd = rasListeningSocket(addr);
   if (fd < 0) {
-    if (rasInfoPrinted())
-      std::fprintf(stderr, "simnccl: NCCL INFO RAS failed to establish a client listening socket at %s\n",
-                   addr.c_str());
+    debugLog(kLogInfo, subsys::kInit | subsys::kRas, __func__, __LINE__,
+             "RAS failed to establish a client listening socket at %s", addr.c_str());  // src/ras/client_support.cc:185
     return nullptr;
   }
-  if (rasInfoPrinted()) std::fprintf(stderr, "simnccl: NCCL INFO RAS client listening socket at %s\n", addr.c_str());
+  debugLog(kLogInfo, subsys::kInit | subsys::kRas, __func__, __LINE__, "RAS client listening socket at %s",
+           addr.c_str());  // src/ras/client_support.cc:181
   const int peer_fd = rasPeerListeningSocket();
   if (peer_fd < 0) {
     ::close(fd);
