@@ -9,6 +9,8 @@ if(TARGET forensics)
                         dead_link_inside_a_node_named_from_the_debugger
                         dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger
                         dead_nic_named_with_the_link_it_stopped
+                        dead_nic_named_without_the_debugger_from_nccls_info_lines
+                        a_jobs_own_nccl_debug_is_kept_and_the_nic_is_then_not_named
                         dead_nic_carrying_both_links_of_a_rank_named_beside_it)
     hangwatch_e2e_test(profiler_verdict.two_nodes.${case} test_profiler_verdict.TwoNodes.test_${case} 240)
   endforeach()
@@ -17,6 +19,8 @@ if(TARGET forensics)
                      two_nodes.dead_link_inside_a_node_named_from_the_debugger
                      two_nodes.dead_rank_inside_a_node_narrowed_to_its_node_without_the_debugger
                      two_nodes.dead_nic_named_with_the_link_it_stopped
+                     two_nodes.dead_nic_named_without_the_debugger_from_nccls_info_lines
+                     two_nodes.a_jobs_own_nccl_debug_is_kept_and_the_nic_is_then_not_named
                      two_nodes.dead_nic_carrying_both_links_of_a_rank_named_beside_it)
     set_property(TEST e2e.profiler_verdict.${t} APPEND PROPERTY ENVIRONMENT FORENSICS=$<TARGET_FILE:forensics>)
   endforeach()

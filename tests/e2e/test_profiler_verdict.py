@@ -81,8 +81,10 @@ class TwoNodes(VerdictCase):
         self.assertEqual(v["culprit_link"], {"from": 3, "to": 4}, context)
         self.assertTrue(v["confident"], context)
         self.assertEqual(v["culprit_link_nics"], [
-            {"rank": 3, "end": "send", "host": "node-0", "index": 3, "device": "mlx5_3", "port": 1},
-            {"rank": 4, "end": "recv", "host": "node-1", "index": 4, "device": "mlx5_4", "port": 1}], context)
+            {"rank": 3, "end": "send", "host": "node-0", "index": 3, "device": "mlx5_3", "port": 1,
+             "source": "debugger"},
+            {"rank": 4, "end": "recv", "host": "node-1", "index": 4, "device": "mlx5_4", "port": 1,
+             "source": "debugger"}], context)
         self.assertTrue(any("node-0's mlx5_3 port 1" in s for s in v["next_steps"]), context)
         job_dir = Path(self.root) / report_jobs.JOB_ID
         code, text, err = report_jobs.report(job_dir, "text", ("--wait", "0"))
@@ -91,6 +93,37 @@ class TwoNodes(VerdictCase):
         code, html, err = report_jobs.report(job_dir, "html", ("--wait", "0"))
         self.assertEqual(code, 0, err)
         self.assertIn("node-0's mlx5_3 port 1", html)
+
+    def test_dead_nic_named_without_the_debugger_from_nccls_info_lines(self):
+        # The same NIC with the collector off: NCCL's profiler names the link, and NCCL's own INFO
+        # line at each end's connection set-up ("Channel .. : 3[3] -> 4[0] [send] via NET/IB/3"),
+        # which the watchdog had NCCL write node-local (the job left NCCL_DEBUG unset), the NIC.
+        v, context = self.two_nodes("dead-nic-8")
+        self.assertEqual(v["kind"], "communication-hang", context)
+        self.assertEqual(v["culprit_link"], {"from": 3, "to": 4}, context)
+        self.assertEqual(v["source"], "profiler", context)
+        self.assertTrue(v["confident"], context)
+        self.assertEqual(v["culprit_link_nics"], [
+            {"rank": 3, "end": "send", "host": "node-0", "index": 3, "device": "mlx5_3", "port": 1,
+             "source": "nccl-info"},
+            {"rank": 4, "end": "recv", "host": "node-1", "index": 4, "device": "mlx5_4", "port": 1,
+             "source": "nccl-info"}], context)
+        self.assertTrue(any("NCCL's own INFO line" in e for e in v["evidence"]), context)
+        # The lines went to the watchdog's node-local file, not to the job's output.
+        ranks = Path(self.root) / report_jobs.JOB_ID / "ranks"
+        log = json.loads((ranks / "r00003.watchdog.json").read_text())["nccl_log"]
+        self.assertTrue(log["file"].endswith(".log"), log)
+        self.assertTrue(any("[send] via NET/IB/3" in line for line in log["lines"]), log)
+
+    def test_a_jobs_own_nccl_debug_is_kept_and_the_nic_is_then_not_named(self):
+        # NCCL_DEBUG=WARN is the job's choice: no INFO line is written, and the snapshot says why.
+        v = self.verdict("dead-nic-8", ranks_per_node=4, NCCL_ALGO="Ring", NCCL_DEBUG="WARN")
+        context = json.dumps(v, indent=1)
+        self.assertEqual(v["culprit_link"], {"from": 3, "to": 4}, context)
+        self.assertEqual(v["culprit_link_nics"], [], context)
+        ranks = Path(self.root) / report_jobs.JOB_ID / "ranks"
+        log = json.loads((ranks / "r00003.watchdog.json").read_text())["nccl_log"]
+        self.assertEqual(log["unread"], "NCCL_DEBUG=WARN prints no INFO line", log)
 
     def test_dead_nic_carrying_both_links_of_a_rank_named_beside_it(self):
         # One rank per node: node-3's mlx5_3 carries both of rank 3's ring links. From the ring
