@@ -47,7 +47,8 @@ std::string makeWritableDir(const std::string& dir) {
   for (size_t at = 0; at != std::string::npos;) {
     const size_t next = dir.find('/', at + 1);
     path = dir.substr(0, next);
-    if (!path.empty() && mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) return "cannot make " + path + ": " + std::strerror(errno);
+    if (!path.empty() && mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
+      return "cannot make " + path + ": " + std::strerror(errno);
     at = next;
   }
   if (access(dir.c_str(), W_OK | X_OK) != 0) return "cannot write in " + dir + ": " + std::strerror(errno);
@@ -199,12 +200,6 @@ void setNcclInfoLogChoice(NcclInfoLogChoice choice) {
   std::lock_guard lock(s.mutex);
   s.choice = std::move(choice);
   s.made = true;
-}
-
-const NcclInfoLogChoice& ncclInfoLogChoice() {
-  ChoiceState& s = state();
-  std::lock_guard lock(s.mutex);
-  return s.choice;
 }
 
 std::optional<SnapshotNcclLog> ncclInfoLogForSnapshot() {

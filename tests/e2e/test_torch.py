@@ -218,6 +218,26 @@ class HungJob(TorchCase):
         self.assertTrue(verdict["confident"], verdict)
         self.assertIn("TREE channel(s)", "\n".join(verdict["evidence"]))
 
+    def test_dead_nic_between_two_nodes_is_named_without_the_debugger(self):
+        # Two nodes of two on the ring, the collector off: node-1's mlx5_2 (rank 2's NIC: one
+        # torchrun, so GPU 2) stops, and with it the ring's 1 -> 2 between the nodes. NCCL's
+        # profiler names the link, and NCCL's INFO lines at its connections' set-up, which the
+        # watchdog had NCCL write node-local (the job left NCCL_DEBUG unset), name both NICs.
+        # (On NCCL's own choice, the tree, the NIC stops both directions of the 0 <-> 2 edge:
+        # the verdict hedges between the two, as two links hold steps on the wire.)
+        if not can_run_as_nodes():
+            self.skipTest("ranks cannot take hostnames of their own here (UTS namespaces need root)")
+        with torchrun_job(4, ["--steps", "100"], self.dumps, faults="dead-nic=node-1:mlx5_2@op=20", per_node=2,
+                          extra_env={"HANGWATCH_COLLECT": "0", "NCCL_ALGO": "Ring"}) as job:
+            self.wait_for_dumps(job, 4)
+            verdict = self.report()["verdict"]
+        context = json.dumps(verdict, indent=1)
+        self.assertEqual(verdict["kind"], "communication-hang", context)
+        self.assertTrue(verdict["confident"], context)
+        self.assertEqual(verdict["culprit_link"], {"from": 1, "to": 2}, context)
+        nics = [(n["host"], n["device"], n["source"]) for n in verdict["culprit_link_nics"]]
+        self.assertEqual(nics, [("node-0", "mlx5_1", "nccl-info"), ("node-1", "mlx5_2", "nccl-info")], context)
+
     def test_rank_stuck_in_python_is_named_with_its_python_frames(self):
         with torchrun_job(4, ["--steps", "100", "--stall-rank", "2", "--stall-at-step", "3"], self.dumps) as job:
             self.wait_for_dumps(job, 4)

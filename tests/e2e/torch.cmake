@@ -7,6 +7,9 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
                      test_torch.HungJob.test_dead_link_inside_ddps_all_reduce_is_named 240)
   hangwatch_e2e_test(torch.dead_link_two_nodes
                      test_torch.HungJob.test_dead_link_between_two_nodes_on_nccls_own_algorithm_is_named 240)
+  # A NIC that stops, the collector off: named from NCCL's INFO lines the watchdog has NCCL write.
+  hangwatch_e2e_test(torch.dead_nic_without_the_debugger
+                     test_torch.HungJob.test_dead_nic_between_two_nodes_is_named_without_the_debugger 240)
   hangwatch_e2e_test(torch.python_stall
                      test_torch.HungJob.test_rank_stuck_in_python_is_named_with_its_python_frames 240)
   hangwatch_e2e_test(torch.gpu_stops test_torch.HungJob.test_gpu_that_stops_is_named 240)
@@ -37,7 +40,8 @@ if(TARGET forensics AND SIMGPU_DROPIN_DIR)
                      test_torch.HungJob.test_a_rank_killed_alone_on_its_node_is_named_from_nccls_ras 240)
   hangwatch_e2e_test(torch.vs_flight_recorder
                      test_vs_flight_recorder.SideBySide.test_hangwatch_is_never_wrong_and_right_wherever_flight_recorder_is 900)
-  set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes e2e.torch.python_stall
+  set_property(TEST e2e.torch.healthy e2e.torch.dead_link e2e.torch.dead_link_two_nodes
+               e2e.torch.dead_nic_without_the_debugger e2e.torch.python_stall
                e2e.torch.gpu_stops ${pytorch_timeout_tests} e2e.torch.restarts.clean_second_attempt
                e2e.torch.restarts.stale_unique_id e2e.torch.vs_flight_recorder e2e.torch.pipeline
                e2e.torch.pipeline_stage_killed e2e.torch.rank_killed_alone

@@ -43,7 +43,6 @@ SnapshotNcclLog readNcclInfoLines(const std::string& path, long pid, size_t max_
 
 // The choice made at library load (watchdog/nccl_info_capture.cc); none made: nothing to read.
 void setNcclInfoLogChoice(NcclInfoLogChoice choice);
-const NcclInfoLogChoice& ncclInfoLogChoice();
 // What a snapshot carries: this process's lines, or why there are none. Marks the file kept.
 std::optional<SnapshotNcclLog> ncclInfoLogForSnapshot();
 // At the process's end: the watchdog's own file goes unless a snapshot read it.
