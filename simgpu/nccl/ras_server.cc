@@ -21,7 +21,9 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -33,12 +35,33 @@
 
 #include "hangwatch/common/scoped_fd.h"
 #include "hangwatch/simgpu/nccl/communicator.h"
+#include "hangwatch/simgpu/nccl/debug_log.h"
 #include "hangwatch/simgpu/nccl/profiler_hooks.h"
 #include "hangwatch/simgpu/nccl/shared_segment.h"
-#include "hangwatch/simgpu/nccl/debug_log.h"
 
 namespace simnccl {
 namespace {
+
+// A thread born detached. std::thread(...).detach() leaves a moment in which the thread exists
+// and is not yet detached: a process that exits then (a rank ending while its RAS thread accepts
+// a peer) has a finished thread nobody joined, which ThreadSanitizer reports as a leak.
+void startDetached(std::function<void()> body) {
+  auto* task = new std::function<void()>(std::move(body));
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, &attr,
+      [](void* arg) -> void* {
+        std::unique_ptr<std::function<void()>> run(static_cast<std::function<void()>*>(arg));
+        (*run)();
+        return nullptr;
+      },
+      task);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) delete task;  // as std::thread's failure, minus the throw: the service answers nobody
+}
 
 using Clock = RasPeerLiveness::Clock;
 
@@ -340,7 +363,7 @@ class RasService {
 RasService::RasService(int fd, int peer_fd) : fd_(fd), peer_fd_(peer_fd) {
   cudaRuntimeGetVersion(&cuda_runtime_);
   cudaDriverGetVersion(&cuda_driver_);
-  std::thread([this] { listenLoop(); }).detach();
+  startDetached([this] { listenLoop(); });
 }
 
 void RasService::add(const Communicator* comm, SharedSegment* segment, uint64_t hash) {
@@ -367,10 +390,10 @@ void RasService::listenLoop() {
     if (::poll(pfds, 2, static_cast<int>(std::max<int64_t>(wait.count(), 0))) <= 0) continue;
     if (pfds[0].revents != 0)
       if (const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC); client >= 0)
-        std::thread([this, client] { serveClient(client); }).detach();
+        startDetached([this, client] { serveClient(client); });
     if (pfds[1].revents != 0)
       if (const int peer = ::accept4(peer_fd_, nullptr, nullptr, SOCK_CLOEXEC); peer >= 0)
-        std::thread([this, peer] { servePeer(peer); }).detach();
+        startDetached([this, peer] { servePeer(peer); });
   }
 }
 

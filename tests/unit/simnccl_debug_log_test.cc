@@ -142,6 +142,7 @@ std::vector<int> runJob(testing::MultiRankJob& job, int nranks, const fs::path& 
 void allReduceOnce(ncclComm_t comm, int) {
   std::vector<float> buf(4096, 1.0f);
   ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+  cudaDeviceSynchronize();  // the buffer lives only as long as this function
 }
 
 uint64_t commIdOf(const ncclUniqueId& id) { return simnccl::communicatorId(simnccl::segmentNameFromId(id)->c_str()); }
